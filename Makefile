@@ -1,0 +1,42 @@
+# netattach: `make demo` runs the demo, `make test` runs every check. Both install what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime clean
+
+deps:
+	@scripts/install-deps.sh
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+venv: deps $(STAMP)
+
+lint: venv
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: venv
+	$(BIN)/mypy
+
+layers: venv
+	$(BIN)/lint-imports
+
+pytest: venv
+	$(BIN)/python -m pytest --req-report $(PYTEST_ARGS)
+
+test: lint typecheck layers pytest
+
+demo: venv
+	$(BIN)/netattach demo
+
+bench-runtime: venv
+	$(BIN)/python bench/runtime_latency.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

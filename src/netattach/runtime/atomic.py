@@ -1,0 +1,49 @@
+"""Atomic files: write beside, fsync, rename over, fsync the directory.
+
+A reader sees the old file or the new one, never half of either, even across a power cut.
+"""
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    fsync_directory(directory)
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove(path: Path) -> bool:
+    """Delete `path` durably; False when it was already gone."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    fsync_directory(path.parent)
+    return True

@@ -1,0 +1,307 @@
+"""Config lists run as the CNI specification says (RT-LIST, CNI-CHECK, CNI-11).
+
+`Runtime` is netattach's libcni `CNIConfig`: ADD chains `prevResult` through the plugins, CHECK
+and DEL reuse the cached result, DEL runs in reverse, STATUS and GC are the 1.1 verbs. Every
+call's config is the plugin's raw dict with only the spec's keys injected (`build_plugin_config`).
+"""
+
+import copy
+import dataclasses
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from netattach.cni import conf, errors, result, spec, version
+from netattach.runtime import cache, execute, find, invoke
+
+DEFAULT_TIMEOUT = 60.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeConf:
+    """What the runtime knows of one attachment (libcni's RuntimeConf)."""
+
+    container_id: str
+    ifname: str
+    netns: str = ""
+    args: tuple[tuple[str, str], ...] = ()
+    capability_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class GCAttachment:
+    """An attachment the runtime still wants kept (CNI 1.1 GC)."""
+
+    container_id: str
+    ifname: str
+
+
+def build_plugin_config(
+    network: conf.NetworkConfigList,
+    plugin: conf.NetworkConfig,
+    *,
+    prev_result: result.Result | None = None,
+    capability_args: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON a plugin gets on stdin: its raw dict plus what the spec tells a runtime to add.
+
+    CNI spec "Network Configuration Lists": the list's `name` and `cniVersion` replace the
+    plugin's; `runtimeConfig` carries the capability arguments of the capabilities this plugin
+    declares, and nothing else; `prevResult` is the previous plugin's result in the list's version.
+    """
+    config = copy.deepcopy(plugin.raw)
+    config["name"] = network.name
+    config["cniVersion"] = network.cni_version
+    if prev_result is not None:
+        config["prevResult"] = result.convert(prev_result, network.cni_version).to_raw()
+    runtime_config = {
+        capability: value
+        for capability, value in (capability_args or {}).items()
+        if capability in plugin.capabilities
+    }
+    if runtime_config:
+        config["runtimeConfig"] = runtime_config
+    return config
+
+
+def _key(network: conf.NetworkConfigList, rt: RuntimeConf) -> cache.AttachmentKey:
+    return cache.AttachmentKey(
+        network_name=network.name, container_id=rt.container_id, ifname=rt.ifname
+    )
+
+
+class Runtime:
+    """Runs networks (config lists) for attachments, keeping each attachment's record."""
+
+    def __init__(
+        self,
+        *,
+        path: Sequence[str],
+        cache_dir: Path,
+        executor: execute.PluginExec | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.path = tuple(path)
+        self.cache = cache.AttachmentCache(cache_dir)
+        self.invoker = invoke.Invoker(executor or execute.SubprocessExec(), timeout=timeout)
+        self._versions: dict[tuple[str, int, int, int], tuple[str, ...]] = {}
+
+    def _call(self, command: str, rt: RuntimeConf | None = None) -> invoke.Invocation:
+        if rt is None:
+            return invoke.Invocation(command=command, path=self.path)
+        return invoke.Invocation(
+            command=command,
+            container_id=rt.container_id,
+            netns=rt.netns,
+            ifname=rt.ifname,
+            args=rt.args,
+            path=self.path,
+        )
+
+    # -- versions ---------------------------------------------------------------------------
+
+    async def plugin_versions(self, plugin_type: str) -> tuple[str, ...]:
+        """The versions a plugin supports, asked once per executable file (CNI-VERSION)."""
+        path = find.find_plugin(plugin_type, self.path)
+        stat = path.stat()
+        memo = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if memo not in self._versions:
+            self._versions[memo] = await self.invoker.version_info(
+                plugin_type, path, self._call(spec.VERSION)
+            )
+        return self._versions[memo]
+
+    async def validate_network_list(self, network: conf.NetworkConfigList) -> None:
+        """Every plugin of the list supports the list's version, else code 1 naming it."""
+        for plugin in network.plugins:
+            await self._check_supports(network, plugin)
+
+    async def _check_supports(
+        self, network: conf.NetworkConfigList, plugin: conf.NetworkConfig
+    ) -> None:
+        supported = await self.plugin_versions(plugin.type)
+        if network.cni_version not in supported:
+            raise errors.IncompatibleVersionError(
+                f"plugin {plugin.type} does not support config version {network.cni_version} "
+                f"of network {network.name!r}",
+                f"it supports {', '.join(supported) or 'nothing'}",
+            )
+
+    async def _run(
+        self,
+        network: conf.NetworkConfigList,
+        plugin: conf.NetworkConfig,
+        config: dict[str, Any],
+        call: invoke.Invocation,
+    ) -> result.Result | None:
+        path = find.find_plugin(plugin.type, self.path)
+        try:
+            if call.command == spec.ADD:
+                return await self.invoker.exec_with_result(plugin.type, path, config, call)
+            await self.invoker.exec_without_result(plugin.type, path, config, call)
+            return None
+        except errors.PluginError as exc:
+            if exc.code == errors.IncompatibleVersionError.code:
+                # Only now is the plugin's VERSION worth asking: to say what it does support.
+                await self._check_supports(network, plugin)
+            raise
+
+    # -- ADD / CHECK / DEL ------------------------------------------------------------------------
+
+    async def add_network_list(
+        self, network: conf.NetworkConfigList, rt: RuntimeConf
+    ) -> result.Result:
+        """ADD every plugin in order, chaining `prevResult`; the result is in the list's version.
+
+        The record is written before the first plugin runs, so an ADD interrupted at any point
+        can be deleted again. On a failure the chain stops (CNI spec); the caller decides to
+        roll back with `del_network_list`, which then finds the record.
+        """
+        key = _key(network, rt)
+        record = cache.CachedAttachment(
+            key=key,
+            netns=rt.netns,
+            config=network.raw,
+            cni_args=rt.args,
+            capability_args=dict(rt.capability_args),
+            result=None,
+        )
+        self.cache.save(record)
+        prev: result.Result | None = None
+        call = self._call(spec.ADD, rt)
+        for plugin in network.plugins:
+            config = build_plugin_config(
+                network, plugin, prev_result=prev, capability_args=rt.capability_args
+            )
+            prev = await self._run(network, plugin, config, call)
+        if prev is None:
+            raise errors.InvalidNetworkConfigError(f"network {network.name!r} has no plugins")
+        self.cache.save(dataclasses.replace(record, result=prev.to_raw()))
+        return prev
+
+    def cached_result(
+        self, network: conf.NetworkConfigList, rt: RuntimeConf
+    ) -> result.Result | None:
+        """The result the ADD of this attachment returned, in the list's version, if recorded."""
+        record = self.cache.load(_key(network, rt))
+        if record is None or record.result is None:
+            return None
+        parsed = result.parse_result(record.result, default_version=network.cni_version)
+        return result.convert(parsed, network.cni_version)
+
+    async def check_network_list(self, network: conf.NetworkConfigList, rt: RuntimeConf) -> None:
+        """CHECK every plugin in order with the cached result as `prevResult` (CNI-CHECK)."""
+        if not version.at_least(network.cni_version, "0.4.0"):
+            raise errors.IncompatibleVersionError(
+                f"network {network.name!r} has config version {network.cni_version}, "
+                "which does not support CHECK (0.4.0 or later does)"
+            )
+        if network.disable_check:
+            return
+        cached = self.cached_result(network, rt)
+        if cached is None:
+            raise errors.UnknownContainerError(
+                f"no cached result for network {network.name!r}, container {rt.container_id}, "
+                f"ifname {rt.ifname}"
+            )
+        call = self._call(spec.CHECK, rt)
+        for plugin in network.plugins:
+            config = build_plugin_config(
+                network, plugin, prev_result=cached, capability_args=rt.capability_args
+            )
+            await self._run(network, plugin, config, call)
+
+    async def del_network_list(self, network: conf.NetworkConfigList, rt: RuntimeConf) -> None:
+        """DEL every plugin in reverse order, then forget the record.
+
+        From 0.4.0 on the cached result goes along as `prevResult`. A record that cannot be read
+        does not stop the DEL: plugins must free what they hold without it (CNI spec), and a
+        leaked IP is worse than a DEL without `prevResult`. When a plugin fails, the chain stops
+        (CNI spec) and the record stays, so the runtime's retry runs the same DEL again.
+        """
+        prev: result.Result | None = None
+        if version.at_least(network.cni_version, "0.4.0"):
+            try:
+                prev = self.cached_result(network, rt)
+            except errors.CNIError:
+                prev = None
+        call = self._call(spec.DEL, rt)
+        for plugin in reversed(network.plugins):
+            config = build_plugin_config(
+                network, plugin, prev_result=prev, capability_args=rt.capability_args
+            )
+            await self._run(network, plugin, config, call)
+        self.cache.delete(_key(network, rt))
+
+    # -- STATUS / GC (CNI 1.1) -------------------------------------------------------------------
+
+    async def get_status_network_list(self, network: conf.NetworkConfigList) -> None:
+        """STATUS of every plugin; before 1.1.0 there is no STATUS and the network is ready."""
+        if not version.at_least(network.cni_version, "1.1.0"):
+            return
+        call = self._call(spec.STATUS)
+        for plugin in network.plugins:
+            await self._run(network, plugin, build_plugin_config(network, plugin), call)
+
+    async def gc_network_list(
+        self, network: conf.NetworkConfigList, valid: Iterable[GCAttachment]
+    ) -> None:
+        """Delete this network's recorded attachments that are not in `valid`, then (1.1+) run
+        each plugin's GC with `cni.dev/valid-attachments`. Every failure is reported; none stops
+        the rest of the sweep."""
+        if network.disable_gc:
+            return
+        keep = {(a.container_id, a.ifname) for a in valid}
+        failures: list[errors.CNIError] = []
+        for entry in list(self.cache.entries()):
+            if isinstance(entry, cache.CorruptRecordError):
+                continue  # not attributable to a network; the orchestrator's sweep reports it
+            if entry.key.network_name != network.name:
+                continue
+            if (entry.key.container_id, entry.key.ifname) in keep:
+                continue
+            try:
+                await self.del_network_list(self._recorded_network(entry, network), _rt_of(entry))
+            except errors.CNIError as exc:
+                failures.append(exc)
+        if version.at_least(network.cni_version, "1.1.0"):
+            valid_raw = [{"containerID": c, "ifname": i} for c, i in sorted(keep)]
+            call = self._call(spec.GC)
+            for plugin in network.plugins:
+                config = build_plugin_config(network, plugin)
+                config[spec.VALID_ATTACHMENTS_KEY] = valid_raw
+                try:
+                    await self._run(network, plugin, config, call)
+                except errors.CNIError as exc:
+                    failures.append(exc)
+        if failures:
+            raise _combined(f"GC of network {network.name!r}", failures)
+
+    @staticmethod
+    def _recorded_network(
+        entry: cache.CachedAttachment, current: conf.NetworkConfigList
+    ) -> conf.NetworkConfigList:
+        """The config the ADD used, so the DEL frees exactly what was made; else the current."""
+        try:
+            return conf.parse_any(entry.config, source=f"record {entry.key.filename()}")
+        except errors.CNIError:
+            return current
+
+
+def _rt_of(entry: cache.CachedAttachment) -> RuntimeConf:
+    return RuntimeConf(
+        container_id=entry.key.container_id,
+        ifname=entry.key.ifname,
+        netns=entry.netns if entry.netns and os.path.exists(entry.netns) else "",
+        args=entry.cni_args,
+        capability_args=entry.capability_args,
+    )
+
+
+def _combined(what: str, failures: Sequence[errors.CNIError]) -> errors.CNIError:
+    last = failures[-1]
+    if len(failures) == 1:
+        return last
+    summary = "; ".join(str(f) for f in failures)
+    return errors.PluginError(last.code, f"{what}: {len(failures)} failures", summary)

@@ -1,0 +1,27 @@
+"""Finding a plugin executable by its `type` in the `CNI_PATH` directories."""
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from netattach.cni import conf, errors
+
+
+def find_plugin(plugin_type: str, directories: Sequence[str]) -> Path:
+    """The first executable file called `plugin_type` in `directories` (CNI-FIND).
+
+    A `type` that is not a plain file name is refused before any directory is looked at, so a
+    config cannot make us run `/bin/sh` or `../../anything`.
+    """
+    problem = conf.plugin_type_problem(plugin_type)
+    if problem is not None:
+        raise errors.InvalidNetworkConfigError(f"refusing plugin type {plugin_type!r}", problem)
+    for directory in directories:
+        if not directory:
+            continue
+        candidate = Path(directory) / plugin_type
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise errors.InvalidNetworkConfigError(
+        f"failed to find plugin {plugin_type!r} in path {list(directories)!r}"
+    )

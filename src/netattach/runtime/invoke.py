@@ -1,0 +1,148 @@
+"""One plugin call: environment, stdin, exit status and stdout turned into a result or an error."""
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from netattach.cni import env, errors, result, spec, version
+from netattach.runtime import execute
+
+# How much of a failed plugin's stderr an error keeps (the end is where the reason usually is).
+STDERR_TAIL_BYTES = 2048
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Invocation:
+    """The `CNI_*` values of one call."""
+
+    command: str
+    container_id: str = ""
+    netns: str = ""
+    ifname: str = ""
+    args: tuple[tuple[str, str], ...] = ()
+    path: tuple[str, ...] = ()
+
+
+def build_env(call: Invocation, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The process environment: ours, minus any inherited `CNI_*`, plus this call's (CNI-ENV)."""
+    inherited = os.environ if base is None else base
+    environ = {k: v for k, v in inherited.items() if k not in spec.ENV_NAMES}
+    environ.update(
+        {
+            spec.ENV_COMMAND: call.command,
+            spec.ENV_CONTAINERID: call.container_id,
+            spec.ENV_NETNS: call.netns,
+            spec.ENV_IFNAME: call.ifname,
+            spec.ENV_ARGS: env.format_cni_args(call.args),
+            spec.ENV_PATH: ":".join(call.path),
+        }
+    )
+    return environ
+
+
+def stderr_tail(stderr: bytes) -> str:
+    tail = stderr[-STDERR_TAIL_BYTES:].decode("utf-8", errors="replace").strip()
+    return tail or "(no output on stderr)"
+
+
+def _describe(plugin: str, command: str) -> str:
+    return f"plugin {plugin} failed ({command.lower()})"
+
+
+class Invoker:
+    """Runs plugin executables through a `PluginExec` and reads what they print."""
+
+    def __init__(self, executor: execute.PluginExec, *, timeout: float = 60.0) -> None:
+        self.executor = executor
+        self.timeout = timeout
+
+    async def _run(
+        self, plugin: str, path: Path, stdin: bytes, call: Invocation
+    ) -> execute.ExecOutcome:
+        try:
+            return await self.executor.run(
+                path, env=build_env(call), stdin=stdin, timeout=self.timeout
+            )
+        except execute.ExecTimeoutError as exc:
+            # CNI-TIMEOUT: say which plugin hung, for which command and container.
+            raise errors.DelegateFailedError(
+                f"{_describe(plugin, call.command)}: hung, killed after {exc.timeout:g}s",
+                f"container {call.container_id or '-'} ifname {call.ifname or '-'}; {path}",
+            ) from exc
+        except execute.ExecStartError as exc:
+            raise errors.DelegateFailedError(_describe(plugin, call.command), str(exc)) from exc
+
+    def _error(self, plugin: str, command: str, outcome: execute.ExecOutcome) -> errors.CNIError:
+        """The error the plugin reported, or code 103 with its stderr tail when it said none."""
+        try:
+            raw = json.loads(outcome.stdout)
+        except (ValueError, UnicodeDecodeError):
+            raw = None
+        if errors.is_error_raw(raw):
+            assert isinstance(raw, dict)
+            reported = errors.from_plugin_raw(raw)
+            return errors.PluginError(
+                reported.code, f"{_describe(plugin, command)}: {reported.msg}", reported.details
+            )
+        return errors.DelegateFailedError(
+            f"{_describe(plugin, command)}: exit status {outcome.returncode} "
+            "without a CNI error on stdout",
+            stderr_tail(outcome.stderr),
+        )
+
+    async def exec_with_result(
+        self, plugin: str, path: Path, config: Mapping[str, Any], call: Invocation
+    ) -> result.Result:
+        """Run ADD; the result comes back in the config's own `cniVersion` (as libcni does)."""
+        conf_version = str(config.get("cniVersion", "0.1.0"))
+        outcome = await self._run(plugin, path, json.dumps(config).encode(), call)
+        if outcome.returncode != 0:
+            raise self._error(plugin, call.command, outcome)
+        try:
+            raw = json.loads(outcome.stdout)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise errors.DelegateFailedError(
+                f"{_describe(plugin, call.command)}: its result is not JSON "
+                f"({outcome.stdout[:200]!r})",
+                stderr_tail(outcome.stderr),
+            ) from exc
+        try:
+            parsed = result.parse_result(raw, default_version=conf_version)
+            return result.convert(parsed, conf_version)
+        except errors.CNIError as exc:
+            raise type(exc)(f"{_describe(plugin, call.command)}: {exc.msg}", exc.details) from exc
+
+    async def exec_without_result(
+        self, plugin: str, path: Path, config: Mapping[str, Any], call: Invocation
+    ) -> None:
+        """Run DEL, CHECK, GC or STATUS: success is exit status 0, whatever stdout holds."""
+        outcome = await self._run(plugin, path, json.dumps(config).encode(), call)
+        if outcome.returncode != 0:
+            raise self._error(plugin, call.command, outcome)
+
+    async def version_info(self, plugin: str, path: Path, call: Invocation) -> tuple[str, ...]:
+        """The versions a plugin supports (its `VERSION` reply)."""
+        stdin = json.dumps({"cniVersion": spec.CURRENT_VERSION}).encode()
+        outcome = await self._run(
+            plugin, path, stdin, dataclasses.replace(call, command=spec.VERSION)
+        )
+        if outcome.returncode != 0:
+            failure = self._error(plugin, spec.VERSION, outcome)
+            # A 0.1.0 plugin does not know VERSION at all (libcni's legacy rule).
+            if "unknown CNI_COMMAND: VERSION" in (
+                failure.msg + outcome.stderr.decode(errors="replace")
+            ):
+                return ("0.1.0",)
+            raise failure
+        try:
+            raw = json.loads(outcome.stdout)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise errors.DecodingFailureError(
+                f"plugin {plugin}: VERSION reply is not JSON", repr(outcome.stdout[:200])
+            ) from exc
+        if not isinstance(raw, dict):
+            raise errors.DecodingFailureError(f"plugin {plugin}: VERSION reply is not an object")
+        return version.parse_version_info(raw, plugin)
