@@ -12,6 +12,7 @@ import stat
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,13 +132,14 @@ def test_a_relative_type_cannot_reach_a_script_outside_the_path(tmp_path: Path) 
     plugin_dir = tmp_path / "a" / "b"
     plugin_dir.mkdir(parents=True)
     runtime = chain.Runtime(path=[str(plugin_dir)], cache_dir=tmp_path / "c")
-    raw = {"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "../../bin/sh"}]}
+    plugin: dict[str, Any] = {"type": "../../bin/sh"}
+    raw: dict[str, Any] = {"cniVersion": "1.0.0", "name": "n", "plugins": [plugin]}
     with pytest.raises(errors.InvalidNetworkConfigError) as caught:
         conf.parse_config_list(raw)
     assert "'../../bin/sh'" in str(caught.value)
     # even a list built by hand, past the parser, is refused by the finder
     evil = conf.NetworkConfig(
-        raw=raw["plugins"][0],  # type: ignore[index]
+        raw=plugin,
         name="n",
         type="../../bin/sh",
         cni_version="1.0.0",

@@ -1,4 +1,8 @@
-"""Links and addresses inside a namespace, read and changed through a netns-bound socket."""
+"""Links and addresses inside a namespace, read and changed through a netns-bound socket.
+
+These functions are synchronous. pyroute2's synchronous sockets drive an event loop of their
+own, so async code calls them through `asyncio.to_thread`, never directly from a coroutine.
+"""
 
 import dataclasses
 import errno
@@ -68,7 +72,7 @@ def read_routes(netns_path: str, family: int = 2) -> list[tuple[str, str]]:
             dst = _attr(route, "RTA_DST")
             prefix = route["dst_len"]
             if dst is None:
-                dst = "0.0.0.0" if family == 2 else "::"
+                dst = "0.0.0.0" if family == 2 else "::"  # noqa: S104 (a route prefix, not a bind)
             gateway = _attr(route, "RTA_GATEWAY") or ""
             out.append((str(ipaddress.ip_network(f"{dst}/{prefix}", strict=False)), str(gateway)))
     return out

@@ -1,0 +1,909 @@
+"""CNI results: the Success object of every spec version, read, checked, converted and written.
+
+This module owns the result a plugin prints for ADD (SPEC.md "Result" up to 0.4.0, "Section 5:
+Result Types" from 1.0.0) in its three layouts:
+
+    Result020   0.1.0, 0.2.0          `ip4` / `ip6`, each with its own `routes`; `dns`
+    Result040   0.3.0, 0.3.1, 0.4.0   `interfaces`, `ips` (with "version"), `routes`, `dns`
+    Result100   1.0.0, 1.1.0          as 0.4.0 but `ips` without "version"; interface `mtu`;
+                                      1.1.0 adds interface `socketPath`/`pciID` and route
+                                      `mtu`/`advmss`/`priority`/`table`/`scope`
+
+`parse_result` reads a plugin's output, picking the layout from `cniVersion` and reporting every
+malformed field at once; `convert` moves a result between any two versions the way libcni's
+converters do (pkg/types/020, 040, 100); each type's `to_raw` writes exactly the wire form of its
+version, so `X.from_raw(x.to_raw()) == x`.
+
+Choices worth knowing:
+  * Addresses are validated with `ipaddress` but kept as the plugin wrote them (no
+    canonicalisation), so what a plugin reported is what the runtime and the status see.
+  * Keys a version does not define are ignored on input and never written on output.
+  * An `interface` index past the end of `interfaces` is accepted, as libcni's decoders accept it
+    (only the plugins' `ipam.ConfigureIface` rejects it); consumers look it up defensively.
+
+Standard library only: the CNI vocabulary must not depend on anything else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from collections.abc import Mapping
+from typing import ClassVar, Final, Self, TypeAlias
+
+from netattach.cni import errors, spec, version
+
+# The versions of each layout, oldest first (version.family names a layout by its newest member).
+_V020: Final = tuple(v for v in spec.VERSIONS if version.family(v) == "0.2.0")
+_V040: Final = tuple(v for v in spec.VERSIONS if version.family(v) == "0.4.0")
+_V100: Final = tuple(v for v in spec.VERSIONS if version.family(v) == "1.0.0")
+
+# The first version whose result carries each optional field; older wire forms have no such key.
+# Interface `mtu` is taken to arrive with the 1.x layout and `socketPath`/`pciID` and the route
+# attributes with SPEC.md 1.1.0 (its Result section); 0.x interfaces are name/mac/sandbox only.
+_INTERFACE_SINCE: Final[Mapping[str, str]] = {
+    "mtu": "1.0.0",
+    "socket_path": "1.1.0",
+    "pci_id": "1.1.0",
+}
+_ROUTE_SINCE: Final[Mapping[str, str]] = {
+    "mtu": "1.1.0",
+    "advmss": "1.1.0",
+    "priority": "1.1.0",
+    "table": "1.1.0",
+    "scope": "1.1.0",
+}
+
+# A bad value is quoted in the error message, cut to this length so a huge one cannot flood it.
+_SHOW_MAX: Final = 80
+
+_Address: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
+_Prefixed: TypeAlias = ipaddress.IPv4Interface | ipaddress.IPv6Interface
+
+
+# --------------------------------------------------------------------------------------------
+# Decoding helpers: each records problems instead of raising, so one error can list them all.
+
+
+class _Problems:
+    """Problems found while decoding one object, each `<field path>: <what is wrong>`."""
+
+    __slots__ = ("_items", "_subject")
+
+    def __init__(self, subject: str) -> None:
+        self._subject = subject
+        self._items: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self._items.append(f"{path}: {message}" if path else message)
+
+    def bad(self, path: str, value: object, expected: str) -> None:
+        self.add(path, f"{_show(value)} is not {expected}")
+
+    def raise_if_any(self) -> None:
+        # SPEC.md well-known error 6: "Failed to decode content".
+        if self._items:
+            raise errors.DecodingFailureError(f"invalid {self._subject}: " + "; ".join(self._items))
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOW_MAX else text[: _SHOW_MAX - 3] + "..."
+
+
+def _at(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _object(value: object, path: str, problems: _Problems) -> Mapping[str, object] | None:
+    if isinstance(value, Mapping):
+        return value
+    problems.bad(path, value, "an object")
+    return None
+
+
+def _string(
+    raw: Mapping[str, object],
+    key: str,
+    path: str,
+    problems: _Problems,
+    *,
+    required: bool = False,
+) -> str:
+    """The string under `key`; absent or null is "" (Go leaves the field empty), or "missing"."""
+    where = _at(path, key)
+    value = raw.get(key)
+    if value is None:
+        if required:
+            problems.add(where, "missing")
+        return ""
+    if not isinstance(value, str) or (required and not value):
+        problems.bad(where, value, "a non-empty string" if required else "a string")
+        return ""
+    return value
+
+
+def _uint(raw: Mapping[str, object], key: str, path: str, problems: _Problems) -> int | None:
+    """The non-negative integer under `key`, or None when absent or null.
+
+    SPEC.md types these `uint`; JSON `true` is not a number to Go's decoder, nor `1.0` an int.
+    """
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        problems.bad(_at(path, key), value, "a non-negative integer")
+        return None
+    return value
+
+
+def _items(
+    raw: Mapping[str, object], key: str, path: str, problems: _Problems
+) -> list[tuple[str, object]]:
+    """The elements of the list under `key`, each with its path; absent or null is empty."""
+    where = _at(path, key)
+    value = raw.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        problems.bad(where, value, "a list")
+        return []
+    return [(f"{where}[{index}]", item) for index, item in enumerate(value)]
+
+
+def _strings(
+    raw: Mapping[str, object], key: str, path: str, problems: _Problems
+) -> tuple[str, ...]:
+    found: list[str] = []
+    for where, item in _items(raw, key, path, problems):
+        if isinstance(item, str):
+            found.append(item)
+        else:
+            problems.bad(where, item, "a string")
+    return tuple(found)
+
+
+def _parse_prefixed(text: str) -> _Prefixed | None:
+    """`text` as "address/length", the form Go's net.ParseCIDR accepts, else None.
+
+    `ipaddress` alone is laxer than libcni: it takes a bare address as /32, a netmask after the
+    slash and an IPv6 zone ("%eth0"), none of which net.ParseCIDR accepts.
+    """
+    address, slash, length = text.partition("/")
+    if not slash or not (length.isascii() and length.isdigit()) or "%" in address:
+        return None
+    try:
+        return ipaddress.ip_interface(text)
+    except ValueError:
+        return None
+
+
+def _parse_plain(text: str) -> _Address | None:
+    """`text` as a bare IP address (net.ParseIP: no prefix, no zone), else None."""
+    if "%" in text:
+        return None
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def _prefixed(
+    raw: Mapping[str, object],
+    key: str,
+    path: str,
+    problems: _Problems,
+    *,
+    expected: str,
+    family: int | None = None,
+) -> tuple[str, _Prefixed | None]:
+    """The required CIDR string under `key` and its parse (None when it is bad)."""
+    where = _at(path, key)
+    value = raw.get(key)
+    if value is None:
+        problems.add(where, "missing")
+        return "", None
+    parsed = _parse_prefixed(value) if isinstance(value, str) else None
+    if parsed is None or not isinstance(value, str):
+        problems.bad(where, value, expected)
+        return "", None
+    if family is not None and parsed.version != family:
+        problems.bad(where, value, f"an IPv{family} {expected.removeprefix('an IP ')}")
+        return value, None
+    return value, parsed
+
+
+def _gateway(
+    raw: Mapping[str, object],
+    key: str,
+    path: str,
+    problems: _Problems,
+    *,
+    peer: _Prefixed | None,
+    peer_key: str,
+) -> str:
+    """The optional gateway under `key`: a bare IP of the same family as `peer`.
+
+    SPEC.md (IPs): "All IP addresses and gateways provided must be valid for the given version";
+    (Routes): "All IP addresses in the routes entry must be the same IP version".
+    An empty string is no gateway, as Go's net.IP reads it.
+    """
+    where = _at(path, key)
+    value = raw.get(key)
+    if value is None or value == "":
+        return ""
+    parsed = _parse_plain(value) if isinstance(value, str) else None
+    if parsed is None or not isinstance(value, str):
+        problems.bad(where, value, "an IP address")
+        return ""
+    if peer is not None and parsed.version != peer.version:
+        problems.bad(where, value, f"an IPv{peer.version} address like the {peer_key}")
+        return ""
+    return value
+
+
+def _carries(cni_version: str, since: str) -> bool:
+    return version.at_least(cni_version, since)
+
+
+def _unsupported(obj: Interface | Route, since: Mapping[str, str], cni_version: str) -> list[str]:
+    """The optional fields of `obj` that are set although `cni_version` has no key for them."""
+    defaults = {field.name: field.default for field in dataclasses.fields(obj)}
+    return [
+        name
+        for name, first in since.items()
+        if not _carries(cni_version, first) and getattr(obj, name) != defaults[name]
+    ]
+
+
+def _check_fields(
+    cni_version: str,
+    interfaces: tuple[Interface, ...],
+    routes: tuple[Route, ...],
+    path_of_route: str = "routes",
+) -> None:
+    """Refuse a result holding a field its version cannot carry: `to_raw` could not write it."""
+    problems: list[str] = []
+    for index, interface in enumerate(interfaces):
+        names = _unsupported(interface, _INTERFACE_SINCE, cni_version)
+        problems.extend(f"interfaces[{index}].{name}" for name in names)
+    for index, route in enumerate(routes):
+        names = _unsupported(route, _ROUTE_SINCE, cni_version)
+        problems.extend(f"{path_of_route}[{index}].{name}" for name in names)
+    if problems:
+        raise errors.IncompatibleVersionError(
+            f"a {cni_version} result cannot carry {', '.join(problems)}; convert it instead"
+        )
+
+
+def _check_version(kind: str, cni_version: str, allowed: tuple[str, ...]) -> None:
+    if cni_version not in allowed:
+        raise errors.IncompatibleVersionError(
+            f"{kind} is for CNI versions {', '.join(allowed)}, not {cni_version!r}"
+        )
+
+
+def _declared_version(raw: object, allowed: tuple[str, ...], kind: str) -> str:
+    if not isinstance(raw, Mapping):
+        raise errors.DecodingFailureError(f"invalid result: {_show(raw)} is not an object")
+    declared = raw.get("cniVersion")
+    if not isinstance(declared, str) or declared not in allowed:
+        raise errors.IncompatibleVersionError(
+            f"{kind} is for CNI versions {', '.join(allowed)}, not cniVersion {_show(declared)}"
+        )
+    return declared
+
+
+# --------------------------------------------------------------------------------------------
+# The well-known structures (SPEC.md "Well-known Structures" / "Section 5").
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Interface:
+    """An entry of `interfaces` (0.3.0+); `sandbox` is empty for a host-side interface."""
+
+    name: str
+    mac: str = ""
+    mtu: int = 0  # 0 is "not reported" (libcni: `json:"mtu,omitempty"`)
+    sandbox: str = ""
+    socket_path: str = ""
+    pci_id: str = ""
+
+    @classmethod
+    def from_raw(
+        cls, raw: Mapping[str, object], *, cni_version: str = spec.CURRENT_VERSION
+    ) -> Self:
+        """The interface as `cni_version` writes it; keys that version lacks are ignored."""
+        problems = _Problems("interface")
+        decoded = cls._decode(raw, "", problems, cni_version)
+        problems.raise_if_any()
+        assert decoded is not None  # no problems means it decoded
+        return decoded
+
+    @classmethod
+    def _decode(cls, item: object, path: str, problems: _Problems, cni_version: str) -> Self | None:
+        raw = _object(item, path, problems)
+        if raw is None:
+            return None
+        # Read in wire-key order so the problems are listed in that order too.
+        name = _string(raw, "name", path, problems, required=True)
+        mac = _string(raw, "mac", path, problems)
+        mtu: int | None = None
+        if _carries(cni_version, _INTERFACE_SINCE["mtu"]):
+            mtu = _uint(raw, "mtu", path, problems)
+        sandbox = _string(raw, "sandbox", path, problems)
+        socket_path = pci_id = ""
+        if _carries(cni_version, _INTERFACE_SINCE["socket_path"]):
+            socket_path = _string(raw, "socketPath", path, problems)
+        if _carries(cni_version, _INTERFACE_SINCE["pci_id"]):
+            pci_id = _string(raw, "pciID", path, problems)
+        return cls(
+            name=name,
+            mac=mac,
+            mtu=mtu or 0,
+            sandbox=sandbox,
+            socket_path=socket_path,
+            pci_id=pci_id,
+        )
+
+    def to_raw(self, *, cni_version: str = spec.CURRENT_VERSION) -> dict[str, object]:
+        # `name` is always written (libcni: `json:"name"`), the rest only when set.
+        raw: dict[str, object] = {"name": self.name}
+        if self.mac:
+            raw["mac"] = self.mac
+        if self.mtu and _carries(cni_version, _INTERFACE_SINCE["mtu"]):
+            raw["mtu"] = self.mtu
+        if self.sandbox:
+            raw["sandbox"] = self.sandbox
+        if self.socket_path and _carries(cni_version, _INTERFACE_SINCE["socket_path"]):
+            raw["socketPath"] = self.socket_path
+        if self.pci_id and _carries(cni_version, _INTERFACE_SINCE["pci_id"]):
+            raw["pciID"] = self.pci_id
+        return raw
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class IPConfig:
+    """An entry of `ips` (0.3.0+): `address` in CIDR form, `interface` an index into interfaces."""
+
+    address: str
+    gateway: str = ""
+    interface: int | None = None
+
+    @property
+    def version(self) -> str:
+        """ "4" or "6", the family of `address` (the 0.3.x/0.4.0 `version` key; 1.0 dropped it)."""
+        return str(ipaddress.ip_interface(self.address).version)
+
+    @classmethod
+    def from_raw(
+        cls, raw: Mapping[str, object], *, cni_version: str = spec.CURRENT_VERSION
+    ) -> Self:
+        problems = _Problems("IP configuration")
+        decoded = cls._decode(raw, "", problems, cni_version)
+        problems.raise_if_any()
+        assert decoded is not None
+        return decoded
+
+    @classmethod
+    def _decode(cls, item: object, path: str, problems: _Problems, cni_version: str) -> Self | None:
+        raw = _object(item, path, problems)
+        if raw is None:
+            return None
+        address, parsed = _prefixed(
+            raw, "address", path, problems, expected="an IP address with prefix"
+        )
+        gateway = _gateway(raw, "gateway", path, problems, peer=parsed, peer_key="address")
+        interface = _uint(raw, "interface", path, problems)
+        if version.family(cni_version) == "0.4.0":
+            # 0.3.x/0.4.0 `version`: "either "4" or "6" and corresponds to the IP version of the
+            # addresses in the entry". libcni tolerates it absent, so only a present one is checked.
+            declared = raw.get("version")
+            where = _at(path, "version")
+            if declared is not None and declared not in ("4", "6"):
+                problems.bad(where, declared, '"4" or "6"')
+            elif declared is not None and parsed is not None and declared != str(parsed.version):
+                problems.add(where, f"{_show(declared)} does not match the address {address!r}")
+        return cls(address=address, gateway=gateway, interface=interface)
+
+    def to_raw(self, *, cni_version: str = spec.CURRENT_VERSION) -> dict[str, object]:
+        raw: dict[str, object] = {}
+        if version.family(cni_version) == "0.4.0":
+            raw["version"] = self.version
+        raw["address"] = self.address
+        if self.gateway:
+            raw["gateway"] = self.gateway
+        if self.interface is not None:
+            raw["interface"] = self.interface
+        return raw
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    """A route: `dst` in CIDR form, optional next hop `gw`; the rest are 1.1.0 attributes.
+
+    `mtu`, `advmss` and `priority` use 0 for "not set" (libcni `omitempty` ints); `table` and
+    `scope` are pointers in libcni, as 0 is a meaningful value for both (scope 0 is "universe").
+    """
+
+    dst: str
+    gw: str = ""
+    mtu: int = 0
+    advmss: int = 0
+    priority: int = 0
+    table: int | None = None
+    scope: int | None = None
+
+    @classmethod
+    def from_raw(
+        cls, raw: Mapping[str, object], *, cni_version: str = spec.CURRENT_VERSION
+    ) -> Self:
+        problems = _Problems("route")
+        decoded = cls._decode(raw, "", problems, cni_version)
+        problems.raise_if_any()
+        assert decoded is not None
+        return decoded
+
+    @classmethod
+    def _decode(
+        cls,
+        item: object,
+        path: str,
+        problems: _Problems,
+        cni_version: str,
+        family: int | None = None,
+    ) -> Self | None:
+        raw = _object(item, path, problems)
+        if raw is None:
+            return None
+        dst, parsed = _prefixed(
+            raw, "dst", path, problems, expected="an IP prefix in CIDR notation", family=family
+        )
+        extra: dict[str, int | None] = dict.fromkeys(_ROUTE_SINCE)
+        for name, first in _ROUTE_SINCE.items():
+            if _carries(cni_version, first):
+                extra[name] = _uint(raw, name, path, problems)
+        return cls(
+            dst=dst,
+            gw=_gateway(raw, "gw", path, problems, peer=parsed, peer_key="dst"),
+            mtu=extra["mtu"] or 0,
+            advmss=extra["advmss"] or 0,
+            priority=extra["priority"] or 0,
+            table=extra["table"],
+            scope=extra["scope"],
+        )
+
+    def to_raw(self, *, cni_version: str = spec.CURRENT_VERSION) -> dict[str, object]:
+        raw: dict[str, object] = {"dst": self.dst}
+        if self.gw:
+            raw["gw"] = self.gw
+        # 0 is "unset" for the first three (omitempty ints), None for table and scope.
+        for key, value in (("mtu", self.mtu), ("advmss", self.advmss), ("priority", self.priority)):
+            if value and _carries(cni_version, _ROUTE_SINCE[key]):
+                raw[key] = value
+        for key, maybe in (("table", self.table), ("scope", self.scope)):
+            if maybe is not None and _carries(cni_version, _ROUTE_SINCE[key]):
+                raw[key] = maybe
+        return raw
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DNS:
+    """The `dns` object, the same in every version."""
+
+    nameservers: tuple[str, ...] = ()
+    domain: str = ""
+    search: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.nameservers or self.domain or self.search or self.options)
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, object]) -> Self:
+        problems = _Problems("DNS")
+        decoded = cls._decode(raw, "", problems)
+        problems.raise_if_any()
+        return decoded
+
+    @classmethod
+    def _decode(cls, item: object, path: str, problems: _Problems) -> Self:
+        if item is None:
+            return cls()
+        raw = _object(item, path, problems)
+        if raw is None:
+            return cls()
+        return cls(
+            nameservers=_strings(raw, "nameservers", path, problems),
+            domain=_string(raw, "domain", path, problems),
+            search=_strings(raw, "search", path, problems),
+            options=_strings(raw, "options", path, problems),
+        )
+
+    def to_raw(self) -> dict[str, object]:
+        raw: dict[str, object] = {}
+        if self.nameservers:
+            raw["nameservers"] = list(self.nameservers)
+        if self.domain:
+            raw["domain"] = self.domain
+        if self.search:
+            raw["search"] = list(self.search)
+        if self.options:
+            raw["options"] = list(self.options)
+        return raw
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class IPv4or6Config:
+    """The 0.1.0/0.2.0 `ip4` or `ip6` object: `ip` in CIDR form, its gateway and its routes."""
+
+    ip: str
+    gateway: str = ""
+    routes: tuple[Route, ...] = ()
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, object]) -> Self:
+        problems = _Problems("IP configuration")
+        decoded = cls._decode(raw, "", problems, None)
+        problems.raise_if_any()
+        assert decoded is not None
+        return decoded
+
+    @classmethod
+    def _decode(
+        cls, item: object, path: str, problems: _Problems, family: int | None
+    ) -> Self | None:
+        raw = _object(item, path, problems)
+        if raw is None:
+            return None
+        ip, parsed = _prefixed(
+            raw, "ip", path, problems, expected="an IP address with prefix", family=family
+        )
+        gateway = _gateway(raw, "gateway", path, problems, peer=parsed, peer_key="ip")
+        # 0.2.0 SPEC.md: `ip4` holds "<list-of-ipv4-routes>", `ip6` "<list-of-ipv6-routes>".
+        route_family = parsed.version if parsed is not None else family
+        routes = tuple(
+            route
+            for where, entry in _items(raw, "routes", path, problems)
+            if (route := Route._decode(entry, where, problems, "0.2.0", route_family)) is not None
+        )
+        return cls(ip=ip, gateway=gateway, routes=routes)
+
+    def to_raw(self) -> dict[str, object]:
+        raw: dict[str, object] = {"ip": self.ip}
+        if self.gateway:
+            raw["gateway"] = self.gateway
+        if self.routes:
+            raw["routes"] = [route.to_raw(cni_version="0.2.0") for route in self.routes]
+        return raw
+
+
+# --------------------------------------------------------------------------------------------
+# The three result layouts.
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Result020:
+    """A 0.1.0 or 0.2.0 result: at most one IPv4 and one IPv6 configuration."""
+
+    _VERSIONS: ClassVar[tuple[str, ...]] = _V020
+
+    cni_version: str
+    ip4: IPv4or6Config | None = None
+    ip6: IPv4or6Config | None = None
+    dns: DNS = DNS()
+
+    def __post_init__(self) -> None:
+        _check_version("Result020", self.cni_version, self._VERSIONS)
+        for key, config in (("ip4", self.ip4), ("ip6", self.ip6)):
+            if config is not None:
+                _check_fields(self.cni_version, (), config.routes, f"{key}.routes")
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, object]) -> Self:
+        return cls._decode(raw, _declared_version(raw, cls._VERSIONS, "Result020"))
+
+    @classmethod
+    def _decode(cls, raw: Mapping[str, object], cni_version: str) -> Self:
+        problems = _Problems("result")
+        ip4 = ip6 = None
+        if raw.get("ip4") is not None:
+            ip4 = IPv4or6Config._decode(raw["ip4"], "ip4", problems, 4)
+        if raw.get("ip6") is not None:
+            ip6 = IPv4or6Config._decode(raw["ip6"], "ip6", problems, 6)
+        dns = DNS._decode(raw.get("dns"), "dns", problems)
+        problems.raise_if_any()
+        return cls(cni_version=cni_version, ip4=ip4, ip6=ip6, dns=dns)
+
+    def to_raw(self) -> dict[str, object]:
+        raw: dict[str, object] = {"cniVersion": self.cni_version}
+        if self.ip4 is not None:
+            raw["ip4"] = self.ip4.to_raw()
+        if self.ip6 is not None:
+            raw["ip6"] = self.ip6.to_raw()
+        if not self.dns.is_empty:
+            raw["dns"] = self.dns.to_raw()
+        return raw
+
+
+def _decode_layered(
+    raw: Mapping[str, object], cni_version: str
+) -> tuple[tuple[Interface, ...], tuple[IPConfig, ...], tuple[Route, ...], DNS]:
+    """The four parts shared by the 0.3.0+ layouts, every problem of all of them reported."""
+    problems = _Problems("result")
+    interfaces = tuple(
+        interface
+        for where, item in _items(raw, "interfaces", "", problems)
+        if (interface := Interface._decode(item, where, problems, cni_version)) is not None
+    )
+    ips = tuple(
+        ip
+        for where, item in _items(raw, "ips", "", problems)
+        if (ip := IPConfig._decode(item, where, problems, cni_version)) is not None
+    )
+    routes = tuple(
+        route
+        for where, item in _items(raw, "routes", "", problems)
+        if (route := Route._decode(item, where, problems, cni_version)) is not None
+    )
+    dns = DNS._decode(raw.get("dns"), "dns", problems)
+    problems.raise_if_any()
+    return interfaces, ips, routes, dns
+
+
+def _encode_layered(result: Result040 | Result100) -> dict[str, object]:
+    # Key order follows libcni's struct; empty lists and an empty dns are left out (omitempty,
+    # and 1.x's Result.MarshalJSON drops an empty dns).
+    cni_version = result.cni_version
+    raw: dict[str, object] = {"cniVersion": cni_version}
+    if result.interfaces:
+        raw["interfaces"] = [i.to_raw(cni_version=cni_version) for i in result.interfaces]
+    if result.ips:
+        raw["ips"] = [ip.to_raw(cni_version=cni_version) for ip in result.ips]
+    if result.routes:
+        raw["routes"] = [route.to_raw(cni_version=cni_version) for route in result.routes]
+    if not result.dns.is_empty:
+        raw["dns"] = result.dns.to_raw()
+    return raw
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Result040:
+    """A 0.3.0, 0.3.1 or 0.4.0 result."""
+
+    _VERSIONS: ClassVar[tuple[str, ...]] = _V040
+
+    cni_version: str
+    interfaces: tuple[Interface, ...] = ()
+    ips: tuple[IPConfig, ...] = ()
+    routes: tuple[Route, ...] = ()
+    dns: DNS = DNS()
+
+    def __post_init__(self) -> None:
+        _check_version("Result040", self.cni_version, self._VERSIONS)
+        _check_fields(self.cni_version, self.interfaces, self.routes)
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, object]) -> Self:
+        return cls._decode(raw, _declared_version(raw, cls._VERSIONS, "Result040"))
+
+    @classmethod
+    def _decode(cls, raw: Mapping[str, object], cni_version: str) -> Self:
+        interfaces, ips, routes, dns = _decode_layered(raw, cni_version)
+        return cls(cni_version=cni_version, interfaces=interfaces, ips=ips, routes=routes, dns=dns)
+
+    def to_raw(self) -> dict[str, object]:
+        return _encode_layered(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Result100:
+    """A 1.0.0 or 1.1.0 result (libcni: "the types did not change between v1.0 and v1.1")."""
+
+    _VERSIONS: ClassVar[tuple[str, ...]] = _V100
+
+    cni_version: str
+    interfaces: tuple[Interface, ...] = ()
+    ips: tuple[IPConfig, ...] = ()
+    routes: tuple[Route, ...] = ()
+    dns: DNS = DNS()
+
+    def __post_init__(self) -> None:
+        _check_version("Result100", self.cni_version, self._VERSIONS)
+        _check_fields(self.cni_version, self.interfaces, self.routes)
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, object]) -> Self:
+        return cls._decode(raw, _declared_version(raw, cls._VERSIONS, "Result100"))
+
+    @classmethod
+    def _decode(cls, raw: Mapping[str, object], cni_version: str) -> Self:
+        interfaces, ips, routes, dns = _decode_layered(raw, cni_version)
+        return cls(cni_version=cni_version, interfaces=interfaces, ips=ips, routes=routes, dns=dns)
+
+    def to_raw(self) -> dict[str, object]:
+        return _encode_layered(self)
+
+
+Result: TypeAlias = Result020 | Result040 | Result100
+
+
+def _layout(cni_version: str) -> str:
+    """The layout of a version the spec published; a malformed or unknown one is error 1."""
+    if cni_version not in spec.VERSIONS:
+        version.parse_version(cni_version)  # a malformed version gets parse_version's message
+        raise errors.IncompatibleVersionError(
+            f"unknown CNI result version {cni_version!r} (known: {', '.join(spec.VERSIONS)})"
+        )
+    return version.family(cni_version)
+
+
+def parse_result(raw: object, *, default_version: str) -> Result:
+    """The result a plugin printed, as the type of its `cniVersion`.
+
+    A result without `cniVersion` (or with null or "") is taken to be of `default_version`, the
+    version of the config the plugin ran with: libcni's `fixupResultVersion` does the same. A
+    `cniVersion` that is not a string, is malformed or is unknown raises IncompatibleVersionError;
+    any malformed field raises one DecodingFailureError naming every bad field and its value.
+    """
+    if not isinstance(raw, Mapping):
+        raise errors.DecodingFailureError(f"invalid result: {_show(raw)} is not an object")
+    declared = raw.get("cniVersion")
+    if declared is None or declared == "":
+        cni_version = default_version
+    elif isinstance(declared, str):
+        cni_version = declared
+    else:
+        raise errors.IncompatibleVersionError(
+            f"invalid result: cniVersion {_show(declared)} is not a version string"
+        )
+    layout = _layout(cni_version)
+    if layout == "0.2.0":
+        return Result020._decode(raw, cni_version)
+    if layout == "0.4.0":
+        return Result040._decode(raw, cni_version)
+    return Result100._decode(raw, cni_version)
+
+
+# --------------------------------------------------------------------------------------------
+# Conversion, as libcni registers it: 0.2.0 <-> 0.4.0 <-> 1.x, going through 0.4.0 between the
+# ends, and within a layout only `cniVersion` (and fields the target lacks) change.
+
+
+def _strip_interface(interface: Interface, cni_version: str) -> Interface:
+    """`interface` without the fields `cni_version` has no key for."""
+
+    def kept(name: str) -> bool:
+        return _carries(cni_version, _INTERFACE_SINCE[name])
+
+    return Interface(
+        name=interface.name,
+        mac=interface.mac,
+        mtu=interface.mtu if kept("mtu") else 0,
+        sandbox=interface.sandbox,
+        socket_path=interface.socket_path if kept("socket_path") else "",
+        pci_id=interface.pci_id if kept("pci_id") else "",
+    )
+
+
+def _strip_route(route: Route, cni_version: str) -> Route:
+    """`route` without the attributes `cni_version` has no key for."""
+
+    def kept(name: str) -> bool:
+        return _carries(cni_version, _ROUTE_SINCE[name])
+
+    return Route(
+        dst=route.dst,
+        gw=route.gw,
+        mtu=route.mtu if kept("mtu") else 0,
+        advmss=route.advmss if kept("advmss") else 0,
+        priority=route.priority if kept("priority") else 0,
+        table=route.table if kept("table") else None,
+        scope=route.scope if kept("scope") else None,
+    )
+
+
+def _up_from_020(result: Result020, to_version: str) -> Result040:
+    # libcni types040.convertFrom02x: ip4 then ip6 become `ips` without an interface index (0.2.0
+    # has no interfaces), and their routes are concatenated in the same order.
+    ips: list[IPConfig] = []
+    routes: list[Route] = []
+    for config in (result.ip4, result.ip6):
+        if config is not None:
+            ips.append(IPConfig(address=config.ip, gateway=config.gateway))
+            routes.extend(config.routes)
+    return Result040(cni_version=to_version, ips=tuple(ips), routes=tuple(routes), dns=result.dns)
+
+
+def _down_to_020(result: Result040, to_version: str, from_version: str) -> Result020:
+    # libcni types040.convertTo02x: 0.2.0 holds one address per family, so the first IPv4 and
+    # the first IPv6 entry are kept (address and gateway); each route goes to the configuration
+    # of its dst's family, or is dropped when there is none; interfaces have no 0.2.0 form.
+    first: dict[int, IPConfig] = {}
+    for ip in result.ips:
+        first.setdefault(ipaddress.ip_interface(ip.address).version, ip)
+    if not first:
+        raise errors.IncompatibleVersionError(
+            f"cannot convert result from {from_version} to {to_version}: no IP addresses"
+        )
+    routes: dict[int, list[Route]] = {4: [], 6: []}
+    for route in result.routes:
+        routes[ipaddress.ip_interface(route.dst).version].append(Route(dst=route.dst, gw=route.gw))
+    configs = {
+        family: IPv4or6Config(ip=ip.address, gateway=ip.gateway, routes=tuple(routes[family]))
+        for family, ip in first.items()
+    }
+    return Result020(cni_version=to_version, ip4=configs.get(4), ip6=configs.get(6), dns=result.dns)
+
+
+def _up_from_040(result: Result040, to_version: str) -> Result100:
+    # libcni types100.convertFrom04x: the same lists; `version` is implied by each address.
+    return Result100(
+        cni_version=to_version,
+        interfaces=result.interfaces,
+        ips=result.ips,
+        routes=result.routes,
+        dns=result.dns,
+    )
+
+
+def _down_to_040(result: Result100, to_version: str) -> Result040:
+    # libcni types100.convertTo04x keeps name/mac/sandbox of each interface; the 1.x-only
+    # interface and route fields have no 0.4.0 key.
+    return Result040(
+        cni_version=to_version,
+        interfaces=tuple(_strip_interface(i, to_version) for i in result.interfaces),
+        ips=result.ips,
+        routes=tuple(_strip_route(route, to_version) for route in result.routes),
+        dns=result.dns,
+    )
+
+
+def _within_100(result: Result100, to_version: str) -> Result100:
+    # libcni's convertFrom100 only sets the version; going down to 1.0.0 also drops what 1.0.0
+    # cannot carry, so the result stays writable in its own version.
+    return Result100(
+        cni_version=to_version,
+        interfaces=tuple(_strip_interface(i, to_version) for i in result.interfaces),
+        ips=result.ips,
+        routes=tuple(_strip_route(route, to_version) for route in result.routes),
+        dns=result.dns,
+    )
+
+
+def convert(result: Result, to_version: str) -> Result:
+    """`result` as a result of `to_version` (any two versions of spec.VERSIONS, both ways).
+
+    Going down loses what the older layout cannot hold (see the `_down_*` functions); converting
+    a result without any IP address to 0.1.0/0.2.0 is impossible and raises
+    IncompatibleVersionError, as in libcni. An unknown `to_version` raises it too.
+    """
+    target = _layout(to_version)
+    if result.cni_version == to_version:
+        return result
+    if isinstance(result, Result020):
+        if target == "0.2.0":
+            return dataclasses.replace(result, cni_version=to_version)
+        if target == "0.4.0":
+            return _up_from_020(result, to_version)
+        return _up_from_040(_up_from_020(result, "0.4.0"), to_version)
+    if isinstance(result, Result040):
+        if target == "0.2.0":
+            return _down_to_020(result, to_version, result.cni_version)
+        if target == "0.4.0":
+            return dataclasses.replace(result, cni_version=to_version)
+        return _up_from_040(result, to_version)
+    if target == "0.2.0":
+        return _down_to_020(_down_to_040(result, "0.4.0"), to_version, result.cni_version)
+    if target == "0.4.0":
+        return _down_to_040(result, to_version)
+    return _within_100(result, to_version)
+
+
+def first_sandbox_interface(result: Result040 | Result100) -> tuple[int, Interface] | None:
+    """The index and entry of the first interface inside a sandbox (non-empty `sandbox`)."""
+    for index, interface in enumerate(result.interfaces):
+        if interface.sandbox:
+            return index, interface
+    return None
