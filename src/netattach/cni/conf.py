@@ -74,8 +74,9 @@ def _decode(data: bytes | str | Mapping[str, Any], source: str) -> dict[str, Any
         return dict(data)
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.DecodingFailureError(f"{source}: invalid JSON", str(exc)) from exc
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        # RecursionError: JSON nested deeper than the parser's stack is bad input, not a crash.
+        raise errors.DecodingFailureError(f"{source}: invalid JSON", str(exc)[:200]) from exc
     if not isinstance(raw, dict):
         raise errors.InvalidNetworkConfigError(
             f"{source}: a network configuration must be a JSON object, not {type(raw).__name__}"

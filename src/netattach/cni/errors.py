@@ -158,7 +158,7 @@ def is_error_raw(raw: object) -> bool:
 
 def _fields(raw: Mapping[str, object]) -> tuple[int, str, str]:
     if not is_error_raw(raw):
-        raise DecodingFailureError("not a CNI error object", repr(dict(raw))[:200])
+        raise DecodingFailureError("not a CNI error object", repr(raw)[:200])
     code = raw["code"]
     assert isinstance(code, int)
     msg = raw.get("msg", "")

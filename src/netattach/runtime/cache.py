@@ -33,8 +33,11 @@ class AttachmentKey:
     ifname: str
 
     def filename(self) -> str:
-        # Every part is validated to a safe character set, so the name cannot escape the directory.
-        return f"{self.network_name}-{self.container_id}-{self.ifname}"
+        # libcni joins the parts with "-", which names and IDs may contain, so two attachments
+        # can share a file. ":" appears in none of them (network names and container IDs are
+        # [A-Za-z0-9_.-], ifnames exclude ":" and "/"), so this name is unambiguous and cannot
+        # escape the directory.
+        return f"{self.network_name}:{self.container_id}:{self.ifname}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +74,7 @@ def check_key(key: AttachmentKey) -> None:
 def _parse(path: Path, data: bytes) -> CachedAttachment:
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise CorruptRecordError(path, f"not JSON ({exc})") from exc
     if not isinstance(raw, dict) or raw.get("kind") != KIND:
         raise CorruptRecordError(path, f"not a {KIND} record")
@@ -91,12 +94,20 @@ def _parse(path: Path, data: bytes) -> CachedAttachment:
             raise TypeError("result is not an object")
         if not isinstance(capability_args, dict):
             raise TypeError("capabilityArgs is not an object")
-        pairs = tuple((str(k), str(v)) for k, v in cni_args)
+        netns = raw.get("netns", "")
+        if not isinstance(netns, str):
+            raise TypeError("netns is not a string")
+        if not isinstance(cni_args, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+            for p in cni_args
+        ):
+            raise TypeError("cniArgs is not a list of [key, value] strings")
+        pairs = tuple((k, v) for k, v in cni_args)
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptRecordError(path, f"bad field: {exc}") from exc
     return CachedAttachment(
         key=key,
-        netns=str(raw.get("netns", "")),
+        netns=netns,
         config=config,
         cni_args=pairs,
         capability_args=capability_args,
@@ -139,7 +150,10 @@ class AttachmentCache:
             return None
         except OSError as exc:
             raise CorruptRecordError(path, f"unreadable ({exc.strerror or exc})") from exc
-        return _parse(path, data)
+        record = _parse(path, data)
+        if record.key != key:
+            raise CorruptRecordError(path, f"it records {record.key}, not {key}")
+        return record
 
     def delete(self, key: AttachmentKey) -> None:
         try:

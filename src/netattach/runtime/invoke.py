@@ -79,7 +79,7 @@ class Invoker:
         """The error the plugin reported, or code 103 with its stderr tail when it said none."""
         try:
             raw = json.loads(outcome.stdout)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raw = None
         if errors.is_error_raw(raw):
             assert isinstance(raw, dict)
@@ -103,7 +103,7 @@ class Invoker:
             raise self._error(plugin, call.command, outcome)
         try:
             raw = json.loads(outcome.stdout)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise errors.DelegateFailedError(
                 f"{_describe(plugin, call.command)}: its result is not JSON "
                 f"({outcome.stdout[:200]!r})",
@@ -139,7 +139,7 @@ class Invoker:
             raise failure
         try:
             raw = json.loads(outcome.stdout)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise errors.DecodingFailureError(
                 f"plugin {plugin}: VERSION reply is not JSON", repr(outcome.stdout[:200])
             ) from exc
