@@ -422,7 +422,7 @@ def test_keys_that_would_escape_the_directory_are_refused(
     assert list(tmp_path.iterdir()) == []  # nothing was written anywhere
 
 
-# --- hostile and ambiguous input -------------------------------------------------------------------
+# --- hostile and ambiguous input ---
 
 
 def test_distinct_keys_do_not_share_a_record(store: cache.AttachmentCache) -> None:
