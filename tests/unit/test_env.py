@@ -310,7 +310,6 @@ def test_load_args_keeps_known_keys_only_as_given() -> None:
     assert env.load_args([], ["A"]) == {}
 
 
-@pytest.mark.req("KUBE-ARGS")
 def test_kubernetes_pod_identity_is_read_from_cni_args() -> None:
     keys = ["K8S_POD_NAMESPACE", "K8S_POD_NAME", "K8S_POD_INFRA_CONTAINER_ID", "K8S_POD_UID"]
     pairs = env.parse_cni_args(

@@ -283,7 +283,7 @@ def test_every_problem_is_reported_in_one_error() -> None:
             "interfaces[0].mac: 1 is not a string",
         ),
         (
-            "1.0.0",
+            "1.1.0",
             {"interfaces": [{"name": "a", "mtu": 1500.0}]},
             "interfaces[0].mtu: 1500.0 is not a non-negative integer",
         ),
@@ -449,7 +449,9 @@ def test_unknown_keys_are_ignored_at_every_level() -> None:
     )
 
 
-def test_1_1_keys_are_ignored_in_a_1_0_0_result_but_interface_mtu_is_kept() -> None:
+def test_1_1_keys_including_interface_mtu_are_ignored_in_a_1_0_0_result() -> None:
+    # Interface mtu, socketPath and pciID and the route attributes all arrived with 1.1.0
+    # (CNI "spec upgrades": "New fields mtu, socketPath and pciID ... to interfaces").
     raw = {
         "cniVersion": "1.0.0",
         "interfaces": [{"name": "net1", "mtu": 9000, "socketPath": "/s", "pciID": "0000:00:01.0"}],
@@ -459,8 +461,18 @@ def test_1_1_keys_are_ignored_in_a_1_0_0_result_but_interface_mtu_is_kept() -> N
     }
     assert parse_result(raw, default_version="1.0.0") == Result100(
         cni_version="1.0.0",
-        interfaces=(Interface(name="net1", mtu=9000),),
+        interfaces=(Interface(name="net1"),),
         routes=(Route(dst="0.0.0.0/0"),),
+    )
+    # An unknown key is ignored, not validated: a malformed interface mtu is no error in 1.0.0.
+    assert Interface.from_raw({"name": "net1", "mtu": -1}, cni_version="1.0.0") == Interface(
+        name="net1"
+    )
+    # The same keys are read in a 1.1.0 result.
+    assert parse_result({**raw, "cniVersion": "1.1.0"}, default_version="1.0.0") == Result100(
+        cni_version="1.1.0",
+        interfaces=(Interface(name="net1", mtu=9000, socket_path="/s", pci_id="0000:00:01.0"),),
+        routes=(Route(dst="0.0.0.0/0", mtu=1400, advmss=1360, priority=5, table=7, scope=0),),
     )
 
 
@@ -523,7 +535,6 @@ def test_interface_to_raw_follows_the_version() -> None:
     assert interface.to_raw(cni_version="1.0.0") == {
         "name": "net1",
         "mac": "aa:bb:cc:dd:ee:ff",
-        "mtu": 1400,
         "sandbox": "/ns",
     }
     assert interface.to_raw(cni_version="0.4.0") == {
@@ -557,6 +568,10 @@ def test_component_from_raw_reports_its_own_subject() -> None:
         (
             lambda: Result040(cni_version="0.4.0", interfaces=(Interface(name="a", mtu=1500),)),
             "a 0.4.0 result cannot carry interfaces[0].mtu",
+        ),
+        (
+            lambda: Result100(cni_version="1.0.0", interfaces=(Interface(name="a", mtu=1500),)),
+            "a 1.0.0 result cannot carry interfaces[0].mtu",
         ),
         (
             lambda: Result100(
@@ -697,9 +712,7 @@ def test_1_1_to_1_0_drops_only_the_1_1_fields() -> None:
         cni_version="1.0.0",
         interfaces=(
             Interface(name="cni0", mac="00:11:22:33:44:55"),
-            Interface(
-                name="eth0", mac="99:88:77:66:55:44", mtu=1450, sandbox="/var/run/netns/blue"
-            ),
+            Interface(name="eth0", mac="99:88:77:66:55:44", sandbox="/var/run/netns/blue"),
         ),
         ips=BRIDGE_100.ips,
         routes=(
@@ -713,7 +726,7 @@ def test_1_1_to_1_0_drops_only_the_1_1_fields() -> None:
 
 @pytest.mark.req("CNI-CONVERT")
 @pytest.mark.parametrize("target", ["0.3.0", "0.3.1", "0.4.0"])
-def test_1_x_to_0_4_drops_interface_mtu_too(target: str) -> None:
+def test_1_1_to_0_4_drops_the_1_1_interface_and_route_fields(target: str) -> None:
     converted = convert(BRIDGE_100, target)
     assert isinstance(converted, Result040)
     assert converted.cni_version == target

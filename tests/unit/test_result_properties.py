@@ -83,13 +83,13 @@ def routes(cni_version: str, family: Family | None = None) -> st.SearchStrategy[
 
 
 def interfaces(cni_version: str) -> st.SearchStrategy[Interface]:
-    has_mtu = version.at_least(cni_version, "1.0.0")
+    # mtu, socketPath and pciID all arrived with 1.1.0 (CNI "spec upgrades").
     has_11 = version.at_least(cni_version, "1.1.0")
     return st.builds(
         Interface,
         name=st.text(min_size=1, max_size=15),
         mac=st.one_of(st.just(""), st.just("00:11:22:33:44:55"), texts),
-        mtu=uints if has_mtu else st.just(0),
+        mtu=uints if has_11 else st.just(0),
         sandbox=st.one_of(st.just(""), st.just("/var/run/netns/blue"), texts),
         socket_path=texts if has_11 else st.just(""),
         pci_id=texts if has_11 else st.just(""),
@@ -240,10 +240,8 @@ _TOP_KEYS = {
 
 def _interface_keys(v: str) -> set[str]:
     keys = {"name", "mac", "sandbox"}
-    if version.at_least(v, "1.0.0"):
-        keys.add("mtu")
     if version.at_least(v, "1.1.0"):
-        keys |= {"socketPath", "pciID"}
+        keys |= {"mtu", "socketPath", "pciID"}
     return keys
 
 
@@ -334,6 +332,21 @@ def test_1_1_without_1_1_fields_to_1_0_and_back_is_lossless(result: Result100) -
 
 
 @pytest.mark.req("CNI-CONVERT")
+@given(results100(("1.0.0",)), st.sampled_from(V040))
+def test_1_0_to_0_4_and_back_is_lossless(result: Result100, down: str) -> None:
+    # 1.0.0 interfaces and routes carry the same keys as 0.4.0 ones: nothing is dropped.
+    there = convert(result, down)
+    assert there == Result040(
+        cni_version=down,
+        interfaces=result.interfaces,
+        ips=result.ips,
+        routes=result.routes,
+        dns=result.dns,
+    )
+    assert convert(there, "1.0.0") == result
+
+
+@pytest.mark.req("CNI-CONVERT")
 @given(results040(), st.sampled_from(V100))
 def test_0_4_to_1_x_and_back_is_lossless(result: Result040, up: str) -> None:
     there = convert(result, up)
@@ -373,11 +386,13 @@ def test_0_2_up_and_back_is_lossless(result: Result020, up: str) -> None:
 
 @pytest.mark.req("CNI-CONVERT")
 @given(results100(("1.1.0",)))
-def test_1_1_to_1_0_drops_exactly_socketpath_pciid_and_route_attributes(result: Result100) -> None:
+def test_1_1_to_1_0_drops_exactly_interface_mtu_socketpath_pciid_and_route_attributes(
+    result: Result100,
+) -> None:
     assert convert(result, "1.0.0") == Result100(
         cni_version="1.0.0",
         interfaces=tuple(
-            dataclasses.replace(i, socket_path="", pci_id="") for i in result.interfaces
+            dataclasses.replace(i, mtu=0, socket_path="", pci_id="") for i in result.interfaces
         ),
         ips=result.ips,
         routes=tuple(_route_0x(r) for r in result.routes),

@@ -154,6 +154,16 @@ def _fail(source: str, problems: list[str]) -> None:
         )
 
 
+def _name(raw: Mapping[str, Any], required: bool, problems: list[str]) -> str:
+    """The config's `name`; NAD configs may omit it (standard §3.4.2 injects the NAD's)."""
+    name = raw.get("name", "")
+    if required or "name" in raw:
+        problem = network_name_problem(name)
+        if problem is not None:
+            problems.append(problem)
+    return str(name)
+
+
 def parse_config(
     data: bytes | str | Mapping[str, Any], *, source: str = "<config>", require_name: bool = True
 ) -> NetworkConfig:
@@ -162,14 +172,10 @@ def parse_config(
     problems: list[str] = []
     if "plugins" in raw:
         problems.append("this is a configuration list (it has 'plugins'), not a single config")
-    name = raw.get("name", "")
-    if require_name or "name" in raw:
-        problem = network_name_problem(name)
-        if problem is not None:
-            problems.append(problem)
+    name = _name(raw, require_name, problems)
     cni_version = _version_of(raw, problems)
     conf = _plugin(
-        raw, name=str(name), cni_version=cni_version, where="", source=source, problems=problems
+        raw, name=name, cni_version=cni_version, where="", source=source, problems=problems
     )
     _fail(source, problems)
     return conf
@@ -181,11 +187,7 @@ def parse_config_list(
     """A config list (`.conflist`): every plugin's `name`/`cniVersion` come from the list."""
     raw = _decode(data, source)
     problems: list[str] = []
-    name = raw.get("name", "")
-    if require_name or "name" in raw:
-        problem = network_name_problem(name)
-        if problem is not None:
-            problems.append(problem)
+    name = _name(raw, require_name, problems)
     cni_version = _version_of(raw, problems)
     plugins_raw = raw.get("plugins")
     plugins: list[NetworkConfig] = []
@@ -199,7 +201,7 @@ def parse_config_list(
             plugins.append(
                 _plugin(
                     item,
-                    name=str(name),
+                    name=name,
                     cni_version=cni_version,
                     where=f"plugins[{index}].",
                     source=source,
@@ -211,7 +213,7 @@ def parse_config_list(
     _fail(source, problems)
     return NetworkConfigList(
         raw=raw,
-        name=str(name),
+        name=name,
         cni_version=cni_version,
         plugins=tuple(plugins),
         disable_check=disable_check,

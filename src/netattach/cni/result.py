@@ -5,8 +5,8 @@ Result Types" from 1.0.0) in its three layouts:
 
     Result020   0.1.0, 0.2.0          `ip4` / `ip6`, each with its own `routes`; `dns`
     Result040   0.3.0, 0.3.1, 0.4.0   `interfaces`, `ips` (with "version"), `routes`, `dns`
-    Result100   1.0.0, 1.1.0          as 0.4.0 but `ips` without "version"; interface `mtu`;
-                                      1.1.0 adds interface `socketPath`/`pciID` and route
+    Result100   1.0.0, 1.1.0          as 0.4.0 but `ips` without "version"; 1.1.0 adds
+                                      interface `mtu`/`socketPath`/`pciID` and route
                                       `mtu`/`advmss`/`priority`/`table`/`scope`
 
 `parse_result` reads a plugin's output, picking the layout from `cniVersion` and reporting every
@@ -39,10 +39,10 @@ _V040: Final = tuple(v for v in spec.VERSIONS if version.family(v) == "0.4.0")
 _V100: Final = tuple(v for v in spec.VERSIONS if version.family(v) == "1.0.0")
 
 # The first version whose result carries each optional field; older wire forms have no such key.
-# Interface `mtu` is taken to arrive with the 1.x layout and `socketPath`/`pciID` and the route
-# attributes with SPEC.md 1.1.0 (its Result section); 0.x interfaces are name/mac/sandbox only.
+# CNI "spec upgrades" for v1.1: interfaces gained mtu, socketPath and pciID, routes gained mtu,
+# advmss, priority, table and scope. Before that, interfaces are name/mac/sandbox only.
 _INTERFACE_SINCE: Final[Mapping[str, str]] = {
-    "mtu": "1.0.0",
+    "mtu": "1.1.0",
     "socket_path": "1.1.0",
     "pci_id": "1.1.0",
 }
@@ -652,7 +652,7 @@ def _decode_layered(
     return interfaces, ips, routes, dns
 
 
-def _encode_layered(result: Result040 | Result100) -> dict[str, object]:
+def _encode_layered(result: _LayeredResult) -> dict[str, object]:
     # Key order follows libcni's struct; empty lists and an empty dns are left out (omitempty,
     # and 1.x's Result.MarshalJSON drops an empty dns).
     cni_version = result.cni_version
@@ -669,10 +669,10 @@ def _encode_layered(result: Result040 | Result100) -> dict[str, object]:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Result040:
-    """A 0.3.0, 0.3.1 or 0.4.0 result."""
+class _LayeredResult:
+    """What the 0.3.0+ layouts share; each subclass names the versions it covers."""
 
-    _VERSIONS: ClassVar[tuple[str, ...]] = _V040
+    _VERSIONS: ClassVar[tuple[str, ...]] = ()
 
     cni_version: str
     interfaces: tuple[Interface, ...] = ()
@@ -681,12 +681,12 @@ class Result040:
     dns: DNS = DNS()
 
     def __post_init__(self) -> None:
-        _check_version("Result040", self.cni_version, self._VERSIONS)
+        _check_version(type(self).__name__, self.cni_version, self._VERSIONS)
         _check_fields(self.cni_version, self.interfaces, self.routes)
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, object]) -> Self:
-        return cls._decode(raw, _declared_version(raw, cls._VERSIONS, "Result040"))
+        return cls._decode(raw, _declared_version(raw, cls._VERSIONS, cls.__name__))
 
     @classmethod
     def _decode(cls, raw: Mapping[str, object], cni_version: str) -> Self:
@@ -698,32 +698,17 @@ class Result040:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Result100:
+class Result040(_LayeredResult):
+    """A 0.3.0, 0.3.1 or 0.4.0 result."""
+
+    _VERSIONS: ClassVar[tuple[str, ...]] = _V040
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Result100(_LayeredResult):
     """A 1.0.0 or 1.1.0 result (libcni: "the types did not change between v1.0 and v1.1")."""
 
     _VERSIONS: ClassVar[tuple[str, ...]] = _V100
-
-    cni_version: str
-    interfaces: tuple[Interface, ...] = ()
-    ips: tuple[IPConfig, ...] = ()
-    routes: tuple[Route, ...] = ()
-    dns: DNS = DNS()
-
-    def __post_init__(self) -> None:
-        _check_version("Result100", self.cni_version, self._VERSIONS)
-        _check_fields(self.cni_version, self.interfaces, self.routes)
-
-    @classmethod
-    def from_raw(cls, raw: Mapping[str, object]) -> Self:
-        return cls._decode(raw, _declared_version(raw, cls._VERSIONS, "Result100"))
-
-    @classmethod
-    def _decode(cls, raw: Mapping[str, object], cni_version: str) -> Self:
-        interfaces, ips, routes, dns = _decode_layered(raw, cni_version)
-        return cls(cni_version=cni_version, interfaces=interfaces, ips=ips, routes=routes, dns=dns)
-
-    def to_raw(self) -> dict[str, object]:
-        return _encode_layered(self)
 
 
 Result: TypeAlias = Result020 | Result040 | Result100

@@ -14,16 +14,8 @@ from netattach.runtime import execute
 STDERR_TAIL_BYTES = 2048
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Invocation:
-    """The `CNI_*` values of one call."""
-
-    command: str
-    container_id: str = ""
-    netns: str = ""
-    ifname: str = ""
-    args: tuple[tuple[str, str], ...] = ()
-    path: tuple[str, ...] = ()
+# One call's `CNI_*` values: the same shape a plugin reads its environment into.
+Invocation = env.Environment
 
 
 def build_env(call: Invocation, base: Mapping[str, str] | None = None) -> dict[str, str]:
