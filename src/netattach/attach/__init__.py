@@ -1,0 +1,2 @@
+"""The standard as pure functions: selections, delegate configs,
+network-status."""
