@@ -306,7 +306,7 @@ def test_all_problems_of_a_list_are_reported_in_one_error() -> None:
     for expected in (
         "network name 'bad name'",
         "cniVersion '0.9.0' is not a CNI version",
-        "plugins[0].plugin type '../evil' must be a plain file name",
+        "plugins[0].type: plugin type '../evil' must be a plain file name",
         "plugins[1].capabilities must map names to booleans",
         "disableGC must be a boolean, not 'maybe'",
     ):
@@ -366,7 +366,7 @@ def test_plugin_type_that_is_not_a_plain_file_name_is_code_7_quoting_it(plugin_t
     err = invalid_config(bridge(type=plugin_type))
     assert expected in err.details
     err = invalid_config(bridge_list(plugins=[{"type": "ok"}, {"type": plugin_type}]), as_list=True)
-    assert f"plugins[1].{expected}" in err.details
+    assert f"plugins[1].type: {expected}" in err.details
 
 
 @pytest.mark.req("CNI-FIND")

@@ -136,7 +136,7 @@ def _plugin(
 ) -> NetworkConfig:
     problem = plugin_type_problem(raw.get("type"))
     if problem is not None:
-        problems.append(f"{where}{problem}")
+        problems.append(f"{where}type: {problem}" if where else problem)
     return NetworkConfig(
         raw=raw,
         name=name,
@@ -290,11 +290,14 @@ def load_dir(directory: Path) -> LoadedDirectory:
     return LoadedDirectory(networks=tuple(networks), problems=tuple(problems))
 
 
-def find_network(directory: Path, name: str) -> NetworkConfigList | None:
+def find_network(
+    directory: Path, name: str, skipped: list[errors.CNIError] | None = None
+) -> NetworkConfigList | None:
     """The network called `name` on disk: config lists first, then single configs (standard §3.4.1).
 
-    Within each kind, files are tried in lexical order and the first match wins; files that fail
-    to parse are passed over (they may belong to another network).
+    Within each kind, files are tried in lexical order and the first match wins. Files that fail
+    to parse are passed over (they may belong to another network) and, when `skipped` is given,
+    their errors are appended to it, so a caller that finds nothing can say why.
     """
     files = list_config_files(directory)
     ordered = [p for p in files if p.suffix in LIST_EXTENSIONS] + [
@@ -303,7 +306,9 @@ def find_network(directory: Path, name: str) -> NetworkConfigList | None:
     for path in ordered:
         try:
             network = load_file(path)
-        except errors.CNIError:
+        except errors.CNIError as exc:
+            if skipped is not None:
+                skipped.append(exc)
             continue
         if network.name == name:
             return network

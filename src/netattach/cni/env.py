@@ -13,6 +13,8 @@ from netattach.cni import errors, spec
 # alphanumerics, underscore, period and hyphen.
 _CONTAINER_ID = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.\-]*")
 
+_KERNEL_SPACE_BYTES = frozenset({0xA0})
+
 # Which variables each command needs (CNI spec 1.0 "Parameters"; DEL may come without a netns).
 _REQUIRED: Mapping[str, tuple[str, ...]] = {
     spec.ADD: (spec.ENV_CONTAINERID, spec.ENV_NETNS, spec.ENV_IFNAME, spec.ENV_PATH),
@@ -56,6 +58,10 @@ def interface_name_problem(value: str) -> str | None:
     bad = sorted({c for c in value if c in "/:\0" or c.isspace()})
     if bad:
         return f"an interface name must not contain {''.join(bad)!r}"
+    # The kernel (dev_valid_name) tests bytes with its Latin-1 isspace, so a UTF-8 byte 0xA0
+    # (as in "à") is refused there although no character of the name is a space.
+    if any(b in _KERNEL_SPACE_BYTES for b in value.encode("utf-8")):
+        return "an interface name must not contain byte 0xa0 (the kernel reads it as a space)"
     return None
 
 
