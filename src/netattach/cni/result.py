@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 from collections.abc import Mapping
-from typing import ClassVar, Final, Self, TypeAlias
+from typing import ClassVar, Final, Self, TypeAlias, TypeVar
 
 from netattach.cni import errors, spec, version
 
@@ -822,33 +822,17 @@ def _down_to_020(result: Result040, to_version: str, from_version: str) -> Resul
     return Result020(cni_version=to_version, ip4=configs.get(4), ip6=configs.get(6), dns=result.dns)
 
 
-def _up_from_040(result: Result040, to_version: str) -> Result100:
-    # libcni types100.convertFrom04x: the same lists; `version` is implied by each address.
-    return Result100(
-        cni_version=to_version,
-        interfaces=result.interfaces,
-        ips=result.ips,
-        routes=result.routes,
-        dns=result.dns,
-    )
+_L = TypeVar("_L", Result040, Result100)
 
 
-def _down_to_040(result: Result100, to_version: str) -> Result040:
-    # libcni types100.convertTo04x keeps name/mac/sandbox of each interface; the 1.x-only
-    # interface and route fields have no 0.4.0 key.
-    return Result040(
-        cni_version=to_version,
-        interfaces=tuple(_strip_interface(i, to_version) for i in result.interfaces),
-        ips=result.ips,
-        routes=tuple(_strip_route(route, to_version) for route in result.routes),
-        dns=result.dns,
-    )
+def _relayout(result: _LayeredResult, layout: type[_L], to_version: str) -> _L:
+    """`result` in another 0.3+ layout or version: the same lists, less what `to_version` lacks.
 
-
-def _within_100(result: Result100, to_version: str) -> Result100:
-    # libcni's convertFrom100 only sets the version; going down to 1.0.0 also drops what 1.0.0
-    # cannot carry, so the result stays writable in its own version.
-    return Result100(
+    libcni's converters between 0.4.0 and 1.x keep name/mac/sandbox of each interface and the
+    `ips` (`version` is implied by each address); going down also drops the interface and route
+    fields the older version has no key for, so the result stays writable in its own version.
+    """
+    return layout(
         cni_version=to_version,
         interfaces=tuple(_strip_interface(i, to_version) for i in result.interfaces),
         ips=result.ips,
@@ -872,18 +856,18 @@ def convert(result: Result, to_version: str) -> Result:
             return dataclasses.replace(result, cni_version=to_version)
         if target == "0.4.0":
             return _up_from_020(result, to_version)
-        return _up_from_040(_up_from_020(result, "0.4.0"), to_version)
+        return _relayout(_up_from_020(result, "0.4.0"), Result100, to_version)
     if isinstance(result, Result040):
         if target == "0.2.0":
             return _down_to_020(result, to_version, result.cni_version)
         if target == "0.4.0":
             return dataclasses.replace(result, cni_version=to_version)
-        return _up_from_040(result, to_version)
+        return _relayout(result, Result100, to_version)
     if target == "0.2.0":
-        return _down_to_020(_down_to_040(result, "0.4.0"), to_version, result.cni_version)
+        return _down_to_020(_relayout(result, Result040, "0.4.0"), to_version, result.cni_version)
     if target == "0.4.0":
-        return _down_to_040(result, to_version)
-    return _within_100(result, to_version)
+        return _relayout(result, Result040, to_version)
+    return _relayout(result, Result100, to_version)
 
 
 def first_sandbox_interface(result: Result040 | Result100) -> tuple[int, Interface] | None:
