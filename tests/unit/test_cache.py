@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from netattach import atomic
 from netattach.cni import errors
-from netattach.runtime import atomic, cache
+from netattach.runtime import cache
 
 KEY = cache.AttachmentKey(network_name="dbnet", container_id="ctr1", ifname="eth0")
 

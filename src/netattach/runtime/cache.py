@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from netattach import atomic
 from netattach.cni import conf, env, errors
-from netattach.runtime import atomic
 
 KIND = "netattachCacheV1"
 

@@ -1,4 +1,4 @@
-"""Atomic files: write beside, fsync, rename over, fsync the directory.
+"""Atomic files: write beside, fsync, rename over, fsync the directory (stdlib only).
 
 A reader sees the old file or the new one, never half of either, even across a power cut.
 """
