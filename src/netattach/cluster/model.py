@@ -1,0 +1,65 @@
+"""The parts of Kubernetes objects netattach reads, as the API sends them (raw payloads).
+
+TypedDicts, not models: objects arrive as JSON/YAML and are read where needed, so unknown fields
+cost nothing and survive untouched.
+"""
+
+from typing import Any, Final, TypedDict
+
+NAD_GROUP: Final = "k8s.cni.cncf.io"
+NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
+STATUS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/network-status"
+
+POD: Final = "Pod"
+NAMESPACE: Final = "Namespace"
+NAD: Final = "NetworkAttachmentDefinition"
+POLICY: Final = "MultiNetworkPolicy"
+
+# apiVersion each kind must carry.
+API_VERSIONS: Final = {
+    POD: "v1",
+    NAMESPACE: "v1",
+    NAD: f"{NAD_GROUP}/v1",
+    POLICY: f"{NAD_GROUP}/v1beta1",
+}
+
+
+class ObjectMeta(TypedDict, total=False):
+    name: str
+    namespace: str
+    uid: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    resourceVersion: str
+
+
+class KubeObject(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: dict[str, Any]
+    status: dict[str, Any]
+
+
+def meta(obj: KubeObject) -> ObjectMeta:
+    return obj.get("metadata") or ObjectMeta()
+
+
+def name_of(obj: KubeObject) -> str:
+    return meta(obj).get("name", "")
+
+
+def namespace_of(obj: KubeObject) -> str:
+    return meta(obj).get("namespace", "")
+
+
+def uid_of(obj: KubeObject) -> str:
+    return meta(obj).get("uid", "")
+
+
+def annotation(obj: KubeObject, key: str) -> str | None:
+    return (meta(obj).get("annotations") or {}).get(key)
+
+
+def labels(obj: KubeObject) -> dict[str, str]:
+    return dict(meta(obj).get("labels") or {})

@@ -1,0 +1,68 @@
+"""An indexed in-memory store of the objects a feed delivers, by kind and (namespace, name)."""
+
+import asyncio
+from collections.abc import Iterable
+
+from netattach.cluster import model
+
+_Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped kinds
+
+
+class ClusterStore:
+    """What a feed knows, looked up without I/O. Feeds call `replace_all`/`upsert`/`remove`."""
+
+    def __init__(self) -> None:
+        self._objects: dict[str, dict[_Key, model.KubeObject]] = {
+            kind: {} for kind in model.API_VERSIONS
+        }
+        self._synced = asyncio.Event()
+
+    # -- writes (feeds) -------------------------------------------------------------------------
+
+    def upsert(self, obj: model.KubeObject) -> None:
+        kind = obj.get("kind", "")
+        if kind in self._objects:
+            self._objects[kind][(model.namespace_of(obj), model.name_of(obj))] = obj
+
+    def remove(self, kind: str, namespace: str, name: str) -> None:
+        self._objects.get(kind, {}).pop((namespace, name), None)
+
+    def replace_all(self, objects: Iterable[model.KubeObject]) -> None:
+        """A full resync: afterwards the store holds exactly `objects`."""
+        fresh: dict[str, dict[_Key, model.KubeObject]] = {kind: {} for kind in self._objects}
+        for obj in objects:
+            kind = obj.get("kind", "")
+            if kind in fresh:
+                fresh[kind][(model.namespace_of(obj), model.name_of(obj))] = obj
+        self._objects = fresh
+
+    def mark_synced(self) -> None:
+        self._synced.set()
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    async def wait_synced(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._synced.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def lookup(self, kind: str, namespace: str, name: str) -> model.KubeObject | None:
+        return self._objects.get(kind, {}).get((namespace, name))
+
+    def lookup_pod(self, namespace: str, name: str) -> model.KubeObject | None:
+        return self.lookup(model.POD, namespace, name)
+
+    def lookup_nad(self, namespace: str, name: str) -> model.KubeObject | None:
+        return self.lookup(model.NAD, namespace, name)
+
+    def lookup_namespace(self, name: str) -> model.KubeObject | None:
+        return self.lookup(model.NAMESPACE, "", name)
+
+    def objects(self, kind: str) -> list[model.KubeObject]:
+        return list(self._objects.get(kind, {}).values())
