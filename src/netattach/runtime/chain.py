@@ -262,7 +262,9 @@ class Runtime:
             if (entry.key.container_id, entry.key.ifname) in keep:
                 continue
             try:
-                await self.del_network_list(self._recorded_network(entry, network), _rt_of(entry))
+                recorded = self._recorded_network(entry, network)
+                assert recorded is not None  # falls back to `network`
+                await self.del_network_list(recorded, _rt_of(entry))
             except errors.CNIError as exc:
                 failures.append(exc)
         if version.at_least(network.cni_version, "1.1.0"):
@@ -278,10 +280,33 @@ class Runtime:
         if failures:
             raise _combined(f"GC of network {network.name!r}", failures)
 
+    async def del_container(self, container_id: str) -> None:
+        """DEL every recorded attachment of a container, from the records alone.
+
+        For when the caller's own bookkeeping is lost (a corrupt pod record): each attachment's
+        record holds the config and arguments its ADD used. Every failure is reported; none
+        stops the others.
+        """
+        failures: list[errors.CNIError] = []
+        for entry in list(self.cache.entries()):
+            if isinstance(entry, cache.CorruptRecordError):
+                continue
+            if entry.key.container_id != container_id:
+                continue
+            network = self._recorded_network(entry, None)
+            if network is None:
+                continue
+            try:
+                await self.del_network_list(network, _rt_of(entry))
+            except errors.CNIError as exc:
+                failures.append(exc)
+        if failures:
+            raise _combined(f"DEL of container {container_id}", failures)
+
     @staticmethod
     def _recorded_network(
-        entry: cache.CachedAttachment, current: conf.NetworkConfigList
-    ) -> conf.NetworkConfigList:
+        entry: cache.CachedAttachment, current: conf.NetworkConfigList | None
+    ) -> conf.NetworkConfigList | None:
         """The config the ADD used, so the DEL frees exactly what was made; else the current."""
         try:
             return conf.parse_any(entry.config, source=f"record {entry.key.filename()}")

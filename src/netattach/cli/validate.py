@@ -1,0 +1,349 @@
+"""`netattach validate FILE... [-]`: check manifests and configs before a node has to run them.
+
+Each file (`-` is standard input) holds YAML or JSON: one document, several separated by `---`,
+or a `kind: List` as `kubectl get -o yaml` prints it. Every document is checked as what it is:
+
+    netattach settings                a mapping with `clusterNetwork` (or with settings keys
+                                      only): every key, as the daemon reads them
+    NetworkAttachmentDefinition       name and namespace (NAD-NAME); spec.config parsed by the
+                                      daemon's own `resolve_delegate` (NAD-BADCONF)
+    Pod, and the pod template of a    the selection annotation, parsed by the daemon's own
+    Deployment, DaemonSet, ...        `parse_selections`
+    a CNI config or config list       a mapping with `type`, `plugins` or `cniVersion`
+
+Other kinds are listed as skipped, which is not a problem. Output: one line per problem,
+
+    <file> <Kind> <namespace>/<name>: <problem, quoting the bad value>
+
+(`<name>` alone when the object names no namespace, `#<document>` when it has no name), warnings
+the same way after `warning:`, then `N objects checked, M problems`. Exit status: 0 without
+problems, 1 with problems, 2 when an input could not be read.
+"""
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+import yaml
+
+from netattach.attach import delegate, selection
+from netattach.cluster import model
+from netattach.cni import conf, errors
+from netattach.daemon import settings
+
+STDIN = "-"
+_STDIN_LABEL = "<stdin>"
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_UNREADABLE = 2
+
+# Where each workload kind keeps the pod template whose annotations its pods get.
+_POD_TEMPLATES: dict[str, tuple[str, ...]] = {
+    "PodTemplate": ("template",),
+    "ReplicationController": ("spec", "template"),
+    "ReplicaSet": ("spec", "template"),
+    "Deployment": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "DaemonSet": ("spec", "template"),
+    "Job": ("spec", "template"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template"),
+}
+# Keys that make a mapping without `kind` a CNI network configuration (CNI spec "Configuration
+# format"): a config has `type`, a list `plugins`, both `cniVersion`.
+_CNI_KEYS = ("type", "plugins", "cniVersion", "cniVersions")
+# parse_selections joins its problems with "; " in the details, and each starts with its path
+# and ": " (`networks: `, `networks[0].mac: `); a "; " inside a quoted bad value is not followed
+# by that, so it does not split.
+_SELECTION_SPLIT = re.compile(r"; (?=networks[^\s:]*: )")
+# standard §3.3 (NAD-NAME): NAD names and namespaces are DNS-1123 labels.
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_MAX = 63
+_SHOW_CHARS = 80
+
+
+class _Report:
+    """The lines printed so far and what they add up to."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.checked = 0
+        self.problems = 0
+        self.unreadable = False
+
+    def line(self, text: str) -> None:
+        # One line each, whatever a message holds: a line is one problem to a reader or a grep.
+        print(text.replace("\r", " ").replace("\n", " "), file=self.out)
+
+    def results(self, subject: str, problems: Sequence[str], warnings: Sequence[str] = ()) -> None:
+        self.checked += 1
+        self.problems += len(problems)
+        for problem in problems:
+            self.line(f"{subject}: {problem}")
+        for warning in warnings:
+            self.line(f"{subject}: warning: {warning}")
+
+    def exit_status(self) -> int:
+        if self.unreadable:
+            return EXIT_UNREADABLE
+        return EXIT_PROBLEMS if self.problems else EXIT_OK
+
+
+def run(paths: Sequence[str], *, stdin: TextIO, stdout: TextIO) -> int:
+    """Check every document of every file in `paths` (`-` reads `stdin`); the exit status."""
+    report = _Report(stdout)
+    if not paths:
+        report.line("netattach validate: no input named (give files, or - for standard input)")
+        return EXIT_UNREADABLE
+    for path in paths:
+        label = _STDIN_LABEL if path == STDIN else path
+        try:
+            text = stdin.read() if path == STDIN else Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            report.unreadable = True
+            report.line(f"{label}: cannot read: not UTF-8 text ({exc})")
+            continue
+        except OSError as exc:
+            report.unreadable = True
+            report.line(f"{label}: cannot read: {exc}")
+            continue
+        _check_text(text, label, report)
+    report.line(f"{report.checked} objects checked, {report.problems} problems")
+    return report.exit_status()
+
+
+def _check_text(text: str, label: str, report: _Report) -> None:
+    documents, broken = _load_documents(text)
+    for index, document in enumerate(documents, start=1):
+        _check_document(document, label, f"#{index}", report)
+    if broken is not None:
+        # The documents before the one that does not parse were still checked.
+        report.problems += 1
+        report.line(f"{label} document #{len(documents) + 1}: not valid YAML or JSON: {broken}")
+
+
+def _load_documents(text: str) -> tuple[list[object], str | None]:
+    """The documents of `text` and, when one does not parse, why (the rest are not read)."""
+    if text.lstrip()[:1] in ("{", "["):
+        # JSON is read as JSON first: YAML reads most JSON too, but not all (tabs, for one).
+        try:
+            return [json.loads(text)], None
+        except (ValueError, RecursionError):
+            pass
+    documents: list[object] = []
+    try:
+        for document in yaml.safe_load_all(text):
+            documents.append(document)
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        # ValueError: PyYAML's timestamp constructor on an impossible date such as 2024-13-01.
+        return documents, " ".join(str(exc).split())
+    return documents, None
+
+
+def _check_document(document: object, label: str, where: str, report: _Report) -> None:
+    if document is None:  # an empty document, as after a trailing `---`
+        return
+    if not isinstance(document, Mapping):
+        report.line(f"{label} document {where}: skipped, {_show(document)} is not a mapping")
+        return
+    kind = document.get("kind")
+    if isinstance(kind, str) and kind:
+        _check_object(document, kind, label, where, report)
+    elif "clusterNetwork" in document or (
+        not any(key in document for key in _CNI_KEYS)
+        and any(key in document for key in settings.KEYS)
+    ):
+        report.results(f"{label} Settings {where}", settings.settings_problems(document))
+    elif any(key in document for key in _CNI_KEYS):
+        report.results(*_cni_config_results(document, label, where))
+    else:
+        report.line(
+            f"{label} document {where}: skipped, neither a Kubernetes object (no 'kind'), "
+            "netattach settings (no 'clusterNetwork') nor a CNI config (no 'type' or 'plugins')"
+        )
+
+
+def _check_object(
+    document: Mapping[str, object], kind: str, label: str, where: str, report: _Report
+) -> None:
+    items = document.get("items")
+    if kind.endswith("List") and isinstance(items, list):
+        # `kubectl get -o yaml` prints a `kind: List`; the API's own lists are `PodList`, ...
+        for index, item in enumerate(items):
+            _check_document(item, label, f"{where}.items[{index}]", report)
+        return
+    subject = f"{label} {kind} {_identity(document, where)}"
+    if kind == model.NAD:
+        report.results(subject, *_nad_problems(document))
+    elif kind == model.POD:
+        namespace, name = _names(document)
+        report.results(subject, _selection_problems(document, namespace, name, ""))
+    elif kind in _POD_TEMPLATES:
+        report.results(subject, _template_problems(document, _POD_TEMPLATES[kind]))
+    else:
+        report.line(f"{subject}: skipped, netattach does not check this kind")
+
+
+# --- NetworkAttachmentDefinition ---------------------------------------------------------------
+
+
+def _nad_problems(document: Mapping[str, object]) -> tuple[list[str], list[str]]:
+    """The NAD's problems and warnings: its names, its apiVersion, its spec.config."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    expected = model.API_VERSIONS[model.NAD]
+    api_version = document.get("apiVersion")
+    if api_version is not None and api_version != expected:
+        problems.append(f"apiVersion: must be {expected!r}, got {_show(api_version)}")
+    metadata = document.get("metadata")
+    if not isinstance(metadata, Mapping):
+        problems.append(f"metadata: must be a mapping with a name, got {_show(metadata)}")
+        metadata = {}
+    name = metadata.get("name")
+    if name is None:
+        problems.append("metadata.name: required, got nothing")
+    elif not _is_label(name):
+        problems.append(f"metadata.name: {_label_problem(name)}")
+    namespace = metadata.get("namespace")
+    if namespace is not None and not _is_label(namespace):
+        problems.append(f"metadata.namespace: {_label_problem(namespace)}")
+
+    spec = document.get("spec")
+    if spec is None:
+        return problems, warnings  # NAD-IMPLICIT: a network the node has on disk
+    if not isinstance(spec, Mapping):
+        problems.append(f"spec: must be a mapping, got {_show(spec)}")
+        return problems, warnings
+    config = spec.get("config")
+    if config is None or config == "":
+        return problems, warnings  # resolved from the node's networks directory, by name
+    if not isinstance(config, str):
+        # The CRD makes spec.config a string; YAML makes a mapping of an unquoted JSON object.
+        problems.append(
+            "spec.config: must be a string holding the CNI config as JSON (in YAML, a block "
+            f"scalar 'config: |'), got {_show(config)}"
+        )
+        return problems, warnings
+    nad_namespace = namespace if isinstance(namespace, str) and namespace else "default"
+    nad_name = name if isinstance(name, str) and name else "unnamed"
+    nad = f"{model.NAD} {nad_namespace}/{nad_name}: "
+    try:
+        found = delegate.resolve_delegate(
+            namespace=nad_namespace,
+            name=nad_name,
+            spec_config=config,
+            has_spec=True,
+            # Never read: a non-empty spec.config is all resolve_delegate looks at.
+            networks_dir=settings.DEFAULT_NETWORKS_DIR,
+        )
+    except errors.CNIError as exc:
+        problems.append(str(exc).removeprefix(nad))
+    else:
+        if found.name_mismatch is not None:
+            warnings.append(found.name_mismatch.removeprefix(nad))
+    return problems, warnings
+
+
+# --- the selection annotation ------------------------------------------------------------------
+
+
+def _template_problems(document: Mapping[str, object], path: tuple[str, ...]) -> list[str]:
+    """The selection problems of a workload's pod template, in its pods' namespace."""
+    template: object = document
+    for key in path:
+        template = template.get(key) if isinstance(template, Mapping) else None
+    if template is None:
+        return []
+    where = ".".join(path)
+    if not isinstance(template, Mapping):
+        return [f"{where}: must be a mapping, got {_show(template)}"]
+    namespace, name = _names(document)
+    return _selection_problems(template, namespace, name, f"{where}.")
+
+
+def _selection_problems(
+    owner: Mapping[str, object], namespace: str, name: str, where: str
+) -> list[str]:
+    metadata = owner.get("metadata")
+    if metadata is None:
+        return []
+    if not isinstance(metadata, Mapping):
+        return [f"{where}metadata: must be a mapping, got {_show(metadata)}"]
+    annotations = metadata.get("annotations")
+    if annotations is None:
+        return []
+    if not isinstance(annotations, Mapping):
+        return [f"{where}metadata.annotations: must be a mapping, got {_show(annotations)}"]
+    text = annotations.get(model.NETWORKS_ANNOTATION)
+    if text is None:
+        return []
+    key = f"{where}metadata.annotations[{model.NETWORKS_ANNOTATION!r}]"
+    if not isinstance(text, str):
+        # Unquoted in YAML, the JSON form becomes a list: Kubernetes refuses the object.
+        return [f"{key}: must be a string (quote the JSON form in YAML), got {_show(text)}"]
+    try:
+        selection.parse_selections(text, pod_namespace=namespace or "default", pod=name or "?")
+    except errors.InvalidSelectionError as exc:
+        # A template's problems say which template: "spec.template: networks[0].mac: ...".
+        lead = f"{where.rstrip('.')}: " if where else ""
+        return [f"{lead}{problem}" for problem in _SELECTION_SPLIT.split(exc.details)]
+    return []
+
+
+# --- CNI configs -------------------------------------------------------------------------------
+
+
+def _cni_config_results(
+    document: Mapping[str, object], label: str, where: str
+) -> tuple[str, list[str]]:
+    kind = "NetworkConfigList" if "plugins" in document else "NetworkConfig"
+    name = document.get("name")
+    subject = f"{label} {kind} {name if isinstance(name, str) and name else where}"
+    try:
+        conf.parse_any({str(key): value for key, value in document.items()}, source=label)
+    except errors.CNIError as exc:
+        return subject, [str(exc).removeprefix(f"{label}: ")]
+    return subject, []
+
+
+# --- shared ------------------------------------------------------------------------------------
+
+
+def _names(document: Mapping[str, object]) -> tuple[str, str]:
+    """The object's namespace and name, "" for each it does not give as a string."""
+    metadata = document.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return "", ""
+    namespace = metadata.get("namespace")
+    name = metadata.get("name")
+    return (
+        namespace if isinstance(namespace, str) else "",
+        name if isinstance(name, str) else "",
+    )
+
+
+def _identity(document: Mapping[str, object], where: str) -> str:
+    namespace, name = _names(document)
+    if not name:
+        return where
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _is_label(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= _LABEL_MAX and bool(_LABEL.fullmatch(value))
+
+
+def _label_problem(value: object) -> str:
+    return (
+        f"must be a DNS-1123 label (at most {_LABEL_MAX} lower-case letters, digits and '-', "
+        f"starting and ending with a letter or digit), got {_show(value)}"
+    )
+
+
+def _show(value: object) -> str:
+    shown = repr(value)
+    if len(shown) > _SHOW_CHARS:
+        return shown[:_SHOW_CHARS] + "..."
+    return shown

@@ -1,0 +1,655 @@
+"""The embedded default feed: a directory of manifests stands in for the Kubernetes API.
+
+This module owns two things:
+
+    <directory>/*.yaml, *.yml, *.json      Namespaces, Pods, NADs, MultiNetworkPolicies, read
+                                           into a `ClusterStore` (`DirectoryFeed.load`, `.run`)
+    <directory>/status/<ns>/<pod>.json     each pod's network-status, the annotation's JSON list
+                                           (`DirectoryFeed.publish_status`, `.remove_status`)
+
+The manifests are untrusted text. Each document is checked for what netattach reads and what
+the API server would have refused (kind/apiVersion, DNS-1123 names, string labels, annotations
+and NAD `spec.config`); a bad document is skipped and reported as a `ManifestProblem`, never
+raised. A file that cannot be read whole (unreadable, larger than `MAX_FILE_BYTES`, not YAML,
+nested deeper than `MAX_DEPTH`, or aliases expanding past `MAX_VALUES_PER_FILE`) contributes
+nothing and is reported once.
+
+Errors raised (status files only):
+    errors.InvalidEnvironmentError   a namespace or pod name that is not a DNS-1123 label
+    errors.IOFailureError            a status file could not be written or removed
+    errors.DecodingFailureError      a status file that is not a JSON list of objects
+    errors.InternalError             status entries that are not JSON
+"""
+
+import asyncio
+import dataclasses
+import json
+import logging
+import math
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from netattach import atomic
+from netattach.cluster import model, store
+from netattach.cni import errors
+
+log = logging.getLogger(__name__)
+
+MANIFEST_SUFFIXES: Final = frozenset({".yaml", ".yml", ".json"})
+STATUS_DIRECTORY: Final = "status"
+# Far beyond any real manifest file, and small enough that parsing one stays in seconds.
+MAX_FILE_BYTES: Final = 4 * 1024 * 1024
+# Kubernetes objects nest about a dozen levels (managedFields included).
+MAX_DEPTH: Final = 64
+# Values a file may hold once YAML aliases are expanded. Without aliases a file cannot come close
+# (a value costs at least two bytes); with them, a few hundred bytes can stand for 10^9 values
+# ("billion laughs") that whoever walks or serialises the object later would expand.
+MAX_VALUES_PER_FILE: Final = 1_000_000
+STATUS_MODE: Final = 0o644
+
+_DNS1123_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_LABEL_MAX: Final = 63
+# Pod names are DNS-1123 subdomains (dots allowed, 253 characters), unlike NADs and namespaces.
+_DNS1123_SUBDOMAIN: Final = re.compile(
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)
+_DNS1123_SUBDOMAIN_MAX: Final = 253
+_DEFAULT_NAMESPACE: Final = "default"
+_CLUSTER_SCOPED: Final = frozenset({model.NAMESPACE})
+_LIST_KINDS: Final = {"List": None} | {f"{kind}List": kind for kind in model.API_VERSIONS}
+_TIMESTAMP_TAG: Final = "tag:yaml.org,2002:timestamp"
+
+
+class _ManifestLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` without implicit timestamps.
+
+    Kubernetes converts YAML to JSON, where `2024-01-01` stays the string it reads as; PyYAML
+    would make it a `datetime.date`, which no JSON field can hold. An explicit `!!timestamp` tag
+    still makes a date, which the JSON check refuses.
+
+    The pure-Python loader on purpose: libyaml's `CSafeLoader` recurses in C and crashes the
+    process (SIGSEGV) on a file of a few hundred thousand `[`, where this one raises
+    `RecursionError`.
+    """
+
+
+_ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ManifestProblem:
+    """Why a document (or a whole file, `document` 0) was not loaded."""
+
+    path: str
+    document: int  # 1-based index of the YAML document in the file; 0 for the file as a whole
+    message: str
+
+    def __str__(self) -> str:
+        if self.document:
+            return f"{self.path} document {self.document}: {self.message}"
+        return f"{self.path}: {self.message}"
+
+
+class _FileRefusedError(Exception):
+    """A file that contributes nothing; `document` is where reading stopped, 0 if unknown."""
+
+    def __init__(self, message: str, document: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.document = document
+
+
+class _NotJSONError(Exception):
+    pass
+
+
+# (file name, mtime_ns, ctime_ns, size, inode) of every manifest; None when the directory cannot
+# be listed. Inode and ctime catch a same-size rename over within one mtime tick.
+_FileStamp = tuple[str, int, int, int, int]
+_Fingerprint = frozenset[_FileStamp] | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Snapshot:
+    objects: list[model.KubeObject]
+    problems: tuple[ManifestProblem, ...]
+    fingerprint: _Fingerprint
+
+
+class DirectoryFeed:
+    """Feeds `store` from the manifests in `directory`; keeps pod status files beside them."""
+
+    def __init__(self, directory: Path, store: store.ClusterStore) -> None:
+        self.directory = directory
+        self._store = store
+        self._fingerprint: _Fingerprint = None
+        self._loaded = False
+        self._problems: tuple[ManifestProblem, ...] = ()
+
+    @property
+    def problems(self) -> tuple[ManifestProblem, ...]:
+        """What the last load reported."""
+        return self._problems
+
+    # -- manifests ------------------------------------------------------------------------------
+
+    def load(self) -> tuple[ManifestProblem, ...]:
+        """Read every manifest, replace the store's contents with them, and mark it synced."""
+        snapshot = self._read()
+        self._apply(snapshot)
+        return snapshot.problems
+
+    async def run(
+        self, *, interval: float = 1.0, on_change: Callable[[], None] | None = None
+    ) -> None:
+        """Reload whenever the manifest files change (polled every `interval` s), until cancelled.
+
+        Reading happens in a worker thread; the store is replaced on the event loop's thread, so
+        readers of the store never see half a reload. `on_change` runs after each reload.
+        """
+        while True:
+            fingerprint = await asyncio.to_thread(self._scan_fingerprint)
+            if not self._loaded or fingerprint != self._fingerprint:
+                snapshot = await asyncio.to_thread(self._read)
+                self._apply(snapshot)
+                for problem in snapshot.problems:
+                    log.warning("manifest skipped: %s", problem)
+                if on_change is not None:
+                    try:
+                        on_change()
+                    except Exception:
+                        # The feed outlives a faulty subscriber: the next change calls it again.
+                        log.exception(
+                            "on_change callback failed after reloading %s", self.directory
+                        )
+            await asyncio.sleep(interval)
+
+    def _apply(self, snapshot: _Snapshot) -> None:
+        self._store.replace_all(snapshot.objects)
+        self._store.mark_synced()
+        self._fingerprint = snapshot.fingerprint
+        self._problems = snapshot.problems
+        self._loaded = True
+
+    def _manifest_entries(self) -> list[os.DirEntry[str]]:
+        """Manifest files directly in the directory, in lexical order (OSError if unlistable)."""
+        with os.scandir(self.directory) as entries:
+            found = [
+                entry
+                for entry in entries
+                # Dotfiles are editors' swap files and ConfigMap volumes' `..data` machinery.
+                if not entry.name.startswith(".")
+                and os.path.splitext(entry.name)[1] in MANIFEST_SUFFIXES
+                and not entry.is_dir()
+            ]
+        return sorted(found, key=lambda entry: entry.name)
+
+    def _scan_fingerprint(self) -> _Fingerprint:
+        try:
+            entries = self._manifest_entries()
+        except OSError:
+            return None
+        return _fingerprint_of(entries)
+
+    def _read(self) -> _Snapshot:
+        try:
+            entries = self._manifest_entries()
+        except OSError as exc:
+            problem = ManifestProblem(
+                path=str(self.directory),
+                document=0,
+                message=f"cannot list the manifest directory ({exc.strerror or exc})",
+            )
+            return _Snapshot(objects=[], problems=(problem,), fingerprint=None)
+        # Stamped before reading: a file changed while being read differs from its stamp, so the
+        # next poll reads it again.
+        fingerprint = _fingerprint_of(entries)
+        kept: dict[tuple[str, str, str], tuple[model.KubeObject, str]] = {}
+        problems: list[ManifestProblem] = []
+        for entry in entries:
+            path = str(Path(self.directory, entry.name))
+            for document, found in _load_file(path):
+                if isinstance(found, ManifestProblem):
+                    problems.append(found)
+                    continue
+                key = (found["kind"], model.namespace_of(found), model.name_of(found))
+                where = f"{path} document {document}"
+                if key in kept:
+                    problems.append(
+                        ManifestProblem(
+                            path=path,
+                            document=document,
+                            message=f"duplicate {_describe(found)} (also in {kept[key][1]});"
+                            " this one wins",
+                        )
+                    )
+                    del kept[key]  # the winner takes the later position too
+                kept[key] = (found, where)
+        return _Snapshot(
+            objects=[obj for obj, _ in kept.values()],
+            problems=tuple(problems),
+            fingerprint=fingerprint,
+        )
+
+    # -- status files ---------------------------------------------------------------------------
+
+    def status_path(self, namespace: str, pod: str) -> Path:
+        """`<directory>/status/<namespace>/<pod>.json`; both names must be DNS-1123 labels."""
+        _check_label("pod namespace", namespace)
+        problem = _subdomain_problem(pod) if isinstance(pod, str) else "is not a string"
+        if problem is not None:
+            raise errors.InvalidEnvironmentError(f"invalid pod name {pod!r}", problem)
+        return self.directory / STATUS_DIRECTORY / namespace / f"{pod}.json"
+
+    async def publish_status(
+        self, namespace: str, pod: str, entries: list[dict[str, object]]
+    ) -> None:
+        """Write the pod's network-status (the annotation's JSON list) atomically."""
+        path = self.status_path(namespace, pod)
+        try:
+            # Indented like the annotation Multus writes, so a person can read the file.
+            text = json.dumps(entries, indent=2, allow_nan=False) + "\n"
+        except (TypeError, ValueError) as exc:
+            raise errors.InternalError(
+                f"network-status of {namespace}/{pod} is not JSON", str(exc)
+            ) from exc
+        try:
+            await asyncio.to_thread(atomic.write_atomic, path, text.encode(), mode=STATUS_MODE)
+        except OSError as exc:
+            raise errors.IOFailureError(
+                f"cannot write network-status of {namespace}/{pod}", str(exc)
+            ) from exc
+
+    async def remove_status(self, namespace: str, pod: str) -> None:
+        """Delete the pod's status file; nothing to do when there is none."""
+        path = self.status_path(namespace, pod)
+        try:
+            await asyncio.to_thread(atomic.remove, path)  # False when already gone
+        except OSError as exc:
+            raise errors.IOFailureError(
+                f"cannot remove network-status of {namespace}/{pod}", str(exc)
+            ) from exc
+
+    def read_status(self, namespace: str, pod: str) -> list[dict[str, object]] | None:
+        """The pod's published network-status; None when none is published."""
+        path = self.status_path(namespace, pod)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise errors.IOFailureError(f"cannot read {str(path)!r}", str(exc)) from exc
+        try:
+            raw = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise errors.DecodingFailureError(
+                f"corrupt status file {str(path)!r}", str(exc)
+            ) from exc
+        if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+            raise errors.DecodingFailureError(
+                f"corrupt status file {str(path)!r}", "not a JSON list of objects"
+            )
+        return raw
+
+
+# -- reading one file -----------------------------------------------------------------------------
+
+
+def _fingerprint_of(entries: list[os.DirEntry[str]]) -> frozenset[_FileStamp]:
+    stamps: set[_FileStamp] = set()
+    for entry in entries:
+        try:
+            st = entry.stat()
+        except OSError:
+            stamps.add((entry.name, -1, -1, -1, -1))  # e.g. a dangling symlink; load reports it
+            continue
+        stamps.add((entry.name, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+    return frozenset(stamps)
+
+
+def _load_file(path: str) -> Iterator[tuple[int, model.KubeObject | ManifestProblem]]:
+    """The file's objects of our kinds and its problems, each with its 1-based document index."""
+    try:
+        documents = _parse_file(path)
+    except _FileRefusedError as exc:
+        yield exc.document, ManifestProblem(path=path, document=exc.document, message=exc.message)
+        return
+    for index, document in enumerate(documents, start=1):
+        if document is None:
+            continue  # an empty document, as between two `---`
+        for found in _objects_of(document):
+            if isinstance(found, str):
+                yield index, ManifestProblem(path=path, document=index, message=found)
+            else:
+                yield index, found
+
+
+def _parse_file(path: str) -> list[Any]:
+    """Every document of the file as plain JSON values, or `_FileRefusedError`."""
+    data = _read_bounded(path)
+    is_json = path.endswith(".json")
+    documents: list[Any] = []
+    try:
+        if is_json:
+            documents.append(json.loads(data))
+        else:
+            for document in yaml.load_all(data, Loader=_ManifestLoader):
+                documents.append(document)
+    except yaml.MarkedYAMLError as exc:
+        reason = f"not valid YAML{_at(exc.problem_mark)}: {exc.problem or 'invalid'}"
+        if exc.context:
+            reason += f" ({exc.context}{_at(exc.context_mark)})"
+        raise _FileRefusedError(f"{reason}; file skipped", len(documents) + 1) from exc
+    except json.JSONDecodeError as exc:
+        raise _FileRefusedError(
+            f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; file skipped"
+        ) from exc
+    except RecursionError as exc:
+        raise _FileRefusedError(
+            "nested too deeply to parse; file skipped", len(documents) + 1
+        ) from exc
+    except (yaml.YAMLError, ValueError, TypeError) as exc:
+        # ReaderError (not UTF-8/16), out-of-range dates and ints past Python's digit limit.
+        kind = "JSON" if is_json else "YAML"
+        raise _FileRefusedError(
+            f"not valid {kind}: {exc}; file skipped", len(documents) + 1
+        ) from exc
+    # Bound what the documents expand to *before* anything walks them value by value.
+    budget = _Budget()
+    for index, document in enumerate(documents, start=1):
+        try:
+            budget.count(document)
+        except _FileRefusedError as exc:
+            raise _FileRefusedError(exc.message, index) from None
+    return documents
+
+
+def _at(mark: yaml.Mark | None) -> str:
+    return "" if mark is None else f" at line {mark.line + 1} column {mark.column + 1}"
+
+
+def _read_bounded(path: str) -> bytes:
+    # O_NONBLOCK: a FIFO named x.yaml must not hang the feed; it is refused below.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _FileRefusedError(f"cannot open ({exc.strerror or exc})") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _FileRefusedError("not a regular file")
+        chunks: list[bytes] = []
+        total = 0
+        while total <= MAX_FILE_BYTES:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        raise _FileRefusedError(f"cannot read ({exc.strerror or exc})") from exc
+    finally:
+        os.close(fd)
+    if total > MAX_FILE_BYTES:
+        raise _FileRefusedError(f"larger than {MAX_FILE_BYTES} bytes; file skipped")
+    return b"".join(chunks)
+
+
+class _Budget:
+    """Counts the values a file's documents expand to, visiting each shared value once.
+
+    PyYAML builds an alias as a second reference to the anchored object, so loading a bomb is
+    cheap; expanding it is not. Sizes are memoised per object, which makes counting linear in the
+    *unexpanded* size, and an object met again while still being counted is an alias to itself.
+    """
+
+    def __init__(self) -> None:
+        self.total = 0
+        self._sizes: dict[int, int] = {}
+
+    def count(self, document: Any) -> None:
+        self.total += self._size(document, 0, set())
+        if self.total > MAX_VALUES_PER_FILE:
+            raise _FileRefusedError(_too_many())
+
+    def _size(self, value: Any, depth: int, active: set[int]) -> int:
+        if not isinstance(value, dict | list):
+            return 1
+        key = id(value)
+        if key in self._sizes:
+            return self._sizes[key]
+        if key in active:
+            raise _FileRefusedError("a YAML alias refers to itself; file skipped")
+        if depth >= MAX_DEPTH:
+            raise _FileRefusedError(f"nested deeper than {MAX_DEPTH} levels; file skipped")
+        active.add(key)
+        size = 1
+        for child in value.values() if isinstance(value, dict) else value:
+            size += self._size(child, depth + 1, active)
+            if self.total + size > MAX_VALUES_PER_FILE:
+                raise _FileRefusedError(_too_many())
+        active.discard(key)
+        self._sizes[key] = size
+        return size
+
+
+def _too_many() -> str:
+    return f"expands to more than {MAX_VALUES_PER_FILE} values (YAML aliases?); file skipped"
+
+
+# -- checking one document ------------------------------------------------------------------------
+
+
+def _objects_of(document: Any) -> Iterator[model.KubeObject | str]:
+    """The objects of our kinds in a document (a `List` gives its items), or problems (str)."""
+    try:
+        raw = _plain(document, "")
+    except _NotJSONError as exc:
+        yield str(exc)
+        return
+    if not isinstance(raw, dict):
+        yield f"not an object but {_json_type(raw)}"
+        return
+    kind = raw.get("kind")
+    if isinstance(kind, str) and kind in _LIST_KINDS:
+        yield from _list_items(raw, kind)
+        return
+    found = _check_object(raw)
+    if found is not None:
+        yield found
+
+
+def _list_items(raw: dict[str, Any], list_kind: str) -> Iterator[model.KubeObject | str]:
+    # `kubectl get -o yaml` prints `kind: List`; the API's own lists are `<Kind>List`, whose
+    # items carry no kind or apiVersion of their own.
+    item_kind = _LIST_KINDS[list_kind]
+    items = raw.get("items")
+    if items is None:
+        return
+    if not isinstance(items, list):
+        yield f"{list_kind} items is {_json_type(items)}, not a list"
+        return
+    for index, item in enumerate(items):
+        where = f"items[{index}]"
+        if not isinstance(item, dict):
+            yield f"{where}: not an object but {_json_type(item)}"
+            continue
+        if item_kind is not None:
+            item.setdefault("kind", item_kind)
+            if isinstance(raw.get("apiVersion"), str):
+                item.setdefault("apiVersion", raw["apiVersion"])
+        if item.get("kind") in _LIST_KINDS:
+            yield f"{where}: a {item['kind']} inside a {list_kind}"
+            continue
+        found = _check_object(item)
+        if isinstance(found, str):
+            yield f"{where}: {found}"
+        elif found is not None:
+            yield found
+
+
+def _check_object(raw: dict[str, Any]) -> model.KubeObject | str | None:
+    """The object when it is one of our kinds and well formed; a problem; None for other kinds."""
+    kind = raw.get("kind")
+    if kind is None:
+        return "no kind"
+    if not isinstance(kind, str):
+        return f"kind is {_json_type(kind)}, not a string"
+    if kind not in model.API_VERSIONS:
+        return None  # a Deployment, a ConfigMap: nothing netattach reads
+    problems: list[str] = []
+    want = model.API_VERSIONS[kind]
+    api_version = raw.get("apiVersion")
+    if api_version is None:
+        problems.append(f"no apiVersion (expected {want!r})")
+    elif api_version != want:
+        problems.append(f"apiVersion {api_version!r}, expected {want!r}")
+    metadata = raw.get("metadata")
+    if not isinstance(metadata, dict):
+        problems.append("no metadata" if metadata is None else "metadata is not an object")
+        return _problem_text(raw, problems)
+    name = metadata.get("name")
+    if name is None:
+        problems.append("no metadata.name")
+    else:
+        problems += _label_problems("metadata.name", name, subdomain=kind == model.POD)
+    if kind in _CLUSTER_SCOPED:
+        # A namespace on a cluster-scoped object means nothing; the API server drops it too.
+        metadata.pop("namespace", None)
+    else:
+        if metadata.get("namespace") is None:
+            metadata["namespace"] = _DEFAULT_NAMESPACE  # as kubectl does for a namespaced kind
+        problems += _label_problems("metadata.namespace", metadata["namespace"])
+    uid = metadata.get("uid")
+    if uid is not None and (not isinstance(uid, str) or not uid):
+        problems.append("metadata.uid is not a non-empty string")
+    for field in ("labels", "annotations"):
+        problems += _string_map_problems(f"metadata.{field}", metadata, field)
+    for field in ("spec", "status"):
+        if field in raw and raw[field] is None:
+            del raw[field]  # `spec:` with nothing after it
+        elif field in raw and not isinstance(raw[field], dict):
+            problems.append(f"{field} is {_json_type(raw[field])}, not an object")
+    if kind == model.NAD and isinstance(raw.get("spec"), dict):
+        config = raw["spec"].get("config")
+        # NPWG standard §3.1: config is the delegate's JSON as a string, not an embedded object.
+        if config is not None and not isinstance(config, str):
+            problems.append(f"spec.config is {_json_type(config)}, not a string of JSON")
+    if problems:
+        return _problem_text(raw, problems)
+    obj: model.KubeObject = raw  # type: ignore[assignment]  # checked above, field by field
+    return obj
+
+
+def _problem_text(raw: dict[str, Any], problems: list[str]) -> str:
+    return f"{_describe(raw)}: {'; '.join(problems)}"
+
+
+def _describe(raw: Any) -> str:
+    kind = raw.get("kind", "?")
+    metadata = raw.get("metadata")
+    if not isinstance(metadata, dict):
+        return str(kind)
+    name = metadata.get("name")
+    namespace = metadata.get("namespace")
+    if not isinstance(name, str):
+        return str(kind)
+    if isinstance(namespace, str) and namespace:
+        return f"{kind} {namespace}/{name}"
+    return f"{kind} {name}"
+
+
+def _label_problems(field: str, value: Any, *, subdomain: bool = False) -> list[str]:
+    if not isinstance(value, str):
+        return [f"{field} is {_json_type(value)}, not a string"]
+    problem = _subdomain_problem(value) if subdomain else _label_problem(value)
+    return [] if problem is None else [f"{field} {value!r} {problem}"]
+
+
+def _label_problem(value: str) -> str | None:
+    if not value:
+        return "is empty"
+    if len(value) > _DNS1123_LABEL_MAX:
+        return f"is longer than {_DNS1123_LABEL_MAX} characters"
+    if not _DNS1123_LABEL.fullmatch(value):
+        return "is not a DNS-1123 label (lower-case letters, digits and '-')"
+    return None
+
+
+def _subdomain_problem(value: str) -> str | None:
+    if not value:
+        return "is empty"
+    if len(value) > _DNS1123_SUBDOMAIN_MAX:
+        return f"is longer than {_DNS1123_SUBDOMAIN_MAX} characters"
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
+        return "is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')"
+    return None
+
+
+def _string_map_problems(field: str, metadata: dict[str, Any], key: str) -> list[str]:
+    value = metadata.get(key)
+    if value is None:
+        metadata.pop(key, None)
+        return []
+    if not isinstance(value, dict):
+        return [f"{field} is {_json_type(value)}, not an object"]
+    return [
+        f"{field}[{name!r}] is {_json_type(item)}, not a string (quote it)"
+        for name, item in value.items()
+        if not isinstance(item, str)
+    ]
+
+
+def _check_label(what: str, value: str) -> None:
+    problem = _label_problem(value) if isinstance(value, str) else "is not a string"
+    if problem is not None:
+        raise errors.InvalidEnvironmentError(f"invalid {what} {value!r}", problem)
+
+
+# -- plain JSON values ----------------------------------------------------------------------------
+
+
+def _plain(value: Any, where: str) -> Any:
+    """A fresh copy of `value` holding JSON values only: shared (aliased) parts are unshared, so
+    one object's later edits never show in another. Only called once `_Budget` bounded the size.
+    """
+    if isinstance(value, dict):
+        copy: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _NotJSONError(f"{where or 'document'}: key {key!r} is not a string")
+            copy[key] = _plain(item, f"{where}.{key}" if where else key)
+        return copy
+    if isinstance(value, list):
+        return [_plain(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _NotJSONError(f"{where or 'document'}: {value} is not a JSON number")
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise _NotJSONError(
+        f"{where or 'document'}: a {type(value).__name__} is not a JSON value (quote it)"
+    )
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"

@@ -1,0 +1,1 @@
+"""Composition root: settings, the orchestrator, the socket server, readiness, metrics."""

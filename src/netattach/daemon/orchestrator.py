@@ -1,0 +1,341 @@
+"""A pod's ADD, CHECK, DEL, GC and STATUS: the standard's operations over the CNI runtime.
+
+ADD attaches the default network and then every selected network, in order, each through the
+runtime; any failure undoes what was made, in reverse (RT-ADDFAIL). Before each attachment runs,
+the pod record names it, so DEL can always undo exactly what ADD attempted (RT-DEL), from the
+record alone (RT-NOAPI). One operation per container at a time (RT-SERIAL).
+"""
+
+import asyncio
+import dataclasses
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from netattach.attach import delegate, status
+from netattach.cluster import model
+from netattach.cni import conf, env, errors, result, spec
+from netattach.daemon import locks as locks_mod
+from netattach.daemon import plan as plan_mod
+from netattach.daemon import records as records_mod
+from netattach.daemon import settings as settings_mod
+from netattach.netns import routes
+from netattach.runtime import chain
+
+log = logging.getLogger("netattach.orchestrator")
+
+# CNI_ARGS keys the kubelet passes (KUBE-ARGS).
+POD_NAMESPACE = "K8S_POD_NAMESPACE"
+POD_NAME = "K8S_POD_NAME"
+POD_UID = "K8S_POD_UID"
+
+SYNC_TIMEOUT = 10.0
+
+
+class ClusterView(Protocol):
+    def lookup_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
+    def lookup_nad(self, namespace: str, name: str) -> model.KubeObject | None: ...
+    async def wait_synced(self, timeout: float) -> bool: ...
+
+
+class StatusSink(Protocol):
+    async def publish_status(
+        self, namespace: str, pod: str, entries: list[dict[str, object]]
+    ) -> None: ...
+    async def remove_status(self, namespace: str, pod: str) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str
+
+    def prefix(self, network: str = "") -> str:
+        return f"[{self.namespace}/{self.name}/{self.uid}{':' + network if network else ''}]"
+
+
+def pod_ref(call: env.Environment) -> PodRef | None:
+    """The pod named by CNI_ARGS, or None when the runtime is not Kubernetes."""
+    args = dict(call.args)
+    if not args.get(POD_NAMESPACE) or not args.get(POD_NAME):
+        return None
+    return PodRef(namespace=args[POD_NAMESPACE], name=args[POD_NAME], uid=args.get(POD_UID, ""))
+
+
+def with_prefix(exc: errors.CNIError, prefix: str) -> errors.CNIError:
+    """The same error (same code) with `[ns/pod/uid:network]` in front of its message."""
+    msg = f"{prefix} {exc.msg}"
+    cls = errors.BY_CODE.get(exc.code)
+    if cls is None or isinstance(exc, errors.PluginError):
+        return errors.PluginError(exc.code, msg, exc.details)
+    return cls(msg, exc.details)
+
+
+def _runtime_conf(
+    call: env.Environment, netns: str, att: records_mod.AttachmentRecord
+) -> chain.RuntimeConf:
+    return chain.RuntimeConf(
+        container_id=call.container_id,
+        ifname=att.ifname,
+        netns=netns,
+        args=call.args,
+        capability_args=att.capability_args,
+    )
+
+
+def _network(att: records_mod.AttachmentRecord) -> conf.NetworkConfigList:
+    return conf.parse_any(att.config, source=f"record of {att.status_name}")
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        *,
+        settings: settings_mod.Settings,
+        view: ClusterView,
+        sink: StatusSink,
+        runtime: chain.Runtime,
+        records: records_mod.PodRecords,
+        locks: locks_mod.ContainerLocks,
+    ) -> None:
+        self.settings = settings
+        self.view = view
+        self.sink = sink
+        self.runtime = runtime
+        self.records = records
+        self.locks = locks
+
+    # -- ADD ------------------------------------------------------------------------------------
+
+    async def add(self, call: env.Environment, netconf: Mapping[str, Any]) -> result.Result:
+        ref = pod_ref(call) or PodRef(namespace="", name="", uid="")
+        async with self.locks.hold(call.container_id):
+            plan, pod_uid = await self._plan(call, netconf, ref)
+            ref = dataclasses.replace(ref, uid=ref.uid or pod_uid)
+            record = records_mod.PodRecord(
+                container_id=call.container_id,
+                netns=call.netns,
+                namespace=ref.namespace,
+                pod=ref.name,
+                uid=ref.uid,
+            )
+            made: list[records_mod.AttachmentRecord] = []
+            results: list[result.Result] = []
+            current = ""
+            try:
+                for planned in plan:
+                    current = planned.status_name
+                    made.append(self._intent(planned, made))
+                    self.records.save(dataclasses.replace(record, attachments=tuple(made)))
+                    res = await self.runtime.add_network_list(
+                        planned.network, _runtime_conf(call, call.netns, made[-1])
+                    )
+                    delegate.verify_result(
+                        res,
+                        ifname=planned.ifname,
+                        ips=planned.ips,
+                        mac=planned.mac,
+                        network=planned.status_name,
+                    )
+                    made[-1] = dataclasses.replace(made[-1], result=res.to_raw())
+                    results.append(res)
+                current = ""
+                await self._apply_default_route(call.netns, plan)
+                record = dataclasses.replace(record, attachments=tuple(made), complete=True)
+                self.records.save(record)
+                if ref.name:
+                    await self.sink.publish_status(ref.namespace, ref.name, self._entries(record))
+            except errors.CNIError as exc:
+                failed = with_prefix(exc, ref.prefix(current))
+                log.error("%s", failed)
+                await self._undo(call, dataclasses.replace(record, attachments=tuple(made)))
+                raise failed from exc
+            want = str(netconf.get("cniVersion", spec.CURRENT_VERSION))
+            return result.convert(results[0], want)
+
+    async def _plan(
+        self, call: env.Environment, netconf: Mapping[str, Any], ref: PodRef
+    ) -> tuple[list[plan_mod.PlannedAttachment], str]:
+        runtime_config = netconf.get("runtimeConfig") or {}
+        if not isinstance(runtime_config, dict):
+            raise errors.InvalidNetworkConfigError("runtimeConfig must be an object")
+        if not ref.name:
+            # Not a Kubernetes pod (no K8S_POD_* in CNI_ARGS): the default network only.
+            name, network = plan_mod.resolve_default(self.view, self.settings.networks)
+            only = plan_mod.PlannedAttachment(
+                status_name=name,
+                ifname=call.ifname,
+                is_default=True,
+                network=network,
+                capability_args=dict(runtime_config),
+            )
+            return [only], ""
+        if not await self.view.wait_synced(SYNC_TIMEOUT):
+            raise errors.TryAgainLaterError(
+                f"{ref.prefix()} the cluster view is not synced yet", f"waited {SYNC_TIMEOUT:g}s"
+            )
+        pod = self.view.lookup_pod(ref.namespace, ref.name)
+        if pod is None:
+            raise errors.UnknownContainerError(f"{ref.prefix()} pod not found")
+        uid = model.uid_of(pod)
+        if ref.uid and uid and ref.uid != uid:
+            # RT-UID: a deleted-and-recreated pod of the same name is another pod.
+            raise errors.UnknownContainerError(
+                f"{ref.prefix()} the runtime asks for pod UID {ref.uid}, the pod has UID {uid}"
+            )
+        try:
+            planned = plan_mod.build_plan(
+                pod=pod,
+                default_ifname=call.ifname,
+                runtime_config=runtime_config,
+                view=self.view,
+                cfg=self.settings.networks,
+            )
+        except errors.CNIError as exc:
+            raise with_prefix(exc, ref.prefix()) from exc
+        return planned, uid
+
+    @staticmethod
+    def _intent(
+        planned: plan_mod.PlannedAttachment, made: Sequence[records_mod.AttachmentRecord]
+    ) -> records_mod.AttachmentRecord:
+        if any(att.ifname == planned.ifname for att in made):
+            # standard §4.1.2.1.5: an interface name already used fails this attachment
+            raise errors.InvalidSelectionError(
+                f"interface {planned.ifname!r} is already used by an earlier attachment of the pod"
+            )
+        return records_mod.AttachmentRecord(
+            status_name=planned.status_name,
+            ifname=planned.ifname,
+            is_default=planned.is_default,
+            config=planned.network.raw,
+            capability_args=dict(planned.capability_args),
+            gateways=planned.gateways,
+        )
+
+    async def _apply_default_route(
+        self, netns: str, plan: Sequence[plan_mod.PlannedAttachment]
+    ) -> None:
+        for planned in plan:
+            if planned.gateways:
+                try:
+                    await asyncio.to_thread(
+                        routes.apply_default_route, netns, planned.ifname, planned.gateways
+                    )
+                except (OSError, LookupError) as exc:
+                    raise errors.IOFailureError(
+                        f"cannot set the default route via {planned.ifname}", str(exc)
+                    ) from exc
+
+    def _entries(self, record: records_mod.PodRecord) -> list[dict[str, object]]:
+        entries = []
+        for att in record.attachments:
+            res = None
+            if att.result is not None:
+                version = str(att.config.get("cniVersion", "0.1.0"))
+                res = result.parse_result(att.result, default_version=version)
+            network_name = str(att.config.get("name", ""))
+            device_info = status.load_device_info(
+                status.DEVICE_INFO_CNI_DIR
+                / f"{network_name}-{record.container_id}-{att.ifname}-device.json"
+            )
+            entries.append(
+                status.build_entry(
+                    name=att.status_name,
+                    ifname=att.ifname,
+                    result=res,
+                    default=att.is_default,
+                    device_info=device_info,
+                    gateways=att.gateways,
+                )
+            )
+        return status.build_status(entries)
+
+    async def _undo(self, call: env.Environment, record: records_mod.PodRecord) -> None:
+        """Roll back a failed ADD: DEL what it made, newest first; keep the record if any fails."""
+        failed = await self._delete_attachments(call, record)
+        if not failed:
+            self.records.delete(record.container_id)
+
+    async def _delete_attachments(
+        self, call: env.Environment, record: records_mod.PodRecord
+    ) -> list[errors.CNIError]:
+        failures: list[errors.CNIError] = []
+        ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
+        # DEL may come without a netns (CNI spec); a recorded one that is gone is no use either.
+        netns = call.netns or (record.netns if os.path.exists(record.netns) else "")  # noqa: ASYNC240 (one stat)
+        for att in reversed(record.attachments):
+            try:
+                await self.runtime.del_network_list(_network(att), _runtime_conf(call, netns, att))
+            except errors.CNIError as exc:
+                failure = with_prefix(exc, ref.prefix(att.status_name))
+                log.error("%s", failure)
+                failures.append(failure)
+        return failures
+
+    # -- DEL / CHECK ----------------------------------------------------------------------------
+
+    async def delete(self, call: env.Environment) -> None:
+        """DEL every attachment ADD attempted, newest first, past failures (RT-DEL, RT-DELERR).
+
+        No record means nothing was attached: success. A corrupt record is reported and the
+        runtime's own per-attachment records still free what was made (RT-ATOMIC).
+        """
+        async with self.locks.hold(call.container_id):
+            try:
+                record = self.records.load(call.container_id)
+            except records_mod.CorruptPodRecordError as exc:
+                log.error("%s; deleting from the attachment cache instead", exc)
+                await self.runtime.del_container(call.container_id)
+                self.records.delete(call.container_id)
+                return
+            if record is None:
+                await self.runtime.del_container(call.container_id)
+                return
+            failures = await self._delete_attachments(call, record)
+            if failures:
+                raise failures[-1]
+            self.records.delete(call.container_id)
+            if record.pod:
+                try:
+                    await self.sink.remove_status(record.namespace, record.pod)
+                except (OSError, errors.CNIError) as exc:
+                    log.warning("%s cannot remove the network status: %s", record.prefix(), exc)
+
+    async def check(self, call: env.Environment) -> None:
+        async with self.locks.hold(call.container_id):
+            record = self.records.load(call.container_id)
+            if record is None or not record.complete:
+                raise errors.UnknownContainerError(
+                    f"container {call.container_id} has no completed ADD to check"
+                )
+            ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
+            for att in record.attachments:
+                try:
+                    await self.runtime.check_network_list(
+                        _network(att), _runtime_conf(call, call.netns, att)
+                    )
+                except errors.CNIError as exc:
+                    raise with_prefix(exc, ref.prefix(att.status_name)) from exc
+
+    # -- GC / STATUS ----------------------------------------------------------------------------
+
+    async def gc(self, valid_container_ids: set[str]) -> None:
+        """Delete every recorded container the runtime no longer knows (RT-GC, CNI 1.1 GC)."""
+        failures: list[errors.CNIError] = []
+        for container_id in list(self.records.container_ids()):
+            if container_id in valid_container_ids:
+                continue
+            stale = env.Environment(command=spec.DEL, container_id=container_id)
+            try:
+                await self.delete(stale)
+            except errors.CNIError as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[-1]
+
+    async def status(self) -> None:
+        _, network = plan_mod.resolve_default(self.view, self.settings.networks)
+        await self.runtime.get_status_network_list(network)

@@ -1,0 +1,176 @@
+"""The record of a pod's attachments: what ADD attempted, so DEL can undo exactly that.
+
+One file per container under `<stateDir>/pods/`. It is rewritten (atomically) before each
+attachment runs and once more before ADD answers, so whatever a crash interrupts, the record
+names every attachment that may hold resources. DEL reads it, never the cluster view: it works
+when the pod, the NAD or the API is gone.
+"""
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from netattach import atomic
+from netattach.cni import env, errors
+
+KIND = "netattachPodV1"
+
+
+class CorruptPodRecordError(errors.DecodingFailureError):
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"corrupt pod record {str(path)!r}", reason)
+        self.path = path
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class AttachmentRecord:
+    """One attachment as ADD ran it: the config list after injection, its arguments, result."""
+
+    status_name: str  # "namespace/name" for a NAD, the config's name for an on-disk network
+    ifname: str
+    is_default: bool
+    config: dict[str, Any]
+    capability_args: dict[str, Any]
+    gateways: tuple[str, ...] = ()
+    result: dict[str, Any] | None = None
+
+    def to_raw(self) -> dict[str, Any]:
+        return {
+            "statusName": self.status_name,
+            "ifname": self.ifname,
+            "default": self.is_default,
+            "config": self.config,
+            "capabilityArgs": self.capability_args,
+            "gateways": list(self.gateways),
+            "result": self.result,
+        }
+
+    @classmethod
+    def from_raw(cls, raw: Any) -> "AttachmentRecord":
+        if not isinstance(raw, dict):
+            raise TypeError("an attachment is not an object")
+        config, caps, result = raw["config"], raw["capabilityArgs"], raw.get("result")
+        gateways = raw.get("gateways", [])
+        if not isinstance(config, dict) or not isinstance(caps, dict):
+            raise TypeError("config and capabilityArgs must be objects")
+        if result is not None and not isinstance(result, dict):
+            raise TypeError("result must be an object")
+        if not isinstance(gateways, list) or not all(isinstance(g, str) for g in gateways):
+            raise TypeError("gateways must be a list of strings")
+        return cls(
+            status_name=_text(raw, "statusName"),
+            ifname=_text(raw, "ifname"),
+            is_default=bool(raw["default"]),
+            config=config,
+            capability_args=caps,
+            gateways=tuple(gateways),
+            result=result,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PodRecord:
+    container_id: str
+    netns: str
+    namespace: str
+    pod: str
+    uid: str
+    attachments: tuple[AttachmentRecord, ...] = ()
+    complete: bool = False  # True once every attachment succeeded and ADD answered
+
+    def prefix(self) -> str:
+        return f"[{self.namespace}/{self.pod}/{self.uid}]"
+
+    def to_raw(self) -> dict[str, Any]:
+        return {
+            "kind": KIND,
+            "containerId": self.container_id,
+            "netns": self.netns,
+            "namespace": self.namespace,
+            "pod": self.pod,
+            "uid": self.uid,
+            "complete": self.complete,
+            "attachments": [a.to_raw() for a in self.attachments],
+        }
+
+
+def _text(raw: dict[str, Any], key: str) -> str:
+    value = raw[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{key} is not a string")
+    return value
+
+
+def _parse(path: Path, data: bytes) -> PodRecord:
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise CorruptPodRecordError(path, f"not JSON ({str(exc)[:120]})") from exc
+    if not isinstance(raw, dict) or raw.get("kind") != KIND:
+        raise CorruptPodRecordError(path, f"not a {KIND} record")
+    try:
+        attachments = raw["attachments"]
+        if not isinstance(attachments, list):
+            raise TypeError("attachments is not a list")
+        return PodRecord(
+            container_id=_text(raw, "containerId"),
+            netns=_text(raw, "netns"),
+            namespace=_text(raw, "namespace"),
+            pod=_text(raw, "pod"),
+            uid=_text(raw, "uid"),
+            complete=bool(raw.get("complete", False)),
+            attachments=tuple(AttachmentRecord.from_raw(a) for a in attachments),
+        )
+    except (KeyError, TypeError) as exc:
+        raise CorruptPodRecordError(path, f"bad field: {exc}") from exc
+
+
+class PodRecords:
+    def __init__(self, state_dir: Path) -> None:
+        self.directory = state_dir / "pods"
+
+    def path_for(self, container_id: str) -> Path:
+        env.check_container_id(container_id)
+        return self.directory / f"{container_id}.json"
+
+    def save(self, record: PodRecord) -> None:
+        data = json.dumps(record.to_raw(), separators=(",", ":")).encode()
+        try:
+            atomic.write_atomic(self.path_for(record.container_id), data)
+        except OSError as exc:
+            raise errors.IOFailureError(
+                f"cannot write the record of container {record.container_id}", str(exc)
+            ) from exc
+
+    def load(self, container_id: str) -> PodRecord | None:
+        path = self.path_for(container_id)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CorruptPodRecordError(path, f"unreadable ({exc.strerror or exc})") from exc
+        record = _parse(path, data)
+        if record.container_id != container_id:
+            raise CorruptPodRecordError(path, f"it records container {record.container_id}")
+        return record
+
+    def delete(self, container_id: str) -> None:
+        try:
+            atomic.remove(self.path_for(container_id))
+        except OSError as exc:
+            raise errors.IOFailureError(
+                f"cannot remove the record of container {container_id}", str(exc)
+            ) from exc
+
+    def container_ids(self) -> Iterator[str]:
+        """Every recorded container, readable or not (from the file names)."""
+        try:
+            paths = sorted(self.directory.glob("*.json"))
+        except OSError:
+            return
+        for path in paths:
+            if not path.name.startswith("."):
+                yield path.stem

@@ -1,0 +1,479 @@
+"""The node's settings file: what the daemon (and the thin plugin) runs with, checked once.
+
+A YAML (or JSON, which YAML reads too) mapping with camelCase keys; `docs/configuration.md`
+describes each. It becomes a `Settings` value of small frozen groups that callers are handed
+explicitly (as kopf passes its settings), never a global:
+
+    Settings
+    ├── networks: NetworkSettings     clusterNetwork, networksDir, namespaceIsolation,
+    │                                 globalNamespaces
+    ├── runtime: RuntimeSettings      binDirs, stateDir, delegateTimeout
+    ├── feed: DirectoryFeed | KubernetesFeed
+    └── logging: LoggingSettings      logLevel
+
+    load_settings(path)               the daemon: a file
+    settings_from_cni_config(raw)     the thin plugin: its CNI config names the file
+                                      (`configFile`) or carries the settings (`settings`)
+    parse_settings(raw, source=...)   a mapping already decoded
+    settings_problems(raw)            every problem, without raising (`netattach validate`)
+
+Every key is checked and every problem is collected, then raised together as one
+`errors.InvalidNetworkConfigError` (7) whose msg names the file and whose details list each
+problem as `key.path: reason, got value`. Unknown keys are problems too, so a misspelt key is
+never silently ignored in favour of its default. A key written as null (as templating tools
+write an unset value) takes its default. An unreadable file is `IOFailureError` (5); text that is
+not YAML is `DecodingFailureError` (6).
+"""
+
+import dataclasses
+import difflib
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final, Literal
+
+import yaml
+
+from netattach.cni import conf, errors
+
+DEFAULT_NETWORKS_DIR: Final = Path("/etc/cni/netattach.d")
+DEFAULT_BIN_DIRS: Final = (Path("/opt/cni/bin"),)
+DEFAULT_STATE_DIR: Final = Path("/var/lib/netattach")
+DEFAULT_GLOBAL_NAMESPACES: Final = ("default",)
+DEFAULT_DELEGATE_TIMEOUT: Final = 60.0
+# A delegate that needs more than an hour is hung; the bound also catches milliseconds written
+# where seconds are meant.
+MAX_DELEGATE_TIMEOUT: Final = 3600.0
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+LOG_LEVELS: Final[tuple[LogLevel, ...]] = ("debug", "info", "warning", "error")
+
+# The top-level YAML keys, in the order docs/configuration.md lists them.
+KEYS: Final = (
+    "clusterNetwork",
+    "networksDir",
+    "binDirs",
+    "stateDir",
+    "namespaceIsolation",
+    "globalNamespaces",
+    "delegateTimeout",
+    "feed",
+    "logLevel",
+)
+_FEED_KEYS: Final = ("directory", "kubernetes")
+_KUBERNETES_KEYS: Final = ("kubeconfig",)
+_CNI_CONFIG_KEYS: Final = ("configFile", "settings")
+
+# Standard §3.3: NetworkAttachmentDefinition names and namespaces are DNS-1123 labels.
+_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_MAX: Final = 63
+_LABEL_RULE: Final = (
+    f"at most {_LABEL_MAX} lower-case letters, digits and '-', starting and ending with a "
+    "letter or digit"
+)
+_CONFIG_EXTENSIONS: Final = conf.CONF_EXTENSIONS + conf.LIST_EXTENSIONS
+_CLUSTER_NETWORK_FORMS: Final = (
+    "'namespace/name' of a NetworkAttachmentDefinition, a network name from networksDir, or an "
+    f"absolute path to a {', '.join(_CONFIG_EXTENSIONS)} file"
+)
+
+# Bad values are quoted in problems, cut to this many characters.
+_SHOW_CHARS: Final = 80
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterNetworkRef:
+    """Where the cluster default network's config comes from (standard §6, DEF-ATTACH).
+
+    kind "nad":  the NetworkAttachmentDefinition `namespace/name`
+    kind "name": the network called `name` in networksDir (a conflist preferred, §3.4.1)
+    kind "file": the .conf/.conflist file at `path`
+    """
+
+    kind: Literal["nad", "name", "file"]
+    namespace: str = ""
+    name: str = ""
+    path: Path | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "nad":
+            return f"{self.namespace}/{self.name}"
+        if self.kind == "file":
+            return str(self.path)
+        return self.name
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkSettings:
+    """Which networks a pod gets: the default one, and which NADs it may select."""
+
+    cluster_network: ClusterNetworkRef
+    networks_dir: Path = DEFAULT_NETWORKS_DIR
+    # RT-RESTRICT: a pod selects NADs of its own namespace only, or of a global namespace.
+    namespace_isolation: bool = True
+    global_namespaces: tuple[str, ...] = DEFAULT_GLOBAL_NAMESPACES
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeSettings:
+    """How delegates run: where plugins are found, where records go, how long a plugin may take."""
+
+    bin_dirs: tuple[Path, ...] = DEFAULT_BIN_DIRS
+    state_dir: Path = DEFAULT_STATE_DIR
+    delegate_timeout: float = DEFAULT_DELEGATE_TIMEOUT
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DirectoryFeed:
+    """The cluster view comes from a directory of YAML manifests (the embedded default)."""
+
+    path: Path
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class KubernetesFeed:
+    """The cluster view comes from the Kubernetes API; no kubeconfig means in-cluster config."""
+
+    kubeconfig: Path | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class LoggingSettings:
+    level: LogLevel = "info"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """One node's netattach settings; `source` names where they were read from."""
+
+    networks: NetworkSettings
+    feed: DirectoryFeed | KubernetesFeed
+    runtime: RuntimeSettings = RuntimeSettings()
+    logging: LoggingSettings = LoggingSettings()
+    source: str = "<settings>"
+
+
+def load_settings(path: Path) -> Settings:
+    """The settings in the YAML file at `path`; every error names the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise errors.DecodingFailureError(
+            f"{path}: netattach settings are not UTF-8 text", str(exc)
+        ) from exc
+    except OSError as exc:
+        raise errors.IOFailureError(
+            f"cannot read netattach settings {str(path)!r}", str(exc)
+        ) from exc
+    try:
+        raw = yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        # ValueError: PyYAML's timestamp constructor on an impossible date such as 2024-13-01.
+        raise errors.DecodingFailureError(
+            f"{path}: netattach settings are not valid YAML", " ".join(str(exc).split())
+        ) from exc
+    return parse_settings(raw, source=str(path))
+
+
+def parse_settings(raw: object, *, source: str) -> Settings:
+    """`raw` (a decoded YAML/JSON mapping) as Settings; `source` names it in the error.
+
+    Raises `errors.InvalidNetworkConfigError` listing every problem found.
+    """
+    return _parse(raw, source=source, prefix="")
+
+
+def settings_problems(raw: object) -> tuple[str, ...]:
+    """Every problem of `raw` as settings (unknown keys first), `()` when it is valid."""
+    problems: list[str] = []
+    _build(raw, "", "<settings>", problems)
+    return tuple(problems)
+
+
+def settings_from_cni_config(
+    raw: Mapping[str, object], *, source: str = "netattach CNI config"
+) -> Settings:
+    """The settings the thin plugin's CNI config points at, or carries inline.
+
+    The config has exactly one of `configFile` (an absolute path, loaded with `load_settings`)
+    and `settings` (the same mapping as the file, inline). Its other keys (`cniVersion`, `name`,
+    `type`, `capabilities`, what the runtime injects) are the runtime's business and not read.
+    """
+    present = [key for key in _CNI_CONFIG_KEYS if raw.get(key) is not None]
+    if len(present) != 1:
+        got = {key: raw[key] for key in _CNI_CONFIG_KEYS if key in raw}
+        raise errors.InvalidNetworkConfigError(
+            f"{source}: invalid netattach CNI config",
+            "exactly one of 'configFile' (an absolute path to the settings file) and 'settings' "
+            f"(the settings inline) is required, got {_show(got) if got else 'neither'}",
+        )
+    if present == ["settings"]:
+        return _parse(raw["settings"], source=source, prefix="settings.")
+    value = raw["configFile"]
+    if not isinstance(value, str) or not value.startswith("/") or "\0" in value:
+        raise errors.InvalidNetworkConfigError(
+            f"{source}: invalid netattach CNI config",
+            f"configFile: must be an absolute path to the settings file, got {_show(value)}",
+        )
+    return load_settings(Path(value))
+
+
+# --- the whole mapping -----------------------------------------------------------------------
+
+
+def _parse(raw: object, *, source: str, prefix: str) -> Settings:
+    problems: list[str] = []
+    settings = _build(raw, prefix, source, problems)
+    if problems or settings is None:
+        count = f"{len(problems)} problem" + ("" if len(problems) == 1 else "s")
+        raise errors.InvalidNetworkConfigError(
+            f"{source}: invalid netattach settings ({count})", "; ".join(problems)
+        )
+    return settings
+
+
+def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settings | None:
+    if not isinstance(raw, Mapping):
+        where = prefix.rstrip(".") or "settings"
+        problems.append(
+            f"{where}: must be a mapping of settings keys ({', '.join(KEYS)}), got {_show(raw)}"
+        )
+        return None
+    start = len(problems)
+    _check_keys(raw, KEYS, prefix, problems)
+
+    def key(name: str) -> str:
+        return prefix + name
+
+    cluster_network = _cluster_network(raw.get("clusterNetwork"), key("clusterNetwork"), problems)
+    networks_dir = _path(raw.get("networksDir"), key("networksDir"), problems)
+    bin_dirs = _bin_dirs(raw.get("binDirs"), key("binDirs"), problems)
+    state_dir = _path(raw.get("stateDir"), key("stateDir"), problems)
+    isolation = _flag(raw.get("namespaceIsolation"), key("namespaceIsolation"), problems)
+    global_namespaces = _labels(raw.get("globalNamespaces"), key("globalNamespaces"), problems)
+    timeout = _timeout(raw.get("delegateTimeout"), key("delegateTimeout"), problems)
+    feed = _feed(raw.get("feed"), key("feed"), problems)
+    level = _log_level(raw.get("logLevel"), key("logLevel"), problems)
+    if len(problems) > start or cluster_network is None or feed is None:
+        return None
+    return Settings(
+        networks=NetworkSettings(
+            cluster_network=cluster_network,
+            networks_dir=DEFAULT_NETWORKS_DIR if networks_dir is None else networks_dir,
+            namespace_isolation=True if isolation is None else isolation,
+            global_namespaces=(
+                DEFAULT_GLOBAL_NAMESPACES if global_namespaces is None else global_namespaces
+            ),
+        ),
+        runtime=RuntimeSettings(
+            bin_dirs=DEFAULT_BIN_DIRS if bin_dirs is None else bin_dirs,
+            state_dir=DEFAULT_STATE_DIR if state_dir is None else state_dir,
+            delegate_timeout=DEFAULT_DELEGATE_TIMEOUT if timeout is None else timeout,
+        ),
+        feed=feed,
+        logging=LoggingSettings(level="info" if level is None else level),
+        source=source,
+    )
+
+
+def _check_keys(
+    raw: Mapping[object, object], known: tuple[str, ...], prefix: str, problems: list[str]
+) -> None:
+    """Report every key of `raw` outside `known`, suggesting the known key it looks like."""
+    for name, value in raw.items():
+        if name in known:
+            continue
+        shown = name if isinstance(name, str) else repr(name)
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+        problems.append(f"{prefix}{shown}: unknown key{hint}, got {_show(value)}")
+
+
+# --- one key each ------------------------------------------------------------------------------
+# Each returns None for a key that is absent or null (the caller applies the default) and for a
+# bad value (after appending the problem).
+
+
+def _cluster_network(value: object, key: str, problems: list[str]) -> ClusterNetworkRef | None:
+    if value is None:
+        problems.append(f"{key}: required, {_CLUSTER_NETWORK_FORMS}, got nothing")
+        return None
+    if not isinstance(value, str) or not value:
+        problems.append(f"{key}: must be {_CLUSTER_NETWORK_FORMS}, got {_show(value)}")
+        return None
+    if value.startswith("/"):
+        if "\0" in value or not value.endswith(_CONFIG_EXTENSIONS):
+            problems.append(
+                f"{key}: a file must be named *{', *'.join(_CONFIG_EXTENSIONS)} (the extensions "
+                f"a CNI runtime reads), got {_show(value)}"
+            )
+            return None
+        return ClusterNetworkRef(kind="file", path=Path(value))
+    if "/" in value:
+        namespace, _, name = value.partition("/")
+        bad = [
+            f"the {part} {_show(text)}"
+            for part, text in (("namespace", namespace), ("name", name))
+            if not _is_label(text)
+        ]
+        if bad:
+            problems.append(
+                f"{key}: in a NetworkAttachmentDefinition reference 'namespace/name', "
+                f"{' and '.join(bad)} must be a DNS-1123 label ({_LABEL_RULE}), and a file "
+                f"path must start with '/', got {_show(value)}"
+            )
+            return None
+        return ClusterNetworkRef(kind="nad", namespace=namespace, name=name)
+    problem = conf.network_name_problem(value)
+    if problem is not None:
+        problems.append(
+            f"{key}: not a CNI network name (a letter or digit, then letters, digits, '_', '.', "
+            f"'-'), nor {_CLUSTER_NETWORK_FORMS}, got {_show(value)}"
+        )
+        return None
+    return ClusterNetworkRef(kind="name", name=value)
+
+
+def _path(value: object, key: str, problems: list[str]) -> Path | None:
+    # Absolute only: the daemon and the thin plugin (run by the container runtime) have
+    # different working directories, so a relative path would mean two places.
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith("/") or "\0" in value:
+        problems.append(f"{key}: must be an absolute path, got {_show(value)}")
+        return None
+    return Path(value)
+
+
+def _bin_dirs(value: object, key: str, problems: list[str]) -> tuple[Path, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        problems.append(f"{key}: must be a non-empty list of absolute paths, got {_show(value)}")
+        return None
+    start = len(problems)
+    paths: list[Path] = []
+    for index, item in enumerate(value):
+        item_key = f"{key}[{index}]"
+        path = _path(item, item_key, problems)
+        if path is None:
+            if item is None:
+                problems.append(f"{item_key}: must be an absolute path, got None")
+            continue
+        # CNI spec: CNI_PATH is a ':'-separated list, so a ':' would split one directory in two.
+        if ":" in str(path):
+            problems.append(
+                f"{item_key}: must not contain ':' (CNI_PATH separator), got {_show(item)}"
+            )
+            continue
+        paths.append(path)
+    return None if len(problems) > start else tuple(paths)
+
+
+def _flag(value: object, key: str, problems: list[str]) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    problems.append(f"{key}: must be true or false, got {_show(value)}")
+    return None
+
+
+def _labels(value: object, key: str, problems: list[str]) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        problems.append(f"{key}: must be a list of namespace names, got {_show(value)}")
+        return None
+    start = len(problems)
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not _is_label(item):
+            problems.append(
+                f"{key}[{index}]: must be a namespace name, a DNS-1123 label ({_LABEL_RULE}), "
+                f"got {_show(item)}"
+            )
+    if len(problems) > start:
+        return None
+    return tuple(str(item) for item in value)
+
+
+def _timeout(value: object, key: str, problems: list[str]) -> float | None:
+    if value is None:
+        return None
+    # bool is an int to Python, but `true` seconds is a mistake.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= MAX_DELEGATE_TIMEOUT
+    ):
+        problems.append(
+            f"{key}: must be a number of seconds, more than 0 and at most "
+            f"{MAX_DELEGATE_TIMEOUT:g}, got {_show(value)}"
+        )
+        return None
+    return float(value)
+
+
+def _feed(value: object, key: str, problems: list[str]) -> DirectoryFeed | KubernetesFeed | None:
+    forms = "{directory: PATH} or {kubernetes: {kubeconfig: PATH}}"
+    if value is None:
+        # No default: a daemon watching the wrong place would fail every ADD with "pod not
+        # found" instead of failing once, at start-up, with this message.
+        problems.append(f"{key}: required, one of {forms}, got nothing")
+        return None
+    if not isinstance(value, Mapping):
+        problems.append(f"{key}: must be one of {forms}, got {_show(value)}")
+        return None
+    _check_keys(value, _FEED_KEYS, f"{key}.", problems)
+    given = [name for name in _FEED_KEYS if name in value]
+    if len(given) != 1:
+        problems.append(
+            f"{key}: must have exactly one of 'directory' and 'kubernetes', got {_show(value)}"
+        )
+        return None
+    if given == ["directory"]:
+        directory = value["directory"]
+        path = _path(directory, f"{key}.directory", problems)
+        if directory is None:
+            problems.append(f"{key}.directory: must be an absolute path, got None")
+        return None if path is None else DirectoryFeed(path=path)
+    return _kubernetes_feed(value["kubernetes"], f"{key}.kubernetes", problems)
+
+
+def _kubernetes_feed(value: object, key: str, problems: list[str]) -> KubernetesFeed | None:
+    # `kubernetes: {}` (or a bare `kubernetes:`) is the in-cluster configuration: the pod's
+    # service account, as a DaemonSet runs.
+    if value is None:
+        return KubernetesFeed()
+    if not isinstance(value, Mapping):
+        problems.append(
+            f"{key}: must be a mapping such as {{kubeconfig: PATH}}, got {_show(value)}"
+        )
+        return None
+    start = len(problems)
+    _check_keys(value, _KUBERNETES_KEYS, f"{key}.", problems)
+    kubeconfig = _path(value.get("kubeconfig"), f"{key}.kubeconfig", problems)
+    if len(problems) > start:
+        return None
+    return KubernetesFeed(kubeconfig=kubeconfig)
+
+
+def _log_level(value: object, key: str, problems: list[str]) -> LogLevel | None:
+    if value is None:
+        return None
+    for level in LOG_LEVELS:
+        if value == level:
+            return level
+    problems.append(f"{key}: must be one of {', '.join(LOG_LEVELS)}, got {_show(value)}")
+    return None
+
+
+def _is_label(text: str) -> bool:
+    return len(text) <= _LABEL_MAX and _LABEL.fullmatch(text) is not None
+
+
+def _show(value: object) -> str:
+    shown = repr(value)
+    if len(shown) > _SHOW_CHARS:
+        return shown[:_SHOW_CHARS] + "..."
+    return shown

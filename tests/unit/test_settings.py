@@ -1,0 +1,622 @@
+"""Tests of netattach.daemon.settings: the node's settings file, every key checked at once.
+
+Files are real files in tmp_path; the thin plugin's CNI config is the dict the runtime would send.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from netattach.cni import errors
+from netattach.daemon import settings
+
+SOURCE = "/etc/netattach/config.yaml"
+
+
+def _minimal(**extra: Any) -> dict[str, Any]:
+    """The shortest valid settings: what has no default, plus `extra`."""
+    return {"clusterNetwork": "flannel", "feed": {"directory": "/etc/netattach/cluster"}, **extra}
+
+
+def _problems_of(raw: object) -> list[str]:
+    """The problems `parse_settings` raises, checking the error's shape on the way."""
+    with pytest.raises(errors.InvalidNetworkConfigError) as info:
+        settings.parse_settings(raw, source=SOURCE)
+    assert info.value.code == 7
+    assert info.value.msg.startswith(f"{SOURCE}: invalid netattach settings")
+    problems = info.value.details.split("; ")
+    assert problems == list(settings.settings_problems(raw))
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Defaults
+
+
+def test_only_the_required_keys_give_every_default() -> None:
+    parsed = settings.parse_settings(_minimal(), source=SOURCE)
+    assert parsed.source == SOURCE
+    assert parsed.networks.cluster_network == settings.ClusterNetworkRef(
+        kind="name", name="flannel"
+    )
+    assert parsed.networks.networks_dir == Path("/etc/cni/netattach.d")
+    assert parsed.networks.namespace_isolation is True
+    assert parsed.networks.global_namespaces == ("default",)
+    assert parsed.runtime.bin_dirs == (Path("/opt/cni/bin"),)
+    assert parsed.runtime.state_dir == Path("/var/lib/netattach")
+    assert parsed.runtime.delegate_timeout == 60.0
+    assert parsed.feed == settings.DirectoryFeed(path=Path("/etc/netattach/cluster"))
+    assert parsed.logging.level == "info"
+
+
+def test_null_keys_take_their_defaults() -> None:
+    # Templating tools write an unset value as null; that is "not given", not a bad value.
+    raw = _minimal(
+        networksDir=None,
+        binDirs=None,
+        stateDir=None,
+        namespaceIsolation=None,
+        globalNamespaces=None,
+        delegateTimeout=None,
+        logLevel=None,
+    )
+    assert settings.parse_settings(raw, source=SOURCE) == settings.parse_settings(
+        _minimal(), source=SOURCE
+    )
+
+
+def test_every_key_given_is_read_into_its_group() -> None:
+    raw = {
+        "clusterNetwork": "kube-system/cluster-net",
+        "networksDir": "/etc/cni/multi.d",
+        "binDirs": ["/opt/cni/bin", "/usr/lib/cni"],
+        "stateDir": "/run/netattach",
+        "namespaceIsolation": False,
+        "globalNamespaces": ["default", "shared-nets"],
+        "delegateTimeout": 2.5,
+        "feed": {"kubernetes": {"kubeconfig": "/etc/kubernetes/kubelet.conf"}},
+        "logLevel": "debug",
+    }
+    parsed = settings.parse_settings(raw, source=SOURCE)
+    assert parsed == settings.Settings(
+        networks=settings.NetworkSettings(
+            cluster_network=settings.ClusterNetworkRef(
+                kind="nad", namespace="kube-system", name="cluster-net"
+            ),
+            networks_dir=Path("/etc/cni/multi.d"),
+            namespace_isolation=False,
+            global_namespaces=("default", "shared-nets"),
+        ),
+        runtime=settings.RuntimeSettings(
+            bin_dirs=(Path("/opt/cni/bin"), Path("/usr/lib/cni")),
+            state_dir=Path("/run/netattach"),
+            delegate_timeout=2.5,
+        ),
+        feed=settings.KubernetesFeed(kubeconfig=Path("/etc/kubernetes/kubelet.conf")),
+        logging=settings.LoggingSettings(level="debug"),
+        source=SOURCE,
+    )
+
+
+def test_settings_are_frozen() -> None:
+    parsed = settings.parse_settings(_minimal(), source=SOURCE)
+    with pytest.raises(AttributeError):
+        parsed.runtime.delegate_timeout = 1.0  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------------------------------------
+# clusterNetwork: three forms
+
+
+@pytest.mark.parametrize(
+    ("written", "expected", "shown"),
+    [
+        (
+            "kube-system/cluster-net",
+            settings.ClusterNetworkRef(kind="nad", namespace="kube-system", name="cluster-net"),
+            "kube-system/cluster-net",
+        ),
+        ("flannel", settings.ClusterNetworkRef(kind="name", name="flannel"), "flannel"),
+        ("cni0_v2.net", settings.ClusterNetworkRef(kind="name", name="cni0_v2.net"), "cni0_v2.net"),
+        (
+            "/etc/cni/net.d/10-flannel.conflist",
+            settings.ClusterNetworkRef(
+                kind="file", path=Path("/etc/cni/net.d/10-flannel.conflist")
+            ),
+            "/etc/cni/net.d/10-flannel.conflist",
+        ),
+        (
+            "/etc/cni/net.d/10-bridge.conf",
+            settings.ClusterNetworkRef(kind="file", path=Path("/etc/cni/net.d/10-bridge.conf")),
+            "/etc/cni/net.d/10-bridge.conf",
+        ),
+        (
+            "/etc/cni/net.d/10-bridge.json",
+            settings.ClusterNetworkRef(kind="file", path=Path("/etc/cni/net.d/10-bridge.json")),
+            "/etc/cni/net.d/10-bridge.json",
+        ),
+    ],
+    ids=["nad", "name", "name-with-dots", "conflist", "conf", "json"],
+)
+def test_cluster_network_forms(
+    written: str, expected: settings.ClusterNetworkRef, shown: str
+) -> None:
+    parsed = settings.parse_settings(_minimal(clusterNetwork=written), source=SOURCE)
+    assert parsed.networks.cluster_network == expected
+    assert str(parsed.networks.cluster_network) == shown
+
+
+@pytest.mark.parametrize(
+    ("written", "reason"),
+    [
+        (None, "required"),
+        ("", "must be 'namespace/name'"),
+        (42, "must be 'namespace/name'"),
+        (["kube-system/net"], "must be 'namespace/name'"),
+        ("Kube-System/net", "the namespace 'Kube-System' must be a DNS-1123 label"),
+        ("kube-system/Net_1", "the name 'Net_1' must be a DNS-1123 label"),
+        ("ns/", "the name '' must be a DNS-1123 label"),
+        ("/net", "a file must be named *.conf, *.json, *.conflist"),
+        ("a/b/c", "the name 'b/c' must be a DNS-1123 label"),
+        ("net.d/10-flannel.conf", "a file path must start with '/'"),
+        ("/etc/cni/net.d/10-flannel.yaml", "a file must be named *.conf, *.json, *.conflist"),
+        ("-flannel", "not a CNI network name"),
+        ("flannel net", "not a CNI network name"),
+    ],
+    ids=[
+        "missing",
+        "empty",
+        "number",
+        "list",
+        "namespace-case",
+        "name-underscore",
+        "no-name",
+        "path-without-extension",
+        "two-slashes",
+        "relative-path",
+        "wrong-extension",
+        "leading-dash",
+        "space",
+    ],
+)
+def test_a_bad_cluster_network_is_reported_quoting_it(written: object, reason: str) -> None:
+    raw = _minimal(clusterNetwork=written)
+    (problem,) = _problems_of(raw)
+    assert problem.startswith("clusterNetwork: ")
+    assert reason in problem
+    assert problem.endswith("got nothing" if written is None else f"got {written!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The other keys, one bad value each
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        ("networksDir", "etc/cni", "networksDir: must be an absolute path, got 'etc/cni'"),
+        ("networksDir", 7, "networksDir: must be an absolute path, got 7"),
+        ("stateDir", "./state", "stateDir: must be an absolute path, got './state'"),
+        ("stateDir", "/var/\0lib", "stateDir: must be an absolute path, got '/var/\\x00lib'"),
+        ("binDirs", [], "binDirs: must be a non-empty list of absolute paths, got []"),
+        (
+            "binDirs",
+            "/opt/cni/bin",
+            "binDirs: must be a non-empty list of absolute paths, got '/opt/cni/bin'",
+        ),
+        ("binDirs", ["/opt/cni/bin", "bin"], "binDirs[1]: must be an absolute path, got 'bin'"),
+        ("binDirs", [None], "binDirs[0]: must be an absolute path, got None"),
+        (
+            "binDirs",
+            ["/opt/cni/bin:/usr/lib/cni"],
+            "binDirs[0]: must not contain ':' (CNI_PATH separator), "
+            "got '/opt/cni/bin:/usr/lib/cni'",
+        ),
+        ("namespaceIsolation", "yes", "namespaceIsolation: must be true or false, got 'yes'"),
+        ("namespaceIsolation", 1, "namespaceIsolation: must be true or false, got 1"),
+        (
+            "globalNamespaces",
+            "default",
+            "globalNamespaces: must be a list of namespace names, got 'default'",
+        ),
+        (
+            "globalNamespaces",
+            ["default", "Shared"],
+            "globalNamespaces[1]: must be a namespace name, a DNS-1123 label (at most 63 "
+            "lower-case letters, digits and '-', starting and ending with a letter or digit), "
+            "got 'Shared'",
+        ),
+        (
+            "globalNamespaces",
+            ["x" * 64],
+            "globalNamespaces[0]: must be a namespace name, a DNS-1123 label (at most 63 "
+            "lower-case letters, digits and '-', starting and ending with a letter or digit), "
+            f"got {'x' * 64!r}",
+        ),
+        (
+            "delegateTimeout",
+            0,
+            "delegateTimeout: must be a number of seconds, more than 0 and at most 3600, got 0",
+        ),
+        (
+            "delegateTimeout",
+            -1.5,
+            "delegateTimeout: must be a number of seconds, more than 0 and at most 3600, got -1.5",
+        ),
+        (
+            "delegateTimeout",
+            3600.5,
+            "delegateTimeout: must be a number of seconds, more than 0 and at most 3600, "
+            "got 3600.5",
+        ),
+        (
+            "delegateTimeout",
+            float("inf"),
+            "delegateTimeout: must be a number of seconds, more than 0 and at most 3600, got inf",
+        ),
+        (
+            "delegateTimeout",
+            "60s",
+            "delegateTimeout: must be a number of seconds, more than 0 and at most 3600, got '60s'",
+        ),
+        (
+            "delegateTimeout",
+            True,
+            "delegateTimeout: must be a number of seconds, more than 0 and at most 3600, got True",
+        ),
+        ("logLevel", "INFO", "logLevel: must be one of debug, info, warning, error, got 'INFO'"),
+        ("logLevel", "trace", "logLevel: must be one of debug, info, warning, error, got 'trace'"),
+        ("logLevel", False, "logLevel: must be one of debug, info, warning, error, got False"),
+    ],
+)
+def test_a_bad_value_is_one_problem_naming_the_key_and_quoting_the_value(
+    key: str, value: object, problem: str
+) -> None:
+    assert _problems_of(_minimal(**{key: value})) == [problem]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "read"),
+    [
+        ("delegateTimeout", 3600, 3600.0),
+        ("delegateTimeout", 0.001, 0.001),
+        ("delegateTimeout", 1, 1.0),
+        ("globalNamespaces", [], ()),
+        ("namespaceIsolation", False, False),
+        ("logLevel", "warning", "warning"),
+        ("logLevel", "error", "error"),
+    ],
+)
+def test_edge_values_are_accepted(key: str, value: object, read: object) -> None:
+    parsed = settings.parse_settings(_minimal(**{key: value}), source=SOURCE)
+    attribute = {
+        "delegateTimeout": parsed.runtime.delegate_timeout,
+        "globalNamespaces": parsed.networks.global_namespaces,
+        "namespaceIsolation": parsed.networks.namespace_isolation,
+        "logLevel": parsed.logging.level,
+    }[key]
+    assert attribute == read
+
+
+# ---------------------------------------------------------------------------------------------
+# All problems at once; unknown keys
+
+
+def test_every_problem_is_reported_in_one_error_naming_the_file() -> None:
+    raw = {
+        "clusterNetwork": "Bad/Ref",
+        "binDirs": ["relative"],
+        "delegateTimeout": 0,
+        "logLevel": "loud",
+        "feed": {"directory": "cluster"},
+    }
+    with pytest.raises(errors.InvalidNetworkConfigError) as info:
+        settings.parse_settings(raw, source=SOURCE)
+    assert info.value.msg == f"{SOURCE}: invalid netattach settings (5 problems)"
+    problems = info.value.details.split("; ")
+    assert [p.split(":")[0] for p in problems] == [
+        "clusterNetwork",
+        "binDirs[0]",
+        "delegateTimeout",
+        "feed.directory",
+        "logLevel",
+    ]
+    assert "got 'Bad/Ref'" in problems[0]
+    assert problems[3] == "feed.directory: must be an absolute path, got 'cluster'"
+
+
+def test_a_mistyped_key_is_refused_with_the_key_it_resembles() -> None:
+    (problem,) = _problems_of(_minimal(delegateTimout=30))
+    assert problem == "delegateTimout: unknown key (did you mean 'delegateTimeout'?), got 30"
+
+
+def test_an_unknown_key_unlike_any_lists_the_known_ones() -> None:
+    (problem,) = _problems_of(_minimal(color="blue"))
+    assert problem.startswith("color: unknown key (known: clusterNetwork, networksDir, binDirs")
+    assert problem.endswith("got 'blue'")
+
+
+def test_a_non_string_key_is_unknown_too() -> None:
+    raw: dict[Any, Any] = {**_minimal(), 3: "x"}
+    (problem,) = _problems_of(raw)
+    assert problem.startswith("3: unknown key")
+
+
+@given(
+    st.sets(
+        st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1).filter(
+            lambda key: key not in settings.KEYS
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_each_unknown_key_is_named_once(keys: set[str]) -> None:
+    raw = {**_minimal(), **{key: 1 for key in keys}}
+    problems = settings.settings_problems(raw)
+    assert sorted(p.split(": unknown key")[0] for p in problems) == sorted(keys)
+
+
+@pytest.mark.parametrize("raw", [None, [], "clusterNetwork: x", 5], ids=repr)
+def test_a_document_that_is_not_a_mapping_is_one_problem(raw: object) -> None:
+    (problem,) = _problems_of(raw)
+    assert problem.startswith("settings: must be a mapping of settings keys (clusterNetwork, ")
+    assert problem.endswith(f"got {raw!r}")
+
+
+def test_valid_settings_have_no_problems() -> None:
+    assert settings.settings_problems(_minimal()) == ()
+
+
+# ---------------------------------------------------------------------------------------------
+# feed
+
+
+@pytest.mark.parametrize(
+    ("feed", "expected"),
+    [
+        ({"directory": "/srv/cluster"}, settings.DirectoryFeed(path=Path("/srv/cluster"))),
+        (
+            {"kubernetes": {"kubeconfig": "/etc/netattach/kubeconfig"}},
+            settings.KubernetesFeed(kubeconfig=Path("/etc/netattach/kubeconfig")),
+        ),
+        ({"kubernetes": {}}, settings.KubernetesFeed(kubeconfig=None)),
+        ({"kubernetes": None}, settings.KubernetesFeed(kubeconfig=None)),
+    ],
+    ids=["directory", "kubeconfig", "in-cluster", "in-cluster-bare"],
+)
+def test_feed_forms(feed: dict[str, Any], expected: object) -> None:
+    assert settings.parse_settings(_minimal(feed=feed), source=SOURCE).feed == expected
+
+
+@pytest.mark.parametrize(
+    ("feed", "problems"),
+    [
+        (
+            None,
+            [
+                "feed: required, one of {directory: PATH} or {kubernetes: {kubeconfig: PATH}}, "
+                "got nothing"
+            ],
+        ),
+        (
+            "/srv/cluster",
+            [
+                "feed: must be one of {directory: PATH} or {kubernetes: {kubeconfig: PATH}}, "
+                "got '/srv/cluster'"
+            ],
+        ),
+        ({}, ["feed: must have exactly one of 'directory' and 'kubernetes', got {}"]),
+        (
+            {"directory": "/srv/cluster", "kubernetes": {}},
+            [
+                "feed: must have exactly one of 'directory' and 'kubernetes', "
+                "got {'directory': '/srv/cluster', 'kubernetes': {}}"
+            ],
+        ),
+        ({"directory": None}, ["feed.directory: must be an absolute path, got None"]),
+        ({"directory": "cluster/"}, ["feed.directory: must be an absolute path, got 'cluster/'"]),
+        (
+            {"kubernetes": {"kubeconfig": "kubeconfig"}},
+            ["feed.kubernetes.kubeconfig: must be an absolute path, got 'kubeconfig'"],
+        ),
+        (
+            {"kubernetes": "/etc/kubeconfig"},
+            [
+                "feed.kubernetes: must be a mapping such as {kubeconfig: PATH}, "
+                "got '/etc/kubeconfig'"
+            ],
+        ),
+        (
+            {"kubernetes": {"kubeConfig": "/etc/kubeconfig"}},
+            [
+                "feed.kubernetes.kubeConfig: unknown key (did you mean 'kubeconfig'?), "
+                "got '/etc/kubeconfig'"
+            ],
+        ),
+        (
+            {"directroy": "/srv/cluster"},
+            [
+                "feed.directroy: unknown key (did you mean 'directory'?), got '/srv/cluster'",
+                "feed: must have exactly one of 'directory' and 'kubernetes', "
+                "got {'directroy': '/srv/cluster'}",
+            ],
+        ),
+    ],
+    ids=[
+        "missing",
+        "a-string",
+        "empty",
+        "both",
+        "null-directory",
+        "relative-directory",
+        "relative-kubeconfig",
+        "kubernetes-string",
+        "kubeconfig-typo",
+        "directory-typo",
+    ],
+)
+def test_bad_feeds(feed: object, problems: list[str]) -> None:
+    raw = _minimal()
+    if feed is None:
+        del raw["feed"]
+    else:
+        raw["feed"] = feed
+    assert _problems_of(raw) == problems
+
+
+# ---------------------------------------------------------------------------------------------
+# load_settings: the file
+
+
+def test_a_yaml_file_is_loaded_and_named_as_the_source(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "# the node's settings\n"
+        "clusterNetwork: kube-system/cluster-net\n"
+        "binDirs:\n  - /usr/lib/cni\n"
+        "delegateTimeout: 30\n"
+        "feed:\n  kubernetes:\n",
+        encoding="utf-8",
+    )
+    loaded = settings.load_settings(path)
+    assert loaded.source == str(path)
+    assert loaded.runtime.bin_dirs == (Path("/usr/lib/cni"),)
+    assert loaded.runtime.delegate_timeout == 30.0
+    assert loaded.feed == settings.KubernetesFeed()
+
+
+def test_a_json_file_is_read_too(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_minimal(logLevel="warning")), encoding="utf-8")
+    assert settings.load_settings(path).logging.level == "warning"
+
+
+def test_problems_in_a_file_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("clusterNetwork: flannel\nfeed: {directory: here}\nlogLevel: loud\n")
+    with pytest.raises(errors.InvalidNetworkConfigError) as info:
+        settings.load_settings(path)
+    assert info.value.msg == f"{path}: invalid netattach settings (2 problems)"
+    assert info.value.details == (
+        "feed.directory: must be an absolute path, got 'here'; "
+        "logLevel: must be one of debug, info, warning, error, got 'loud'"
+    )
+
+
+def test_a_missing_file_is_an_io_failure_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "absent.yaml"
+    with pytest.raises(errors.IOFailureError) as info:
+        settings.load_settings(path)
+    assert info.value.code == 5
+    assert str(path) in info.value.msg
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["clusterNetwork: [unclosed\n", "a: 1\n---\nb: 2\n", "when: 2024-13-01\n"],
+    ids=["syntax", "two-documents", "impossible-date"],
+)
+def test_text_that_is_not_one_yaml_document_is_a_decoding_failure(
+    tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(errors.DecodingFailureError) as info:
+        settings.load_settings(path)
+    assert info.value.code == 6
+    assert str(path) in info.value.msg
+    assert "\n" not in info.value.details
+
+
+def test_an_empty_file_is_reported_as_not_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(errors.InvalidNetworkConfigError) as info:
+        settings.load_settings(path)
+    assert info.value.details.endswith("got None")
+
+
+# ---------------------------------------------------------------------------------------------
+# settings_from_cni_config: the thin plugin
+
+
+def _thin(**extra: Any) -> dict[str, Any]:
+    return {"cniVersion": "1.0.0", "name": "netattach", "type": "netattach-thin", **extra}
+
+
+def test_the_cni_config_names_the_settings_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("clusterNetwork: flannel\nfeed: {directory: /srv/cluster}\n")
+    loaded = settings.settings_from_cni_config(_thin(configFile=str(path)))
+    assert loaded.source == str(path)
+    assert loaded.networks.cluster_network.name == "flannel"
+
+
+def test_the_cni_config_carries_the_settings_inline() -> None:
+    loaded = settings.settings_from_cni_config(_thin(settings=_minimal(logLevel="error")))
+    assert loaded.logging.level == "error"
+    assert loaded.source == "netattach CNI config"
+
+
+def test_inline_problems_are_named_under_settings() -> None:
+    with pytest.raises(errors.InvalidNetworkConfigError) as info:
+        settings.settings_from_cni_config(
+            _thin(settings=_minimal(logLevel="verbose", stateDir="state")),
+            source="/etc/cni/net.d/00-netattach.conf",
+        )
+    assert (
+        info.value.msg
+        == "/etc/cni/net.d/00-netattach.conf: invalid netattach settings (2 problems)"
+    )
+    assert info.value.details == (
+        "settings.stateDir: must be an absolute path, got 'state'; "
+        "settings.logLevel: must be one of debug, info, warning, error, got 'verbose'"
+    )
+
+
+def test_inline_settings_that_are_not_a_mapping_are_named_settings() -> None:
+    with pytest.raises(errors.InvalidNetworkConfigError) as info:
+        settings.settings_from_cni_config(_thin(settings="clusterNetwork: flannel"))
+    assert info.value.details.startswith("settings: must be a mapping of settings keys")
+
+
+@pytest.mark.parametrize(
+    ("extra", "detail"),
+    [
+        ({}, "got neither"),
+        ({"configFile": None}, "got {'configFile': None}"),
+        (
+            {"configFile": "/etc/netattach/config.yaml", "settings": {}},
+            "got {'configFile': '/etc/netattach/config.yaml', 'settings': {}}",
+        ),
+    ],
+    ids=["neither", "null", "both"],
+)
+def test_the_cni_config_needs_exactly_one_source_of_settings(
+    extra: dict[str, Any], detail: str
+) -> None:
+    with pytest.raises(errors.InvalidNetworkConfigError) as info:
+        settings.settings_from_cni_config(_thin(**extra))
+    assert "exactly one of 'configFile'" in info.value.details
+    assert info.value.details.endswith(detail)
+
+
+@pytest.mark.parametrize("value", ["config.yaml", "", 5], ids=repr)
+def test_the_config_file_must_be_an_absolute_path(value: object) -> None:
+    with pytest.raises(errors.InvalidNetworkConfigError) as info:
+        settings.settings_from_cni_config(_thin(configFile=value))
+    assert info.value.details == (
+        f"configFile: must be an absolute path to the settings file, got {value!r}"
+    )
+
+
+def test_a_missing_config_file_is_an_io_failure(tmp_path: Path) -> None:
+    with pytest.raises(errors.IOFailureError):
+        settings.settings_from_cni_config(_thin(configFile=str(tmp_path / "absent.yaml")))
