@@ -1,162 +1,161 @@
-"""`netattach demo`: the runtime's smoke demo, on this machine, with the real reference plugins.
+"""`netattach demo`: two pods get a bridge network and a macvlan network, end to end.
 
-A "node" namespace stands in for the host (so nothing on the real host changes), two "pod"
-namespaces get a bridge + host-local + tuning network through netattach's CNI runtime, they ping
-each other, CHECK passes, DEL frees everything, and the demo proves nothing was left behind.
+Network namespaces stand in for the node and its pods; `examples/` holds the settings, the
+cluster default network and the manifests (a directory feed, the embedded default). Every call
+goes through the real `netattach-thin`, exactly as a container runtime makes it, and the
+delegates are Debian's reference plugins. The node namespace keeps every host-side effect off
+the real host.
 """
 
-import asyncio
 import json
 import os
 import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from netattach.cni import conf, errors, result
 from netattach.netns import links, namespace
-from netattach.runtime import cache, chain, execute
+
+DEMO_ROOT = Path("/run/netattach-demo")
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+NODE = "na-demo-node"
+MASTER, MASTER_PEER = "na-demo-m0", "na-demo-m1"
+PODS = {"pod-a": "na-demo-pod-a", "pod-b": "na-demo-pod-b"}
 
 
 def say(step: str) -> None:
     print(f"==> {step}", flush=True)
 
 
-def demo_network(bridge: str, ipam_dir: Path, ifname: str) -> conf.NetworkConfigList:
-    return conf.parse_config_list(
-        {
-            "cniVersion": "1.0.0",
-            "name": "demo-net",
-            "plugins": [
-                {
-                    "type": "bridge",
-                    "bridge": bridge,
-                    "isGateway": True,
-                    "ipam": {
-                        "type": "host-local",
-                        "dataDir": str(ipam_dir),
-                        "ranges": [[{"subnet": "10.99.0.0/24"}]],
-                    },
-                },
-                # tuning's sysctl key names the pod's interface, as an operator writes it
-                {"type": "tuning", "sysctl": {f"net.ipv4.conf.{ifname}.arp_ignore": "1"}},
-            ],
-        },
-        source="demo",
-    )
+def thin_executable() -> str:
+    beside = Path(sys.executable).parent / "netattach-thin"
+    return str(beside) if beside.exists() else (shutil.which("netattach-thin") or "netattach-thin")
 
 
-def ping(pod_path: str, address: str) -> bool:
+def cni(command: str, pod: str, netns: str, container_id: str) -> tuple[int, dict[str, object]]:
+    """Call netattach-thin the way a runtime does: CNI_* variables, the config on stdin."""
+    environ = {
+        **os.environ,
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": container_id,
+        "CNI_NETNS": namespace.path_of(netns),
+        "CNI_IFNAME": "eth0",
+        "CNI_PATH": "/usr/lib/cni",
+        "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE=demo;K8S_POD_NAME={pod}",
+    }
     done = subprocess.run(
-        ["nsenter", f"--net={pod_path}", "ping", "-c", "1", "-W", "2", address],
+        ["nsenter", f"--net={namespace.path_of(NODE)}", "--", thin_executable()],
+        input=(DEMO_ROOT / "netattach.conf").read_bytes(),
+        env=environ,
+        capture_output=True,
+        check=False,
+    )
+    if done.stderr:
+        sys.stderr.write(done.stderr.decode(errors="replace"))
+    reply = json.loads(done.stdout) if done.stdout.strip() else {}
+    return done.returncode, reply
+
+
+def ping(netns: str, address: str) -> bool:
+    done = subprocess.run(
+        ["nsenter", f"--net={namespace.path_of(netns)}", "ping", "-c", "1", "-W", "2", address],
         capture_output=True,
         check=False,
     )
     return done.returncode == 0
 
 
-def first_ip(res: result.Result) -> str:
-    assert not isinstance(res, result.Result020)
-    return res.ips[0].address.split("/")[0]
+def leftovers() -> list[str]:
+    found: list[str] = []
+    for pod, netns in PODS.items():
+        extra = sorted(set(links.read_interfaces(namespace.path_of(netns))) - {"lo"})
+        found.extend(f"{pod}: interface {name} still exists" for name in extra)
+    for path in sorted((DEMO_ROOT / "ipam").rglob("*")):
+        if path.is_file() and not path.name.startswith(("last_reserved_ip", "lock")):
+            found.append(f"host-local still holds {path.name} ({path.parent.name})")
+    for sub in ("state/pods", "state/cache/results"):
+        found.extend(f"record left: {p}" for p in sorted((DEMO_ROOT / sub).glob("*")))
+    return found
 
 
-async def _run(plugin_dir: str, node: str, pods: dict[str, str], workdir: Path) -> int:
-    bridge = f"na-br-{secrets.token_hex(3)}"
-    ipam_dir = workdir / "ipam"
-    network = demo_network(bridge, ipam_dir, "eth1")
-    runtime = chain.Runtime(
-        path=[plugin_dir],
-        cache_dir=workdir / "cache",
-        executor=execute.SubprocessExec(host_netns=namespace.path_of(node)),
-    )
-    confs = {
-        pod: chain.RuntimeConf(
-            container_id=f"demo-{pod}",
-            ifname="eth1",
-            netns=path,
-            args=(("IgnoreUnknown", "1"), ("K8S_POD_NAMESPACE", "demo"), ("K8S_POD_NAME", pod)),
-        )
-        for pod, path in pods.items()
-    }
-    addresses: dict[str, str] = {}
-    for pod, rt in confs.items():
-        say(f"ADD {pod}: network {network.name!r} (bridge {bridge} + host-local + tuning)")
-        res = await runtime.add_network_list(network, rt)
-        addresses[pod] = first_ip(res)
-        iface = (await asyncio.to_thread(links.read_interfaces, rt.netns))["eth1"]
-        print(f"    result: {json.dumps(res.to_raw())}")
-        print(f"    kernel: eth1 {iface.mac} {', '.join(iface.addresses)}")
+def _prepare(examples: Path) -> None:
+    if DEMO_ROOT.exists():
+        shutil.rmtree(DEMO_ROOT)
+    shutil.copytree(examples, DEMO_ROOT)
+    for name in (*PODS.values(), NODE):
+        namespace.remove(name)
+    namespace.create(NODE)
+    node = namespace.path_of(NODE)
+    links.set_up(node, "lo")
+    links.add_veth_pair(node, MASTER, MASTER_PEER)
+    for netns in PODS.values():
+        namespace.create(netns)
 
-    (a, b) = list(pods)
-    say(f"ping {a} -> {b} ({addresses[b]})")
-    if not ping(pods[a], addresses[b]):
-        print("    FAILED: no reply", file=sys.stderr)
-        return 1
-    print("    reply received")
 
-    for pod, rt in confs.items():
-        say(f"CHECK {pod}")
-        await runtime.check_network_list(network, rt)
-        print("    ok")
-
-    for pod, rt in confs.items():
-        say(f"DEL {pod} (and once more: DEL is idempotent)")
-        await runtime.del_network_list(network, rt)
-        await runtime.del_network_list(network, rt)
-
+def _story() -> int:
+    containers = {pod: f"demo-{pod}-{secrets.token_hex(4)}" for pod in PODS}
+    addresses: dict[str, dict[str, str]] = {}
+    for pod, netns in PODS.items():
+        say(f"ADD {pod}: the default network, then the networks its annotation selects")
+        code, reply = cni("ADD", pod, netns, containers[pod])
+        if code != 0:
+            print(f"    FAILED: {json.dumps(reply)}", file=sys.stderr)
+            return 1
+        status = json.loads((DEMO_ROOT / "manifests/status/demo" / f"{pod}.json").read_text())
+        print(f"    network-status of demo/{pod}:")
+        for entry in status:
+            ips = ", ".join(entry.get("ips", []))
+            default = " (default)" if entry.get("default") else ""
+            print(f"      {entry['interface']:5} {entry['name']:22} {ips}{default}")
+        addresses[pod] = {
+            str(e["name"]): str(e["ips"][0]).split("/")[0] for e in status if e.get("ips")
+        }
+    for network in ("demo/dataplane", "demo/storage"):
+        target = addresses["pod-b"][network]
+        say(f"ping pod-a -> pod-b over {network} ({target})")
+        if not ping(PODS["pod-a"], target):
+            print("    FAILED: no reply", file=sys.stderr)
+            return 1
+        print("    reply received")
+    for pod, netns in PODS.items():
+        say(f"DEL {pod}, twice (DEL is idempotent)")
+        for _ in range(2):
+            code, reply = cni("DEL", pod, netns, containers[pod])
+            if code != 0:
+                print(f"    FAILED: {json.dumps(reply)}", file=sys.stderr)
+                return 1
     say("verify nothing is left")
-    leftovers: list[str] = []
-    for pod, rt in confs.items():
-        if "eth1" in await asyncio.to_thread(links.read_interfaces, rt.netns):
-            leftovers.append(f"{pod}: eth1 still exists")
-        key = cache.AttachmentKey(
-            network_name=network.name, container_id=rt.container_id, ifname=rt.ifname
-        )
-        if runtime.cache.load(key) is not None:
-            leftovers.append(f"{pod}: attachment record still exists")
-    allocated = [
-        p.name
-        for p in ipam_dir.rglob("*")
-        if p.is_file() and "." in p.name and not p.name.startswith(("last_reserved_ip", "lock"))
-    ]
-    leftovers.extend(f"host-local still holds {ip}" for ip in allocated)
-    for line in leftovers:
+    left = leftovers()
+    for line in left:
         print(f"    LEAK: {line}", file=sys.stderr)
-    if leftovers:
+    if left:
         return 1
     print("    no interface, IP allocation or record left")
     return 0
 
 
-def run(*, plugin_dir: str, keep: bool) -> int:
+def run(*, examples: Path = EXAMPLES, keep: bool = False) -> int:
     if os.geteuid() != 0:
         print("netattach demo needs root (it creates network namespaces)", file=sys.stderr)
         return 2
-    if not (Path(plugin_dir) / "bridge").exists() or shutil.which("nsenter") is None:
-        print(f"the CNI plugins must be in {plugin_dir} and nsenter installed", file=sys.stderr)
+    missing = [tool for tool in ("nsenter", "ping") if shutil.which(tool) is None]
+    if missing or not Path("/usr/lib/cni/bridge").exists():
+        print(
+            "netattach demo needs the CNI plugins in /usr/lib/cni and "
+            f"{', '.join(missing) or 'nsenter, ping'} (run `make demo`, which installs them)",
+            file=sys.stderr,
+        )
         return 2
-    tag = secrets.token_hex(2)
-    node = f"na-demo-{tag}-n"
-    pods = {f"pod-{c}": f"na-demo-{tag}-{c}" for c in "ab"}
-    made: list[str] = []
-    workdir = Path(tempfile.mkdtemp(prefix="netattach-demo-"))
+    say(f"set up: node namespace {NODE} (with link {MASTER}), pods {', '.join(PODS.values())}")
+    say(f"examples copied to {DEMO_ROOT}")
     try:
-        say(f"create node namespace {node} and pod namespaces {', '.join(pods.values())}")
-        for name in (node, *pods.values()):
-            namespace.create(name)
-            made.append(name)
-        links.set_up(namespace.path_of(node), "lo")
-        paths = {pod: namespace.path_of(ns) for pod, ns in pods.items()}
-        status = asyncio.run(_run(plugin_dir, node, paths, workdir))
-    except errors.CNIError as exc:
-        print(f"    CNI error {exc.code}: {exc}", file=sys.stderr)
-        status = 1
+        _prepare(examples)
+        status = _story()
     finally:
         if not keep:
-            for name in made:
+            for name in (*PODS.values(), NODE):
                 namespace.remove(name)
-            shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(DEMO_ROOT, ignore_errors=True)
     say("demo passed" if status == 0 else "demo FAILED")
     return status

@@ -14,10 +14,20 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("version", help="print the version")
     demo = commands.add_parser(
-        "demo", help="run the reference CNI plugins through netattach's runtime, end to end"
+        "demo", help="two pods, a bridge and a macvlan network, through netattach-thin"
     )
-    demo.add_argument("--plugin-dir", default="/usr/lib/cni", help="where the CNI plugins are")
     demo.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
+    validate = commands.add_parser(
+        "validate",
+        help="check settings, NetworkAttachmentDefinitions, pod annotations and CNI configs",
+    )
+    validate.add_argument(
+        "files", nargs="+", metavar="FILE", help="YAML or JSON files to check; - reads stdin"
+    )
+    install = commands.add_parser(
+        "install-cni", help="install the netattach-thin plugin into a CNI bin directory"
+    )
+    install.add_argument("--bin-dir", required=True, help="the runtime's CNI bin directory")
     return parser
 
 
@@ -29,7 +39,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from netattach.cli import demo
 
-        return demo.run(plugin_dir=args.plugin_dir, keep=args.keep)
+        return demo.run(keep=args.keep)
+    if args.command == "validate":
+        from netattach.cli import validate
+
+        return validate.run(args.files, stdin=sys.stdin, stdout=sys.stdout)
+    if args.command == "install-cni":
+        from netattach.cli import install
+
+        return install.run(bin_dir=args.bin_dir)
     raise AssertionError(f"unhandled command {args.command!r}")
 
 

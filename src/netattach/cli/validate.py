@@ -22,6 +22,7 @@ problems, 1 with problems, 2 when an input could not be read.
 
 import json
 import re
+import reprlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -62,6 +63,12 @@ _SELECTION_SPLIT = re.compile(r"; (?=networks[^\s:]*: )")
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _LABEL_MAX = 63
 _SHOW_CHARS = 80
+# reprlib bounds the work as well as the text: YAML aliases let a few bytes stand for a structure
+# far too large to repr in full ("billion laughs").
+_REPR = reprlib.Repr()
+_REPR.maxstring = _SHOW_CHARS
+_REPR.maxother = _SHOW_CHARS
+_REPR.maxlevel = 3
 
 
 class _Report:
@@ -343,7 +350,7 @@ def _label_problem(value: object) -> str:
 
 
 def _show(value: object) -> str:
-    shown = repr(value)
+    shown = _REPR.repr(value)
     if len(shown) > _SHOW_CHARS:
         return shown[:_SHOW_CHARS] + "..."
     return shown

@@ -29,6 +29,7 @@ import dataclasses
 import difflib
 import math
 import re
+import reprlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Literal
@@ -80,6 +81,12 @@ _CLUSTER_NETWORK_FORMS: Final = (
 
 # Bad values are quoted in problems, cut to this many characters.
 _SHOW_CHARS: Final = 80
+# reprlib bounds the work as well as the text: YAML aliases let a few bytes stand for a structure
+# far too large to repr in full ("billion laughs").
+_REPR = reprlib.Repr()
+_REPR.maxstring = _SHOW_CHARS
+_REPR.maxother = _SHOW_CHARS
+_REPR.maxlevel = 3
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -473,7 +480,7 @@ def _is_label(text: str) -> bool:
 
 
 def _show(value: object) -> str:
-    shown = repr(value)
+    shown = _REPR.repr(value)
     if len(shown) > _SHOW_CHARS:
         return shown[:_SHOW_CHARS] + "..."
     return shown
