@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime clean
+.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench-thin clean
 
 deps:
 	@scripts/install-deps.sh
@@ -36,7 +36,10 @@ demo: venv
 	$(BIN)/netattach demo
 
 bench-runtime: venv
-	$(BIN)/python bench/runtime_latency.py
+	$(BIN)/python -m bench.runtime_latency
+
+bench-thin: venv
+	$(BIN)/python -m bench.thin_latency
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

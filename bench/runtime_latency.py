@@ -2,7 +2,7 @@
 
 Both run the same plugin binary with the same config inside the same node namespace (via
 nsenter), alternating run by run. The floor is timed inside `direct.sh` around the plugin exec,
-so it excludes the shell's own start-up. Usage (root): python bench/runtime_latency.py [RUNS]
+so it excludes the shell's own start-up. Usage (root): python -m bench.runtime_latency [RUNS]
 """
 
 from __future__ import annotations
@@ -41,7 +41,14 @@ def bridge_config(bridge: str, ipam_dir: Path) -> dict[str, Any]:
 
 
 async def direct(
-    command: str, node: str, pod: str, cid: str, conf_file: Path, out_file: Path
+    command: str,
+    node: str,
+    pod: str,
+    cid: str,
+    conf_file: Path,
+    out_file: Path,
+    *,
+    ifname: str = "eth0",
 ) -> float:
     proc = await asyncio.create_subprocess_exec(
         str(HERE / "direct.sh"),
@@ -49,7 +56,7 @@ async def direct(
         node,
         pod,
         cid,
-        "eth0",
+        ifname,
         PLUGIN_DIR,
         "bridge",
         str(conf_file),

@@ -20,7 +20,6 @@ from netattach.daemon import locks as locks_mod
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
 from netattach.daemon import settings as settings_mod
-from netattach.netns import routes
 from netattach.runtime import chain
 
 log = logging.getLogger("netattach.orchestrator")
@@ -220,6 +219,10 @@ class Orchestrator:
     ) -> None:
         for planned in plan:
             if planned.gateways:
+                # pyroute2 costs ~70 ms to import: only a pod asking for default-route pays it,
+                # not every thin-plugin start.
+                from netattach.netns import routes
+
                 try:
                     await asyncio.to_thread(
                         routes.apply_default_route, netns, planned.ifname, planned.gateways

@@ -1,0 +1,205 @@
+"""Median pod ADD and DEL through `netattach-thin` (default + 2 attachments) vs the delegates alone.
+
+Both contenders run the same three bridge + host-local networks in the same node namespace,
+alternating run by run. The floor is the sum of the three plugin executions as `direct.sh`
+times them (no shell start-up); netattach-thin is timed as the runtime sees it: process start
+to exit, Python start-up included. Usage (root): python -m bench.thin_latency [RUNS]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.runtime_latency import HERE, PLUGIN_DIR, direct
+from netattach.netns import links, namespace
+
+
+def bridge_list(name: str, bridge: str, subnet: str, ipam: Path) -> dict[str, Any]:
+    return {
+        "cniVersion": "1.0.0",
+        "name": name,
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": bridge,
+                "ipam": {
+                    "type": "host-local",
+                    "dataDir": str(ipam),
+                    "ranges": [[{"subnet": subnet}]],
+                },
+            }
+        ],
+    }
+
+
+def write_setup(work: Path, tag: str) -> list[dict[str, Any]]:
+    ipam = work / "ipam"
+    nets = [
+        bridge_list("cluster-default", f"na-t0-{tag}", "10.60.0.0/16", ipam),
+        bridge_list("net-a", f"na-t1-{tag}", "10.61.0.0/16", ipam),
+        bridge_list("net-b", f"na-t2-{tag}", "10.62.0.0/16", ipam),
+    ]
+    (work / "networks").mkdir()
+    (work / "networks" / "default.conflist").write_text(json.dumps(nets[0]))
+    (work / "manifests").mkdir()
+    docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}},
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "web",
+                "namespace": "bench",
+                "annotations": {"k8s.v1.cni.cncf.io/networks": "net-a,net-b"},
+            },
+        },
+    ] + [
+        {
+            "apiVersion": "k8s.cni.cncf.io/v1",
+            "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": net["name"], "namespace": "bench"},
+            "spec": {"config": json.dumps(net)},
+        }
+        for net in nets[1:]
+    ]
+    (work / "manifests" / "all.yaml").write_text(
+        "\n".join(json.dumps(d) for d in docs).replace("}\n{", "}\n---\n{")
+    )
+    settings = {
+        "clusterNetwork": "cluster-default",
+        "networksDir": str(work / "networks"),
+        "binDirs": [PLUGIN_DIR],
+        "stateDir": str(work / "state"),
+        "feed": {"directory": str(work / "manifests")},
+    }
+    (work / "netattach.conf").write_text(
+        json.dumps(
+            {
+                "cniVersion": "1.0.0",
+                "name": "netattach",
+                "type": "netattach-thin",
+                "settings": settings,
+            }
+        )
+    )
+    return nets
+
+
+async def thin(command: str, node: str, pod: str, cid: str, work: Path) -> float:
+    environ = {
+        **os.environ,
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": cid,
+        "CNI_NETNS": pod,
+        "CNI_IFNAME": "eth0",
+        "CNI_PATH": PLUGIN_DIR,
+        "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME=web",
+    }
+    executable = str(Path(sys.executable).parent / "netattach-thin")
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        "nsenter",
+        f"--net={node}",
+        "--",
+        executable,
+        env=environ,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate((work / "netattach.conf").read_bytes())
+    elapsed = (time.perf_counter() - t0) * 1e3
+    if proc.returncode != 0:
+        raise RuntimeError(f"netattach-thin {command} failed: {out!r} {err!r}")
+    return elapsed
+
+
+async def floor(
+    command: str,
+    node: str,
+    pod: str,
+    cid: str,
+    nets: list[dict[str, Any]],
+    work: Path,
+    results: dict[str, Any],
+) -> float:
+    total = 0.0
+    order = nets if command == "ADD" else list(reversed(nets))
+    for index, net in enumerate(order):
+        ifname = "eth0" if net["name"] == "cluster-default" else f"net{nets.index(net)}"
+        conf = {**net["plugins"][0], "name": net["name"], "cniVersion": "1.0.0"}
+        if command == "DEL":
+            conf["prevResult"] = results[net["name"]]
+        stdin = work / f"direct-{index}.json"
+        stdin.write_text(json.dumps(conf))
+        out = work / "direct-out.json"
+        total += await direct(command, node, pod, cid, stdin, out, ifname=ifname)
+        if command == "ADD":
+            results[net["name"]] = json.loads(out.read_text())
+    return total
+
+
+async def measure(runs: int, work: Path) -> dict[str, list[float]]:
+    tag = secrets.token_hex(2)
+    nets = write_setup(work, tag)
+    node_name = f"na-tbn-{tag}"
+    node = namespace.create(node_name)
+    samples: dict[str, list[float]] = {
+        k: [] for k in ("thin_add", "thin_del", "direct_add", "direct_del")
+    }
+    try:
+        await asyncio.to_thread(links.set_up, node, "lo")
+        for i in range(runs + 1):  # round 0 warms caches and is not counted
+            pod_name = f"na-tbp-{tag}-{i}"
+            pod = namespace.create(pod_name)
+            try:
+                for who in ("thin", "direct") if i % 2 == 0 else ("direct", "thin"):
+                    cid = f"bench-{who}-{tag}-{i}"
+                    if who == "thin":
+                        add = await thin("ADD", node, pod, cid, work)
+                        dele = await thin("DEL", node, pod, cid, work)
+                    else:
+                        results: dict[str, Any] = {}
+                        add = await floor("ADD", node, pod, cid, nets, work, results)
+                        dele = await floor("DEL", node, pod, cid, nets, work, results)
+                    if i > 0:
+                        samples[f"{who}_add"].append(add)
+                        samples[f"{who}_del"].append(dele)
+            finally:
+                namespace.remove(pod_name)
+    finally:
+        namespace.remove(node_name)
+    return samples
+
+
+def main() -> int:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    with tempfile.TemporaryDirectory(prefix="netattach-bench-") as tmp:
+        samples = asyncio.run(measure(runs, Path(tmp)))
+    medians = {k: statistics.median(v) for k, v in samples.items()}
+    print(f"pod with default + 2 bridge attachments, median of {runs} runs (ms)")
+    print(f"{'':8}{'thin':>10}{'direct':>10}{'overhead':>10}{'ratio':>8}")
+    for op in ("add", "del"):
+        ours, base = medians[f"thin_{op}"], medians[f"direct_{op}"]
+        print(f"{op.upper():8}{ours:10.2f}{base:10.2f}{ours - base:10.2f}{ours / base:8.2f}")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H%M%SZ")
+    out = HERE / "results" / f"thin-latency-{stamp}.json"
+    out.write_text(
+        json.dumps({"runs": runs, "median_ms": medians, "samples_ms": samples}, indent=2)
+    )
+    print(f"written {out.relative_to(HERE.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
