@@ -38,6 +38,12 @@ class Environment:
     path: tuple[str, ...] = ()
 
 
+def container_id_problem(value: str) -> str | None:
+    if _CONTAINER_ID.fullmatch(value):
+        return None
+    return "a container ID starts with a letter or digit, then letters, digits, '_', '.', '-'"
+
+
 def check_container_id(value: str, *, source: str = spec.ENV_CONTAINERID) -> str:
     if not _CONTAINER_ID.fullmatch(value):
         raise errors.InvalidEnvironmentError(

@@ -87,6 +87,6 @@ def error_reply(exc: errors.CNIError, cni_version: str) -> Reply:
 
 
 def unexpected_reply(exc: BaseException, cni_version: str) -> Reply:
-    log.exception("internal error: %s", exc)
+    log.error("internal error: %s", exc, exc_info=exc)
     failure = errors.InternalError("internal error in netattach", f"{type(exc).__name__}: {exc}")
     return error_reply(failure, cni_version)

@@ -62,7 +62,7 @@ class AttachmentRecord:
         return cls(
             status_name=_text(raw, "statusName"),
             ifname=_text(raw, "ifname"),
-            is_default=bool(raw["default"]),
+            is_default=_flag(raw, "default"),
             config=config,
             capability_args=caps,
             gateways=tuple(gateways),
@@ -103,6 +103,13 @@ def _text(raw: dict[str, Any], key: str) -> str:
     return value
 
 
+def _flag(raw: dict[str, Any], key: str, *, default: bool | None = None) -> bool:
+    value = raw.get(key, default) if default is not None else raw[key]
+    if not isinstance(value, bool):
+        raise TypeError(f"{key} is not a boolean")
+    return value
+
+
 def _parse(path: Path, data: bytes) -> PodRecord:
     try:
         raw = json.loads(data)
@@ -120,7 +127,7 @@ def _parse(path: Path, data: bytes) -> PodRecord:
             namespace=_text(raw, "namespace"),
             pod=_text(raw, "pod"),
             uid=_text(raw, "uid"),
-            complete=bool(raw.get("complete", False)),
+            complete=_flag(raw, "complete", default=False),
             attachments=tuple(AttachmentRecord.from_raw(a) for a in attachments),
         )
     except (KeyError, TypeError) as exc:
@@ -172,5 +179,5 @@ class PodRecords:
         except OSError:
             return
         for path in paths:
-            if not path.name.startswith("."):
+            if env.container_id_problem(path.stem) is None:
                 yield path.stem
