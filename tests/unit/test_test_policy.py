@@ -30,6 +30,11 @@ def test_skips_without_root():
 @pytest.mark.netns
 def test_skips_for_the_kernel():
     pytest.skip("kernel lacks link type 'ipvlan'")
+
+@pytest.mark.netns
+@pytest.mark.xfail(strict=True, reason="a known bug")
+def test_known_bug():
+    assert False
 """
 
 
@@ -63,7 +68,7 @@ def test_req_report_lists_proven_and_missing_ids_and_refuses_unknown_ones(
     assert summary == ["requirements: 1 proven, 69 missing"]
     outcomes = result.parseoutcomes()
     assert outcomes["failed"] == 1
-    assert outcomes["xfailed"] == 1  # the unknown ID
+    assert outcomes["xfailed"] == 2  # the unknown ID and the known bug
 
 
 def test_a_skipped_netns_test_fails_when_netns_is_required(
@@ -75,4 +80,5 @@ def test_a_skipped_netns_test_fails_when_netns_is_required(
     outcomes = strict.parseoutcomes()
     assert outcomes["skipped"] == 1  # only the missing link type
     assert outcomes["failed"] == 2  # test_fails_env and the root skip
+    assert outcomes["xfailed"] == 2  # an expected failure is not a skipped netns test
     strict.stdout.fnmatch_lines(["*NETATTACH_REQUIRE_NETNS=1 but this netns test was skipped*"])

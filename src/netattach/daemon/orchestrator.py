@@ -20,7 +20,7 @@ from netattach.daemon import locks as locks_mod
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
 from netattach.daemon import settings as settings_mod
-from netattach.runtime import chain
+from netattach.runtime import chain, find
 
 log = logging.getLogger("netattach.orchestrator")
 
@@ -111,6 +111,7 @@ class Orchestrator:
     async def add(self, call: env.Environment, netconf: Mapping[str, Any]) -> result.Result:
         ref = pod_ref(call) or PodRef(namespace="", name="", uid="")
         async with self.locks.hold(call.container_id):
+            await self._undo_earlier_add(call)
             plan, pod_uid = await self._plan(call, netconf, ref)
             ref = dataclasses.replace(ref, uid=ref.uid or pod_uid)
             record = records_mod.PodRecord(
@@ -146,8 +147,15 @@ class Orchestrator:
                 self.records.save(record)
                 if ref.name:
                     await self.sink.publish_status(ref.namespace, ref.name, self._entries(record))
-            except errors.CNIError as exc:
-                failed = with_prefix(exc, ref.prefix(current))
+            except Exception as exc:
+                # Whatever went wrong, what was made is undone before the runtime hears of it.
+                if isinstance(exc, errors.CNIError):
+                    failed = with_prefix(exc, ref.prefix(current))
+                else:
+                    log.exception("%s unexpected failure", ref.prefix(current))
+                    failed = errors.InternalError(
+                        f"{ref.prefix(current)} internal error", f"{type(exc).__name__}: {exc}"
+                    )
                 log.error("%s", failed)
                 await self._undo(call, dataclasses.replace(record, attachments=tuple(made)))
                 raise failed from exc
@@ -170,6 +178,7 @@ class Orchestrator:
                 network=network,
                 capability_args=dict(runtime_config),
             )
+            self._check_installed([only])
             return [only], ""
         if not await self.view.wait_synced(SYNC_TIMEOUT):
             raise errors.TryAgainLaterError(
@@ -192,9 +201,36 @@ class Orchestrator:
                 view=self.view,
                 cfg=self.settings.networks,
             )
+            self._check_installed(planned)
         except errors.CNIError as exc:
             raise with_prefix(exc, ref.prefix()) from exc
         return planned, uid
+
+    def _check_installed(self, plan: Sequence[plan_mod.PlannedAttachment]) -> None:
+        """Every delegate of the plan can be found, so no ADD starts that its DEL could not undo."""
+        for planned in plan:
+            for plugin in planned.network.plugins:
+                try:
+                    find.find_plugin(plugin.type, self.runtime.path)
+                except errors.CNIError as exc:
+                    raise with_prefix(exc, f"[{planned.status_name}]") from exc
+
+    async def _undo_earlier_add(self, call: env.Environment) -> None:
+        """A second ADD without DEL (CNI spec forbids it, a crashed runtime retries it):
+        undo what the first one left, so its interfaces and addresses are not orphaned."""
+        try:
+            earlier = self.records.load(call.container_id)
+        except records_mod.CorruptPodRecordError as exc:
+            log.error("%s; deleting from the attachment cache", exc)
+            await self.runtime.del_container(call.container_id)
+            self.records.delete(call.container_id)
+            return
+        if earlier is not None:
+            log.warning("%s ADD again without DEL: undoing the earlier ADD", earlier.prefix())
+            failures = await self._delete_attachments(call, earlier)
+            if failures:
+                raise failures[-1]
+            self.records.delete(call.container_id)
 
     @staticmethod
     def _intent(
@@ -227,7 +263,7 @@ class Orchestrator:
                     await asyncio.to_thread(
                         routes.apply_default_route, netns, planned.ifname, planned.gateways
                     )
-                except (OSError, LookupError) as exc:
+                except Exception as exc:  # pyroute2's NetlinkError is no OSError
                     raise errors.IOFailureError(
                         f"cannot set the default route via {planned.ifname}", str(exc)
                     ) from exc
@@ -286,26 +322,28 @@ class Orchestrator:
         No record means nothing was attached: success. A corrupt record is reported and the
         runtime's own per-attachment records still free what was made (RT-ATOMIC).
         """
-        async with self.locks.hold(call.container_id):
+        async with self.locks.hold(call.container_id) as lock:
+            ref = pod_ref(call)
             try:
                 record = self.records.load(call.container_id)
             except records_mod.CorruptPodRecordError as exc:
                 log.error("%s; deleting from the attachment cache instead", exc)
-                await self.runtime.del_container(call.container_id)
-                self.records.delete(call.container_id)
-                return
+                record = None
             if record is None:
                 await self.runtime.del_container(call.container_id)
-                return
-            failures = await self._delete_attachments(call, record)
-            if failures:
-                raise failures[-1]
-            self.records.delete(call.container_id)
-            if record.pod:
+                self.records.delete(call.container_id)
+            else:
+                failures = await self._delete_attachments(call, record)
+                if failures:
+                    raise failures[-1]
+                self.records.delete(call.container_id)
+                ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
+            lock.discard()  # nothing of this container is left: neither is its lock file
+            if ref is not None and ref.name:
                 try:
-                    await self.sink.remove_status(record.namespace, record.pod)
+                    await self.sink.remove_status(ref.namespace, ref.name)
                 except (OSError, errors.CNIError) as exc:
-                    log.warning("%s cannot remove the network status: %s", record.prefix(), exc)
+                    log.warning("%s cannot remove the network status: %s", ref.prefix(), exc)
 
     async def check(self, call: env.Environment) -> None:
         async with self.locks.hold(call.container_id):
@@ -340,5 +378,11 @@ class Orchestrator:
             raise failures[-1]
 
     async def status(self) -> None:
-        _, network = plan_mod.resolve_default(self.view, self.settings.networks)
+        """CNI 1.1 STATUS: ready when the default network is and its plugins say so."""
+        try:
+            _, network = plan_mod.resolve_default(self.view, self.settings.networks)
+        except errors.CNIError as exc:
+            raise errors.PluginNotAvailableError(
+                f"the cluster default network is not available: {exc.msg}", exc.details
+            ) from exc
         await self.runtime.get_status_network_list(network)

@@ -227,11 +227,21 @@ class Runtime:
             except errors.CNIError:
                 prev = None
         call = self._call(spec.DEL, rt)
+        missing: errors.CNIError | None = None
         for plugin in reversed(network.plugins):
+            try:
+                find.find_plugin(plugin.type, self.path)
+            except errors.CNIError as exc:
+                # A plugin removed since the ADD cannot free what it made, but the others can
+                # still free theirs: go on, then fail so the record (and the retry) stay.
+                missing = exc
+                continue
             config = build_plugin_config(
                 network, plugin, prev_result=prev, capability_args=rt.capability_args
             )
             await self._run(network, plugin, config, call)
+        if missing is not None:
+            raise missing
         self.cache.delete(_key(network, rt))
 
     # -- STATUS / GC (CNI 1.1) -------------------------------------------------------------------

@@ -1,0 +1,53 @@
+"""`netattach demo` and `netattach install-cni`, run as a user runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.netns
+
+NETATTACH = str(Path(sys.executable).parent / "netattach")
+
+
+@pytest.mark.usefixtures("netns_ready")
+def test_the_demo_tells_its_story_and_leaves_nothing() -> None:
+    done = subprocess.run(
+        [NETATTACH, "demo"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "==> demo passed"
+    assert any("eth0  cluster-default        10.90.0." in line for line in lines)
+    assert any("dp0   demo/dataplane         10.92.0.10/24" in line for line in lines)
+    assert lines.count("    reply received") == 2
+    assert "    no interface, IP allocation or record left" in lines
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    assert "na-demo" not in netns.stdout
+    assert not Path("/run/netattach-demo").exists()
+
+
+def test_install_cni_puts_an_executable_netattach_thin_in_the_bin_dir(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [NETATTACH, "install-cni", "--bin-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    installed = tmp_path / "netattach-thin"
+    assert installed.stat().st_mode & 0o755 == 0o755
+    assert installed.read_bytes() == (Path(sys.executable).parent / "netattach-thin").read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["netattach-thin"]  # no temp file left
+    version = subprocess.run(
+        [str(installed)],
+        input=b"",
+        env={"CNI_COMMAND": "VERSION"},
+        capture_output=True,
+        check=False,
+    )
+    assert version.returncode == 0
+    assert b'"supportedVersions"' in version.stdout
