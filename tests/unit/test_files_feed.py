@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from netattach.cluster import files, model, store
+from netattach.cluster import documents, files, model, store
 from netattach.cni import errors
 
 DATA = Path(__file__).parent / "data" / "manifests"
@@ -563,7 +563,7 @@ def test_modest_aliases_load_and_are_not_shared(tmp_path: Path) -> None:
     assert a["metadata"]["labels"] is not b["metadata"]["labels"]
 
 
-@pytest.mark.parametrize("depth", [files.MAX_DEPTH + 1, 200_000])
+@pytest.mark.parametrize("depth", [documents.MAX_DEPTH + 1, 200_000])
 def test_deep_nesting_is_refused_not_a_crash(tmp_path: Path, depth: int) -> None:
     # libyaml's C composer would overflow the C stack here (SIGSEGV) at the larger depth.
     write(tmp_path, "deep.yaml", "a: " + "[" * depth + "]" * depth + "\n")

@@ -20,17 +20,14 @@ the same way after `warning:`, then `N objects checked, M problems`. Exit status
 problems, 1 with problems, 2 when an input could not be read.
 """
 
-import json
 import re
 import reprlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-import yaml
-
 from netattach.attach import delegate, selection
-from netattach.cluster import model
+from netattach.cluster import documents, model
 from netattach.cni import conf, errors
 from netattach.daemon import settings
 
@@ -132,21 +129,23 @@ def _check_text(text: str, label: str, report: _Report) -> None:
 
 
 def _load_documents(text: str) -> tuple[list[object], str | None]:
-    """The documents of `text` and, when one does not parse, why (the rest are not read)."""
-    if text.lstrip()[:1] in ("{", "["):
-        # JSON is read as JSON first: YAML reads most JSON too, but not all (tabs, for one).
-        try:
-            return [json.loads(text)], None
-        except (ValueError, RecursionError):
-            pass
-    documents: list[object] = []
+    """The documents of `text` and, when it does not parse, why (then none are read).
+
+    The same bounded reader as the directory feed, so both agree on what a document is and a
+    hostile file (deep nesting, alias bombs) is refused here too instead of hanging validate.
+    """
+    data = text.encode("utf-8", errors="surrogatepass")
+    is_json = text.lstrip()[:1] in ("{", "[")
     try:
-        for document in yaml.safe_load_all(text):
-            documents.append(document)
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        # ValueError: PyYAML's timestamp constructor on an impossible date such as 2024-13-01.
-        return documents, " ".join(str(exc).split())
-    return documents, None
+        return list(documents.parse_documents(data, is_json=is_json)), None
+    except documents.DocumentsRefusedError as exc:
+        if is_json:
+            # YAML reads most JSON too (a JSON stream of several documents, for one)
+            try:
+                return list(documents.parse_documents(data, is_json=False)), None
+            except documents.DocumentsRefusedError:
+                pass
+        return [], " ".join(exc.message.split())
 
 
 def _check_document(document: object, label: str, where: str, report: _Report) -> None:

@@ -33,10 +33,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from netattach import atomic
-from netattach.cluster import model, store
+from netattach.cluster import documents, model, store
 from netattach.cni import errors
 
 log = logging.getLogger(__name__)
@@ -45,12 +43,6 @@ MANIFEST_SUFFIXES: Final = frozenset({".yaml", ".yml", ".json"})
 STATUS_DIRECTORY: Final = "status"
 # Far beyond any real manifest file, and small enough that parsing one stays in seconds.
 MAX_FILE_BYTES: Final = 4 * 1024 * 1024
-# Kubernetes objects nest about a dozen levels (managedFields included).
-MAX_DEPTH: Final = 64
-# Values a file may hold once YAML aliases are expanded. Without aliases a file cannot come close
-# (a value costs at least two bytes); with them, a few hundred bytes can stand for 10^9 values
-# ("billion laughs") that whoever walks or serialises the object later would expand.
-MAX_VALUES_PER_FILE: Final = 1_000_000
 STATUS_MODE: Final = 0o644
 
 _DNS1123_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -63,26 +55,6 @@ _DNS1123_SUBDOMAIN_MAX: Final = 253
 _DEFAULT_NAMESPACE: Final = "default"
 _CLUSTER_SCOPED: Final = frozenset({model.NAMESPACE})
 _LIST_KINDS: Final = {"List": None} | {f"{kind}List": kind for kind in model.API_VERSIONS}
-_TIMESTAMP_TAG: Final = "tag:yaml.org,2002:timestamp"
-
-
-class _ManifestLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` without implicit timestamps.
-
-    Kubernetes converts YAML to JSON, where `2024-01-01` stays the string it reads as; PyYAML
-    would make it a `datetime.date`, which no JSON field can hold. An explicit `!!timestamp` tag
-    still makes a date, which the JSON check refuses.
-
-    The pure-Python loader on purpose: libyaml's `CSafeLoader` recurses in C and crashes the
-    process (SIGSEGV) on a file of a few hundred thousand `[`, where this one raises
-    `RecursionError`.
-    """
-
-
-_ManifestLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP_TAG]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,13 +71,7 @@ class ManifestProblem:
         return f"{self.path}: {self.message}"
 
 
-class _FileRefusedError(Exception):
-    """A file that contributes nothing; `document` is where reading stopped, 0 if unknown."""
-
-    def __init__(self, message: str, document: int = 0) -> None:
-        super().__init__(message)
-        self.message = message
-        self.document = document
+_FileRefusedError = documents.DocumentsRefusedError
 
 
 class _NotJSONError(Exception):
@@ -336,45 +302,10 @@ def _load_file(path: str) -> Iterator[tuple[int, model.KubeObject | ManifestProb
 def _parse_file(path: str) -> list[Any]:
     """Every document of the file as plain JSON values, or `_FileRefusedError`."""
     data = _read_bounded(path)
-    is_json = path.endswith(".json")
-    documents: list[Any] = []
     try:
-        if is_json:
-            documents.append(json.loads(data))
-        else:
-            for document in yaml.load_all(data, Loader=_ManifestLoader):
-                documents.append(document)
-    except yaml.MarkedYAMLError as exc:
-        reason = f"not valid YAML{_at(exc.problem_mark)}: {exc.problem or 'invalid'}"
-        if exc.context:
-            reason += f" ({exc.context}{_at(exc.context_mark)})"
-        raise _FileRefusedError(f"{reason}; file skipped", len(documents) + 1) from exc
-    except json.JSONDecodeError as exc:
-        raise _FileRefusedError(
-            f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; file skipped"
-        ) from exc
-    except RecursionError as exc:
-        raise _FileRefusedError(
-            "nested too deeply to parse; file skipped", len(documents) + 1
-        ) from exc
-    except (yaml.YAMLError, ValueError, TypeError) as exc:
-        # ReaderError (not UTF-8/16), out-of-range dates and ints past Python's digit limit.
-        kind = "JSON" if is_json else "YAML"
-        raise _FileRefusedError(
-            f"not valid {kind}: {exc}; file skipped", len(documents) + 1
-        ) from exc
-    # Bound what the documents expand to *before* anything walks them value by value.
-    budget = _Budget()
-    for index, document in enumerate(documents, start=1):
-        try:
-            budget.count(document)
-        except _FileRefusedError as exc:
-            raise _FileRefusedError(exc.message, index) from None
-    return documents
-
-
-def _at(mark: yaml.Mark | None) -> str:
-    return "" if mark is None else f" at line {mark.line + 1} column {mark.column + 1}"
+        return documents.parse_documents(data, is_json=path.endswith(".json"))
+    except documents.DocumentsRefusedError as exc:
+        raise _FileRefusedError(f"{exc.message}; file skipped", exc.document) from None
 
 
 def _read_bounded(path: str) -> bytes:
@@ -401,48 +332,6 @@ def _read_bounded(path: str) -> bytes:
     if total > MAX_FILE_BYTES:
         raise _FileRefusedError(f"larger than {MAX_FILE_BYTES} bytes; file skipped")
     return b"".join(chunks)
-
-
-class _Budget:
-    """Counts the values a file's documents expand to, visiting each shared value once.
-
-    PyYAML builds an alias as a second reference to the anchored object, so loading a bomb is
-    cheap; expanding it is not. Sizes are memoised per object, which makes counting linear in the
-    *unexpanded* size, and an object met again while still being counted is an alias to itself.
-    """
-
-    def __init__(self) -> None:
-        self.total = 0
-        self._sizes: dict[int, int] = {}
-
-    def count(self, document: Any) -> None:
-        self.total += self._size(document, 0, set())
-        if self.total > MAX_VALUES_PER_FILE:
-            raise _FileRefusedError(_too_many())
-
-    def _size(self, value: Any, depth: int, active: set[int]) -> int:
-        if not isinstance(value, dict | list):
-            return 1
-        key = id(value)
-        if key in self._sizes:
-            return self._sizes[key]
-        if key in active:
-            raise _FileRefusedError("a YAML alias refers to itself; file skipped")
-        if depth >= MAX_DEPTH:
-            raise _FileRefusedError(f"nested deeper than {MAX_DEPTH} levels; file skipped")
-        active.add(key)
-        size = 1
-        for child in value.values() if isinstance(value, dict) else value:
-            size += self._size(child, depth + 1, active)
-            if self.total + size > MAX_VALUES_PER_FILE:
-                raise _FileRefusedError(_too_many())
-        active.discard(key)
-        self._sizes[key] = size
-        return size
-
-
-def _too_many() -> str:
-    return f"expands to more than {MAX_VALUES_PER_FILE} values (YAML aliases?); file skipped"
 
 
 # -- checking one document ------------------------------------------------------------------------

@@ -34,8 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Literal
 
-import yaml
-
+from netattach.cluster import documents
 from netattach.cni import conf, errors
 
 DEFAULT_NETWORKS_DIR: Final = Path("/etc/cni/netattach.d")
@@ -174,12 +173,17 @@ def load_settings(path: Path) -> Settings:
             f"cannot read netattach settings {str(path)!r}", str(exc)
         ) from exc
     try:
-        raw = yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        # ValueError: PyYAML's timestamp constructor on an impossible date such as 2024-13-01.
+        found = documents.parse_documents(text.encode(), is_json=False)
+    except documents.DocumentsRefusedError as exc:
         raise errors.DecodingFailureError(
-            f"{path}: netattach settings are not valid YAML", " ".join(str(exc).split())
+            f"{path}: netattach settings are not valid YAML", " ".join(exc.message.split())
         ) from exc
+    found = [d for d in found if d is not None]
+    if len(found) > 1:
+        raise errors.DecodingFailureError(
+            f"{path}: netattach settings are one YAML document, this file has {len(found)}"
+        )
+    raw = found[0] if found else None
     return parse_settings(raw, source=str(path))
 
 
