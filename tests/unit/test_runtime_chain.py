@@ -451,3 +451,25 @@ def test_results_are_json_serialisable_in_the_record(
     assert raw["kind"] == "netattachCacheV1"
     assert raw["result"]["interfaces"][0]["name"] == "eth0"
     assert raw["config"]["plugins"][0]["x-vendor"] == {"keep": [1, 2, 3]}
+
+
+@pytest.mark.req("RT-DEL")
+def test_keep_going_runs_every_del_and_still_reports_the_failure(
+    runtime: chain.Runtime, plugins: FakePlugins
+) -> None:
+    net = network("1.0.0")
+    asyncio.run(runtime.add_network_list(net, rt()))
+    plugins.behaviour["tuning"] = lambda c: fail(11, "busy") if c.command == "DEL" else ok()
+    plugins.calls.clear()
+
+    with pytest.raises(errors.PluginError) as caught:
+        asyncio.run(runtime.del_network_list(net, rt(), keep_going=True))
+
+    assert caught.value.code == 11
+    assert plugins.commands() == [("tuning", "DEL"), ("bridge", "DEL")]
+    key = cache.AttachmentKey(network_name="dbnet", container_id="ctr1", ifname="eth0")
+    assert runtime.cache.load(key) is not None  # kept for the retry
+    plugins.calls.clear()
+    with pytest.raises(errors.PluginError):
+        asyncio.run(runtime.del_network_list(net, rt()))
+    assert plugins.commands() == [("tuning", "DEL")]  # the spec's default: stop the list

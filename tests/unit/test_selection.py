@@ -569,17 +569,23 @@ def test_port_mappings_is_a_list() -> None:
 
 
 def test_bandwidth_keeps_the_given_keys_only() -> None:
-    found = one(name="a", bandwidth={"ingressRate": 1000, "ingressBurst": 0, "egressRate": 5})
-    assert found.bandwidth == selection.Bandwidth(ingress_rate=1000, ingress_burst=0, egress_rate=5)
-    assert found.bandwidth.to_runtime_config() == {
-        "ingressRate": 1000,
-        "ingressBurst": 0,
-        "egressRate": 5,
+    found = one(name="a", bandwidth={"ingressRate": 1000, "ingressBurst": 800})
+    assert found.bandwidth == selection.Bandwidth(ingress_rate=1000, ingress_burst=800)
+    assert found.bandwidth.to_runtime_config() == {"ingressRate": 1000, "ingressBurst": 800}
+    every = {
+        "ingressRate": 1,
+        "ingressBurst": 2,
+        "egressRate": 3,
+        "egressBurst": 8 * (2**32 - 1) - 1,
     }
-    every = {"ingressRate": 1, "ingressBurst": 2, "egressRate": 3, "egressBurst": 2**63 - 1}
     bandwidth = one(name="a", bandwidth=every).bandwidth
     assert bandwidth is not None
     assert bandwidth.to_runtime_config() == every
+
+
+def test_zero_rate_and_zero_burst_mean_no_limit() -> None:
+    found = one(name="a", bandwidth={"egressRate": 0, "egressBurst": 0})
+    assert found.bandwidth == selection.Bandwidth(egress_rate=0, egress_burst=0)
 
 
 @pytest.mark.parametrize(
@@ -590,22 +596,54 @@ def test_bandwidth_keeps_the_given_keys_only() -> None:
             ["networks[0].bandwidth: 'ingressBurst' is given without 'ingressRate'"],
         ),
         (
-            {"ingressRate": 10, "egressBurst": 10},
+            {"ingressRate": 10, "ingressBurst": 10, "egressBurst": 10},
             ["networks[0].bandwidth: 'egressBurst' is given without 'egressRate'"],
         ),
+        # the bandwidth plugin refuses these on ADD *and* DEL: refused before anything runs
         (
-            {"ingressRate": -1},
+            {"egressRate": 1000000},
+            ["networks[0].bandwidth: 'egressRate' needs 'egressBurst' as well"],
+        ),
+        (
+            {"ingressRate": 0, "ingressBurst": 10},
+            [
+                "networks[0].bandwidth: 'ingressRate' and 'ingressBurst' are both 0 (no limit) "
+                "or both above 0, got 0 and 10"
+            ],
+        ),
+        (
+            {"ingressRate": 10, "ingressBurst": 0},
+            [
+                "networks[0].bandwidth: 'ingressRate' and 'ingressBurst' are both 0 (no limit) "
+                "or both above 0, got 10 and 0"
+            ],
+        ),
+        (
+            {"egressRate": 10, "egressBurst": 8 * (2**32 - 1)},
+            [
+                "networks[0].bandwidth.egressBurst: 34359738360 bits is 4 GB or more, "
+                "the most a token bucket holds is 34359738359"
+            ],
+        ),
+        (
+            {"ingressRate": -1, "ingressBurst": 1},
             ["networks[0].bandwidth.ingressRate: -1 is not between 0 and 9223372036854775807"],
         ),
         (
-            {"egressRate": 2**63},
+            {"egressRate": 2**63, "egressBurst": 1},
             [
                 "networks[0].bandwidth.egressRate: 9223372036854775808 "
                 "is not between 0 and 9223372036854775807"
             ],
         ),
-        ({"egressRate": 1.5}, ["networks[0].bandwidth.egressRate: 1.5 is not an integer"]),
-        ({"egressRate": False}, ["networks[0].bandwidth.egressRate: false is not an integer"]),
+        (
+            {"egressRate": 1.5, "egressBurst": 1},
+            ["networks[0].bandwidth.egressRate: 1.5 is not an integer"],
+        ),
+        (
+            {"egressRate": False, "egressBurst": 1},
+            ["networks[0].bandwidth.egressRate: false is not an integer"],
+        ),
         (
             {},
             [
@@ -614,7 +652,7 @@ def test_bandwidth_keeps_the_given_keys_only() -> None:
             ],
         ),
         (
-            {"rate": 5, "egressRate": 5},
+            {"rate": 5, "egressRate": 5, "egressBurst": 5},
             [
                 "networks[0].bandwidth: unknown key 'rate' "
                 "(expected ingressRate, ingressBurst, egressRate, egressBurst)"
@@ -949,14 +987,19 @@ port_mappings = st.builds(
 
 @st.composite
 def bandwidths(draw: st.DrawFn) -> selection.Bandwidth:
-    values = st.integers(0, 2**63 - 1)
+    # what the bandwidth plugin accepts: per direction nothing, 0 and 0, or both above 0
     fields: dict[str, int | None] = {}
     for direction in ("ingress", "egress"):
-        rate = draw(st.none() | values)
-        fields[f"{direction}_rate"] = rate
-        fields[f"{direction}_burst"] = None if rate is None else draw(st.none() | values)
+        shape = draw(st.sampled_from(["none", "zero", "limit"]))
+        rate = burst = None
+        if shape == "zero":
+            rate = burst = 0
+        elif shape == "limit":
+            rate = draw(st.integers(1, 2**63 - 1))
+            burst = draw(st.integers(1, 8 * (2**32 - 1) - 1))
+        fields[f"{direction}_rate"], fields[f"{direction}_burst"] = rate, burst
     if all(value is None for value in fields.values()):
-        fields["egress_rate"] = draw(values)
+        fields["egress_rate"], fields["egress_burst"] = 1, 1
     return selection.Bandwidth(**fields)
 
 

@@ -466,6 +466,10 @@ def _parse_port_mapping(item: object, path: str, problems: list[str]) -> PortMap
     )
 
 
+# The bandwidth plugin's limit: a burst must be under 4 GB (8 * (2**32 - 1) bits).
+_MAX_BURST_BITS = 8 * (2**32 - 1)
+
+
 def _parse_bandwidth(value: object, path: str, problems: list[str]) -> Bandwidth | None:
     if value is None:
         return None
@@ -479,9 +483,25 @@ def _parse_bandwidth(value: object, path: str, problems: list[str]) -> Bandwidth
     if all(value.get(key) is None for key in _BANDWIDTH_KEYS):
         problems.append(f"{path}: {_show(value)} names none of {', '.join(_BANDWIDTH_KEYS)}")
     for direction in ("ingress", "egress"):
+        rate, burst = value.get(f"{direction}Rate"), value.get(f"{direction}Burst")
         # A burst is the bucket size of a rate: on its own it limits nothing.
-        if value.get(f"{direction}Burst") is not None and value.get(f"{direction}Rate") is None:
+        if burst is not None and rate is None:
             problems.append(f"{path}: '{direction}Burst' is given without '{direction}Rate'")
+        # What the bandwidth plugin refuses must be refused here, before anything runs: it
+        # checks the request on DEL too, so a refused ADD could never be deleted again.
+        elif rate is not None and burst is None:
+            problems.append(f"{path}: '{direction}Rate' needs '{direction}Burst' as well")
+        elif type(rate) is int and type(burst) is int:  # not bool: those are refused above
+            if (rate == 0) != (burst == 0):
+                problems.append(
+                    f"{path}: '{direction}Rate' and '{direction}Burst' are both 0 (no limit) "
+                    f"or both above 0, got {rate} and {burst}"
+                )
+            if burst >= _MAX_BURST_BITS:
+                problems.append(
+                    f"{path}.{direction}Burst: {burst} bits is 4 GB or more, "
+                    f"the most a token bucket holds is {_MAX_BURST_BITS - 1}"
+                )
     if len(problems) > start:
         return None
     return Bandwidth(

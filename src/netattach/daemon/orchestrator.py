@@ -307,7 +307,11 @@ class Orchestrator:
         netns = call.netns or (record.netns if os.path.exists(record.netns) else "")  # noqa: ASYNC240 (one stat)
         for att in reversed(record.attachments):
             try:
-                await self.runtime.del_network_list(_network(att), _runtime_conf(call, netns, att))
+                # netattach goes on past a plugin that fails DEL (and reports it) so the others
+                # still free their addresses: a deliberate deviation from "stop the list".
+                await self.runtime.del_network_list(
+                    _network(att), _runtime_conf(call, netns, att), keep_going=True
+                )
             except errors.CNIError as exc:
                 failure = with_prefix(exc, ref.prefix(att.status_name))
                 log.error("%s", failure)

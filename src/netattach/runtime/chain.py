@@ -212,13 +212,17 @@ class Runtime:
             )
             await self._run(network, plugin, config, call)
 
-    async def del_network_list(self, network: conf.NetworkConfigList, rt: RuntimeConf) -> None:
+    async def del_network_list(
+        self, network: conf.NetworkConfigList, rt: RuntimeConf, *, keep_going: bool = False
+    ) -> None:
         """DEL every plugin in reverse order, then forget the record.
 
         From 0.4.0 on the cached result goes along as `prevResult`. A record that cannot be read
         does not stop the DEL: plugins must free what they hold without it (CNI spec), and a
         leaked IP is worse than a DEL without `prevResult`. When a plugin fails, the chain stops
         (CNI spec) and the record stays, so the runtime's retry runs the same DEL again.
+        `keep_going` runs the remaining plugins anyway and then raises the last failure: a
+        plugin that cannot DEL must not keep the others from freeing what they hold.
         """
         prev: result.Result | None = None
         if version.at_least(network.cni_version, "0.4.0"):
@@ -228,6 +232,7 @@ class Runtime:
                 prev = None
         call = self._call(spec.DEL, rt)
         missing: errors.CNIError | None = None
+        failed: errors.CNIError | None = None
         for plugin in reversed(network.plugins):
             try:
                 find.find_plugin(plugin.type, self.path)
@@ -239,9 +244,15 @@ class Runtime:
             config = build_plugin_config(
                 network, plugin, prev_result=prev, capability_args=rt.capability_args
             )
-            await self._run(network, plugin, config, call)
-        if missing is not None:
-            raise missing
+            try:
+                await self._run(network, plugin, config, call)
+            except errors.CNIError as exc:
+                if not keep_going:
+                    raise
+                failed = exc
+        failure = failed or missing
+        if failure is not None:
+            raise failure
         self.cache.delete(_key(network, rt))
 
     # -- STATUS / GC (CNI 1.1) -------------------------------------------------------------------
