@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from netattach.netns import namespace
 from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, bridge_list, host_local
 
 pytestmark = pytest.mark.netns
@@ -120,3 +124,43 @@ def test_check_without_add_is_unknown_container(cluster: Cluster) -> None:
     assert reply.rc == 1
     assert reply.code == 3
     assert reply.out["msg"] == f"container {pod.container_id} has no completed ADD to check"
+
+
+@pytest.mark.req("RT-GC")
+def test_the_periodic_sweep_frees_pods_whose_sandbox_vanished_without_a_del(
+    cluster: Cluster,
+) -> None:
+    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    gone = cluster.pod("blue", "gone", "net-a")
+    kept = cluster.pod("blue", "kept", "net-a")
+    assert cluster.add(gone).rc == 0
+    assert cluster.add(kept).rc == 0
+    namespace.remove(Path(gone.netns).name)  # the runtime tore the sandbox down, no DEL came
+    settings_file = cluster.root / "settings.yaml"
+    settings_file.write_text(json.dumps(cluster.settings))
+
+    done = subprocess.run(
+        [
+            "nsenter",
+            f"--net={cluster.node.path}",
+            "--",
+            str(Path(sys.executable).parent / "netattach"),
+            "gc",
+            "--config",
+            str(settings_file),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"deleted the attachments of container {gone.container_id} (its netns is gone)",
+        "1 stale containers deleted",
+    ]
+    assert cluster.pod_records() == [f"{kept.container_id}.json"]
+    assert sorted(r.split(":")[1] for r in cluster.cache_records()) == [kept.container_id] * 2
+    assert len(cluster.allocations()) == 2  # the kept pod's two addresses only
+    assert cluster.delete(kept).rc == 0
+    assert cluster.leftovers() == NOTHING

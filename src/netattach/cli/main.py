@@ -24,6 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "files", nargs="+", metavar="FILE", help="YAML or JSON files to check; - reads stdin"
     )
+    gc = commands.add_parser(
+        "gc", help="delete the attachments of containers whose network namespace is gone"
+    )
+    gc.add_argument("--config", required=True, help="the netattach settings file")
     install = commands.add_parser(
         "install-cni", help="install the netattach-thin plugin into a CNI bin directory"
     )
@@ -44,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from netattach.cli import validate
 
         return validate.run(args.files, stdin=sys.stdin, stdout=sys.stdout)
+    if args.command == "gc":
+        from netattach.cli import sweep
+
+        return sweep.run(config=args.config)
     if args.command == "install-cni":
         from netattach.cli import install
 

@@ -381,6 +381,32 @@ class Orchestrator:
         if failures:
             raise failures[-1]
 
+    async def sweep(self) -> list[str]:
+        """The periodic GC (RT-GC): delete every recorded container whose netns is gone.
+
+        A pod whose sandbox no longer exists was torn down without a DEL reaching us (a runtime
+        crash, a node reboot): its attachments still hold addresses on the host side. Returns
+        the containers deleted. The daemon runs this on a timer; `netattach gc` runs it once.
+        """
+        swept: list[str] = []
+        failures: list[errors.CNIError] = []
+        for container_id in list(self.records.container_ids()):
+            try:
+                record = self.records.load(container_id)
+            except records_mod.CorruptPodRecordError:
+                record = None  # unreadable: its netns is unknown, so it is gone for us too
+            if record is not None and record.netns and os.path.exists(record.netns):  # noqa: ASYNC240
+                continue
+            try:
+                await self.delete(env.Environment(command=spec.DEL, container_id=container_id))
+            except errors.CNIError as exc:
+                failures.append(exc)
+                continue
+            swept.append(container_id)
+        if failures:
+            raise failures[-1]
+        return swept
+
     async def status(self) -> None:
         """CNI 1.1 STATUS: ready when the default network is and its plugins say so."""
         try:
