@@ -8,16 +8,15 @@ so it excludes the shell's own start-up. Usage (root): python -m bench.runtime_l
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import secrets
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench import report
 from netattach.cni import conf
 from netattach.netns import links, namespace
 from netattach.runtime import chain, execute
@@ -130,19 +129,7 @@ def main() -> int:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     with tempfile.TemporaryDirectory(prefix="netattach-bench-") as tmp:
         samples = asyncio.run(measure(runs, Path(tmp)))
-    medians = {k: statistics.median(v) for k, v in samples.items()}
-    print(f"bridge + host-local, median of {runs} runs (ms)")
-    print(f"{'':8}{'runtime':>10}{'direct':>10}{'overhead':>10}{'ratio':>8}")
-    for op in ("add", "del"):
-        ours, floor = medians[f"runtime_{op}"], medians[f"direct_{op}"]
-        print(f"{op.upper():8}{ours:10.2f}{floor:10.2f}{ours - floor:10.2f}{ours / floor:8.2f}")
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H%M%SZ")
-    out = HERE / "results" / f"runtime-latency-{stamp}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(
-        json.dumps({"runs": runs, "median_ms": medians, "samples_ms": samples}, indent=2)
-    )
-    print(f"written {out.relative_to(HERE.parent)}")
+    report.report("runtime-latency", "bridge + host-local", "runtime", runs, samples)
     return 0
 
 

@@ -9,18 +9,17 @@ to exit, Python start-up included. Usage (root): python -m bench.thin_latency [R
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import os
 import secrets
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.runtime_latency import HERE, PLUGIN_DIR, direct
+from bench import report
+from bench.runtime_latency import PLUGIN_DIR, direct
 from netattach.netns import links, namespace
 
 
@@ -186,18 +185,7 @@ def main() -> int:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     with tempfile.TemporaryDirectory(prefix="netattach-bench-") as tmp:
         samples = asyncio.run(measure(runs, Path(tmp)))
-    medians = {k: statistics.median(v) for k, v in samples.items()}
-    print(f"pod with default + 2 bridge attachments, median of {runs} runs (ms)")
-    print(f"{'':8}{'thin':>10}{'direct':>10}{'overhead':>10}{'ratio':>8}")
-    for op in ("add", "del"):
-        ours, base = medians[f"thin_{op}"], medians[f"direct_{op}"]
-        print(f"{op.upper():8}{ours:10.2f}{base:10.2f}{ours - base:10.2f}{ours / base:8.2f}")
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H%M%SZ")
-    out = HERE / "results" / f"thin-latency-{stamp}.json"
-    out.write_text(
-        json.dumps({"runs": runs, "median_ms": medians, "samples_ms": samples}, indent=2)
-    )
-    print(f"written {out.relative_to(HERE.parent)}")
+    report.report("thin-latency", "pod with default + 2 bridge attachments", "thin", runs, samples)
     return 0
 
 
