@@ -1,0 +1,68 @@
+"""The shim ↔ daemon format: one HTTP/1.1 request per CNI call on the daemon's UNIX socket.
+
+    POST /cni HTTP/1.1                        {"env": {"CNI_COMMAND": "ADD", ...},
+    Content-Type: application/json     →       "stdin": "<the CNI config, as text>"}
+
+    HTTP/1.1 200 OK                           {"exitCode": 0, "stdout": "<what to print>"}
+
+Every reply the daemon sends — 200 for a CNI outcome (a result or a CNI error), 4xx for a request
+it cannot read, 503 while it is not ready — carries that body, so the shim's job is only: print
+`stdout`, exit with `exitCode`. Only `CNI_*` variables travel; the shim's other environment stays
+on the host. Standard library only, no dataclasses: the shim imports this module.
+"""
+
+import json
+
+PATH = "/cni"
+CONTENT_TYPE = "application/json"
+# A CNI config is a few KiB; a request past this is refused with 413 before it is parsed.
+MAX_REQUEST_BYTES = 1024 * 1024
+
+
+class WireError(ValueError):
+    """A request or reply that does not have this module's shape."""
+
+
+def encode_request(environ: dict[str, str], stdin: bytes) -> bytes:
+    env = {k: v for k, v in environ.items() if k.startswith("CNI_")}
+    # surrogateescape: a config that is not UTF-8 still reaches the daemon byte for byte,
+    # which then reports it as a decoding failure (code 6) instead of the shim guessing.
+    text = stdin.decode("utf-8", errors="surrogateescape")
+    return json.dumps({"env": env, "stdin": text}).encode("utf-8", errors="surrogateescape")
+
+
+def decode_request(body: bytes) -> tuple[dict[str, str], bytes]:
+    try:
+        raw = json.loads(body.decode("utf-8", errors="surrogateescape"))
+    except (ValueError, RecursionError) as exc:
+        raise WireError(f"request body is not JSON: {str(exc)[:120]}") from exc
+    if not isinstance(raw, dict):
+        raise WireError("request body is not a JSON object")
+    env, stdin = raw.get("env"), raw.get("stdin", "")
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        raise WireError("request 'env' must map names to strings")
+    if not isinstance(stdin, str):
+        raise WireError("request 'stdin' must be a string")
+    return env, stdin.encode("utf-8", errors="surrogateescape")
+
+
+def encode_reply(exit_code: int, stdout: bytes) -> bytes:
+    text = stdout.decode("utf-8", errors="surrogateescape")
+    return json.dumps({"exitCode": exit_code, "stdout": text}).encode(
+        "utf-8", errors="surrogateescape"
+    )
+
+
+def decode_reply(body: bytes) -> tuple[int, bytes]:
+    try:
+        raw = json.loads(body.decode("utf-8", errors="surrogateescape"))
+    except (ValueError, RecursionError) as exc:
+        raise WireError(f"reply body is not JSON: {str(exc)[:120]}") from exc
+    if not isinstance(raw, dict):
+        raise WireError("reply body is not a JSON object")
+    code, stdout = raw.get("exitCode"), raw.get("stdout", "")
+    if not isinstance(code, int) or isinstance(code, bool) or not isinstance(stdout, str):
+        raise WireError("reply needs an integer 'exitCode' and a string 'stdout'")
+    return code, stdout.encode("utf-8", errors="surrogateescape")
