@@ -9,9 +9,10 @@ the log only.
 import dataclasses
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from netattach import wire
 from netattach.cni import env, errors, spec
 from netattach.daemon import orchestrator as orchestrator_mod
 
@@ -86,7 +87,52 @@ def error_reply(exc: errors.CNIError, cni_version: str) -> Reply:
     return Reply(exit_code=1, stdout=json.dumps(exc.to_raw(cni_version)).encode())
 
 
-def unexpected_reply(exc: BaseException, cni_version: str) -> Reply:
+# The one table from internal errors to CNI codes (STYLE.md habit 3). CNI errors pass through
+# with their own code; anything not listed is a bug: 999, the traceback in the log only.
+ERROR_TABLE: tuple[tuple[type[BaseException], type[errors.CNIError]], ...] = (
+    (wire.WireError, errors.DecodingFailureError),
+    (TimeoutError, errors.TryAgainLaterError),
+    (ConnectionError, errors.TryAgainLaterError),
+    (OSError, errors.IOFailureError),
+)
+
+
+def as_cni_error(exc: BaseException) -> errors.CNIError:
+    if isinstance(exc, errors.CNIError):
+        return exc
+    for internal, cni in ERROR_TABLE:
+        if isinstance(exc, internal):
+            return cni(str(exc) or type(exc).__name__)
     log.error("internal error: %s", exc, exc_info=exc)
-    failure = errors.InternalError("internal error in netattach", f"{type(exc).__name__}: {exc}")
-    return error_reply(failure, cni_version)
+    return errors.InternalError("internal error in netattach", f"{type(exc).__name__}: {exc}")
+
+
+def unexpected_reply(exc: BaseException, cni_version: str) -> Reply:
+    return error_reply(as_cni_error(exc), cni_version)
+
+
+OrchestratorFor = Callable[[Mapping[str, Any]], Awaitable[orchestrator_mod.Orchestrator]]
+
+
+async def handle(
+    environ: Mapping[str, str], stdin: bytes, orchestrator_for: OrchestratorFor
+) -> Reply:
+    """One CNI call, environment and stdin in, reply out; nothing escapes as an exception.
+
+    `orchestrator_for(netconf)` gives the orchestrator to run on: the thin plugin builds one from
+    the settings its config names, the daemon hands its long-lived one (or raises code 11 while
+    it is not ready).
+    """
+    cni_version = spec.CURRENT_VERSION
+    try:
+        call = env.parse_environment(environ)
+        netconf = parse_netconf(stdin) if stdin.strip() else {}
+        declared = netconf.get("cniVersion")
+        if isinstance(declared, str) and declared in spec.VERSIONS:
+            cni_version = declared
+        if call.command == spec.VERSION:
+            return Reply(exit_code=0, stdout=version_reply(cni_version))
+        orchestrator = await orchestrator_for(netconf)
+        return Reply(exit_code=0, stdout=await run_call(orchestrator, call, netconf))
+    except Exception as exc:  # the runtime gets a CNI error, the log the traceback
+        return error_reply(as_cni_error(exc), cni_version)

@@ -8,9 +8,10 @@ faster; `bench/` measures what it costs.
 import asyncio
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from netattach.cluster import files, store
-from netattach.cni import env, errors, spec
+from netattach.cni import errors
 from netattach.daemon import dispatch, locks, orchestrator, records, settings
 from netattach.runtime import chain
 
@@ -44,20 +45,10 @@ def build_orchestrator(cfg: settings.Settings) -> orchestrator.Orchestrator:
 
 def handle(environ: Mapping[str, str], stdin: bytes) -> dispatch.Reply:
     """One CNI call as the runtime makes it: environment and stdin in, reply out."""
-    cni_version = spec.CURRENT_VERSION
-    try:
-        call = env.parse_environment(environ)
-        netconf = dispatch.parse_netconf(stdin) if stdin.strip() else {}
-        declared = netconf.get("cniVersion")
-        if isinstance(declared, str) and declared in spec.VERSIONS:
-            cni_version = declared
-        if call.command == spec.VERSION:
-            return dispatch.Reply(exit_code=0, stdout=dispatch.version_reply(cni_version))
+
+    async def orchestrator_for(netconf: Mapping[str, Any]) -> orchestrator.Orchestrator:
         cfg = settings.settings_from_cni_config(netconf)
         logging.getLogger("netattach").setLevel(cfg.logging.level.upper())
-        out = asyncio.run(dispatch.run_call(build_orchestrator(cfg), call, netconf))
-        return dispatch.Reply(exit_code=0, stdout=out)
-    except errors.CNIError as exc:
-        return dispatch.error_reply(exc, cni_version)
-    except Exception as exc:  # the runtime gets code 999, the log the traceback
-        return dispatch.unexpected_reply(exc, cni_version)
+        return build_orchestrator(cfg)
+
+    return asyncio.run(dispatch.handle(environ, stdin, orchestrator_for))

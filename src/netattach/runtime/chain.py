@@ -81,10 +81,13 @@ class Runtime:
         cache_dir: Path,
         executor: execute.PluginExec | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        max_concurrent: int | None = None,
     ) -> None:
         self.path = tuple(path)
         self.cache = cache.AttachmentCache(cache_dir)
-        self.invoker = invoke.Invoker(executor or execute.SubprocessExec(), timeout=timeout)
+        self.invoker = invoke.Invoker(
+            executor or execute.SubprocessExec(), timeout=timeout, max_concurrent=max_concurrent
+        )
         self._versions: dict[tuple[str, int, int, int], tuple[str, ...]] = {}
 
     def _call(self, command: str, rt: RuntimeConf | None = None) -> invoke.Invocation:

@@ -1,9 +1,11 @@
 """One plugin call: environment, stdin, exit status and stdout turned into a result or an error."""
 
+import asyncio
+import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +49,29 @@ def _describe(plugin: str, command: str) -> str:
 class Invoker:
     """Runs plugin executables through a `PluginExec` and reads what they print."""
 
-    def __init__(self, executor: execute.PluginExec, *, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        executor: execute.PluginExec,
+        *,
+        timeout: float = 60.0,
+        max_concurrent: int | None = None,
+    ) -> None:
         self.executor = executor
         self.timeout = timeout
+        # RT-LIMIT: at most this many plugin processes at once; the rest wait their turn, so a
+        # burst of pods after a node reboot cannot fork hundreds of plugins together.
+        self._slots = asyncio.Semaphore(max_concurrent) if max_concurrent else None
+        self.waiting = 0  # calls queued for a slot (a metric)
+        self.running = 0
 
     async def _run(
         self, plugin: str, path: Path, stdin: bytes, call: Invocation
     ) -> execute.ExecOutcome:
         try:
-            return await self.executor.run(
-                path, env=build_env(call), stdin=stdin, timeout=self.timeout
-            )
+            async with self._slot():
+                return await self.executor.run(
+                    path, env=build_env(call), stdin=stdin, timeout=self.timeout
+                )
         except execute.ExecTimeoutError as exc:
             # CNI-TIMEOUT: say which plugin hung, for which command and container.
             raise errors.DelegateFailedError(
@@ -66,6 +80,27 @@ class Invoker:
             ) from exc
         except execute.ExecStartError as exc:
             raise errors.DelegateFailedError(_describe(plugin, call.command), str(exc)) from exc
+
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        if self._slots is None:
+            self.running += 1
+            try:
+                yield
+            finally:
+                self.running -= 1
+            return
+        self.waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self.waiting -= 1
+        self.running += 1
+        try:
+            yield
+        finally:
+            self.running -= 1
+            self._slots.release()
 
     def _error(self, plugin: str, command: str, outcome: execute.ExecOutcome) -> errors.CNIError:
         """The error the plugin reported, or code 103 with its stderr tail when it said none."""
