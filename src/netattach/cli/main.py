@@ -17,6 +17,11 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="two pods, a bridge and a macvlan network, through netattach-thin"
     )
     demo.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
+    daemon = commands.add_parser("daemon", help="run the node daemon behind the CNI shim")
+    daemon.add_argument("--config", required=True, help="the netattach settings file")
+    daemon.add_argument(
+        "--shim", help="the shim executable to install into cniBinDir (default: none installed)"
+    )
     validate = commands.add_parser(
         "validate",
         help="check settings, NetworkAttachmentDefinitions, pod annotations and CNI configs",
@@ -44,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from netattach.cli import demo
 
         return demo.run(keep=args.keep)
+    if args.command == "daemon":
+        from netattach.cli import daemon as daemon_cmd
+
+        return daemon_cmd.run(config=args.config, shim=args.shim)
     if args.command == "validate":
         from netattach.cli import validate
 

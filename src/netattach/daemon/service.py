@@ -1,0 +1,191 @@
+"""The node daemon: the long-lived orchestrator behind the shim's socket.
+
+Composition root for thick mode: the cluster view and its feed, the runtime with its bound on
+concurrent delegates, the orchestrator, the socket server, readiness and install (standard
+§6.1), the periodic sweep, metrics. `run()` returns when `stop` is set.
+"""
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from netattach import atomic
+from netattach.cluster import files, store
+from netattach.cni import errors, spec
+from netattach.daemon import dispatch, locks, metrics, orchestrator, plan, records, server, settings
+from netattach.runtime import chain
+
+log = logging.getLogger("netattach.daemon")
+
+CONFIG_NAME = "00-netattach.conflist"
+SHIM_NAME = "netattach"
+SWEEP_INTERVAL = 300.0
+READINESS_POLL = 1.0
+
+
+class Daemon:
+    def __init__(self, cfg: settings.Settings, *, shim: Path | None = None) -> None:
+        self.cfg = cfg
+        self.shim = shim
+        self.view = store.ClusterStore()
+        self.runtime = chain.Runtime(
+            path=[str(p) for p in cfg.runtime.bin_dirs],
+            cache_dir=cfg.runtime.state_dir / "cache",
+            timeout=cfg.runtime.delegate_timeout,
+            max_concurrent=cfg.daemon.max_concurrent_delegates,
+        )
+        self.feed = self._build_feed()
+        self.orchestrator = orchestrator.Orchestrator(
+            settings=cfg,
+            view=self.view,
+            sink=self.feed,
+            runtime=self.runtime,
+            records=records.PodRecords(cfg.runtime.state_dir),
+            locks=locks.ContainerLocks(cfg.runtime.state_dir),
+        )
+        self.server = server.CNIServer(self.handle)
+        self.health = metrics.HealthServer(ready=self.ready, before_scrape=self._sample)
+        self._ready = False
+
+    def _build_feed(self) -> files.DirectoryFeed:
+        if isinstance(self.cfg.feed, settings.DirectoryFeed):
+            return files.DirectoryFeed(self.cfg.feed.path, self.view)
+        raise errors.InvalidNetworkConfigError(
+            f"{self.cfg.source}: feed.kubernetes is not served by this build yet",
+            "use feed.directory",
+        )
+
+    # -- readiness (standard §6.1) --------------------------------------------------------------
+
+    def ready(self) -> bool:
+        return self._ready
+
+    def _check_ready(self) -> bool:
+        indicator = self.cfg.daemon.readiness.indicator_file
+        if indicator is not None and not indicator.exists():
+            return False
+        try:
+            plan.resolve_default(self.view, self.cfg.networks)
+        except errors.CNIError:
+            return False
+        return True
+
+    def _default_capabilities(self) -> dict[str, bool]:
+        _, network = plan.resolve_default(self.view, self.cfg.networks)
+        caps = sorted({c for p in network.plugins for c in p.capabilities})
+        return dict.fromkeys(caps, True)
+
+    def install(self) -> None:
+        """The shim into cniBinDir, then our config into cniConfDir, each written beside and
+        renamed (KUBE-INSTALL): a runtime running the old shim never reads half a file."""
+        daemon_cfg = self.cfg.daemon
+        if self.shim is not None:
+            atomic.write_atomic(
+                daemon_cfg.cni_bin_dir / SHIM_NAME, self.shim.read_bytes(), mode=0o755
+            )
+        plugin: dict[str, Any] = {"type": SHIM_NAME, "daemonSocket": str(daemon_cfg.socket)}
+        capabilities = self._default_capabilities()
+        if capabilities:
+            plugin["capabilities"] = capabilities  # so the runtime passes what the default takes
+        config = {"cniVersion": "1.0.0", "name": "netattach", "plugins": [plugin]}
+        atomic.write_atomic(
+            daemon_cfg.cni_conf_dir / CONFIG_NAME, json.dumps(config, indent=2).encode(), mode=0o644
+        )
+        log.info("installed %s", daemon_cfg.cni_conf_dir / CONFIG_NAME)
+
+    def uninstall(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            atomic.remove(self.cfg.daemon.cni_conf_dir / CONFIG_NAME)
+
+    async def _become_ready(self) -> bool:
+        readiness = self.cfg.daemon.readiness
+        if readiness.mode == "block":
+            await asyncio.to_thread(self.install)  # §6.1.2: install now, block ADD/DEL until ready
+        deadline = time.monotonic() + readiness.timeout
+        while not self._check_ready():
+            if time.monotonic() > deadline:
+                log.error(
+                    "the cluster default network %s is not ready after %gs (%s)",
+                    self.cfg.networks.cluster_network,
+                    readiness.timeout,
+                    f"waiting for {readiness.indicator_file}"
+                    if readiness.indicator_file
+                    else f"looked in {self.cfg.networks.networks_dir}",
+                )
+                return False
+            await asyncio.sleep(READINESS_POLL)
+        if readiness.mode == "wait":
+            await asyncio.to_thread(self.install)  # §6.1.1: only once the default is there
+        self._ready = True
+        metrics.READY.set(1)
+        log.info(
+            "ready: the cluster default network %s is available", self.cfg.networks.cluster_network
+        )
+        return True
+
+    # -- serving --------------------------------------------------------------------------------
+
+    async def _orchestrator_for(self, netconf: Mapping[str, Any]) -> orchestrator.Orchestrator:
+        if not self._ready:
+            raise errors.TryAgainLaterError(
+                "netattach is not ready yet",
+                f"waiting for the cluster default network {self.cfg.networks.cluster_network}",
+            )
+        return self.orchestrator
+
+    async def handle(self, environ: Mapping[str, str], stdin: bytes) -> dispatch.Reply:
+        command = environ.get(spec.ENV_COMMAND, "?")[:16]
+        started = time.perf_counter()
+        reply = await dispatch.handle(environ, stdin, self._orchestrator_for)
+        code = "0"
+        if reply.exit_code != 0:
+            with contextlib.suppress(ValueError, AttributeError):
+                code = str(json.loads(reply.stdout).get("code", "?"))
+        metrics.REQUESTS.labels(command=command, code=code).inc()
+        metrics.LATENCY.labels(command=command).observe(time.perf_counter() - started)
+        return reply
+
+    def _sample(self) -> None:
+        metrics.DELEGATES_RUNNING.set(self.runtime.invoker.running)
+        metrics.DELEGATES_QUEUED.set(self.runtime.invoker.waiting)
+        metrics.CACHE_SYNCED.set(1 if self.view.synced else 0)
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            try:
+                swept = await self.orchestrator.sweep()
+                if swept:
+                    log.info("swept %d containers whose netns is gone", len(swept))
+            except errors.CNIError as exc:
+                log.warning("sweep: %s", exc)
+
+    async def run(self, stop: asyncio.Event) -> int:
+        for problem in await asyncio.to_thread(self.feed.load):
+            log.warning("%s", problem)
+        tasks = [asyncio.create_task(self.feed.run(interval=1.0))]
+        await self.server.start(self.cfg.daemon.socket)
+        if self.cfg.daemon.metrics.enabled:
+            await self.health.start(self.cfg.daemon.metrics.address)
+        log.info("serving CNI calls on %s", self.cfg.daemon.socket)
+        try:
+            readiness = asyncio.create_task(self._become_ready())
+            stopping = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait({readiness, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if readiness in done and not readiness.result():
+                return 1
+            tasks.append(asyncio.create_task(self._sweep_forever()))
+            await stopping
+            return 0
+        finally:
+            for task in tasks:
+                task.cancel()
+            await self.server.close()
+            await self.health.close()
+            if self.cfg.daemon.cleanup_on_exit:
+                self.uninstall()
