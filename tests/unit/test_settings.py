@@ -6,6 +6,9 @@ Files are real files in tmp_path; the thin plugin's CNI config is the dict the r
 from __future__ import annotations
 
 import json
+import re
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,17 @@ from netattach.cni import errors
 from netattach.daemon import settings
 
 SOURCE = "/etc/netattach/config.yaml"
+NODE = "node-a"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _node_name_from_the_environment() -> Iterator[None]:
+    # nodeName's default is read from the machine; pin it, so that no test depends on the
+    # hostname of whatever runs it. Module-scoped, so Hypothesis tests may use it too.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NODE_NAME", NODE)
+        yield
 
 
 def _minimal(**extra: Any) -> dict[str, Any]:
@@ -53,6 +67,16 @@ def test_only_the_required_keys_give_every_default() -> None:
     assert parsed.runtime.delegate_timeout == 60.0
     assert parsed.feed == settings.DirectoryFeed(path=Path("/etc/netattach/cluster"))
     assert parsed.logging.level == "info"
+    assert parsed.daemon.node_name == NODE
+    assert parsed.daemon.socket == Path("/run/netattach/netattach.sock")
+    assert parsed.daemon.cni_conf_dir == Path("/etc/cni/net.d")
+    assert parsed.daemon.cni_bin_dir == Path("/opt/cni/bin")
+    assert parsed.daemon.max_concurrent_delegates == 8
+    assert parsed.daemon.readiness == settings.ReadinessSettings(
+        mode="wait", indicator_file=None, timeout=300.0
+    )
+    assert parsed.daemon.metrics == settings.MetricsSettings(address="127.0.0.1:9108", enabled=True)
+    assert parsed.daemon.cleanup_on_exit is False
 
 
 def test_null_keys_take_their_defaults() -> None:
@@ -65,6 +89,14 @@ def test_null_keys_take_their_defaults() -> None:
         globalNamespaces=None,
         delegateTimeout=None,
         logLevel=None,
+        nodeName=None,
+        daemonSocket=None,
+        cniConfDir=None,
+        cniBinDir=None,
+        maxConcurrentDelegates=None,
+        readiness=None,
+        metrics=None,
+        cleanupOnExit=None,
     )
     assert settings.parse_settings(raw, source=SOURCE) == settings.parse_settings(
         _minimal(), source=SOURCE
@@ -82,6 +114,14 @@ def test_every_key_given_is_read_into_its_group() -> None:
         "delegateTimeout": 2.5,
         "feed": {"kubernetes": {"kubeconfig": "/etc/kubernetes/kubelet.conf"}},
         "logLevel": "debug",
+        "nodeName": "worker-7.example.com",
+        "daemonSocket": "/var/run/netattach/daemon.sock",
+        "cniConfDir": "/etc/cni/multus.d",
+        "cniBinDir": "/usr/libexec/cni",
+        "maxConcurrentDelegates": 32,
+        "readiness": {"mode": "block", "indicatorFile": "/run/flannel/subnet.env", "timeout": 90},
+        "metrics": {"address": "[::]:9200", "enabled": False},
+        "cleanupOnExit": True,
     }
     parsed = settings.parse_settings(raw, source=SOURCE)
     assert parsed == settings.Settings(
@@ -100,6 +140,18 @@ def test_every_key_given_is_read_into_its_group() -> None:
         ),
         feed=settings.KubernetesFeed(kubeconfig=Path("/etc/kubernetes/kubelet.conf")),
         logging=settings.LoggingSettings(level="debug"),
+        daemon=settings.DaemonSettings(
+            node_name="worker-7.example.com",
+            socket=Path("/var/run/netattach/daemon.sock"),
+            cni_conf_dir=Path("/etc/cni/multus.d"),
+            cni_bin_dir=Path("/usr/libexec/cni"),
+            max_concurrent_delegates=32,
+            readiness=settings.ReadinessSettings(
+                mode="block", indicator_file=Path("/run/flannel/subnet.env"), timeout=90.0
+            ),
+            metrics=settings.MetricsSettings(address="[::]:9200", enabled=False),
+            cleanup_on_exit=True,
+        ),
         source=SOURCE,
     )
 
@@ -469,6 +521,370 @@ def test_bad_feeds(feed: object, problems: list[str]) -> None:
     else:
         raw["feed"] = feed
     assert _problems_of(raw) == problems
+
+
+# ---------------------------------------------------------------------------------------------
+# The node daemon's keys
+
+
+def test_the_node_name_defaults_to_the_environment_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NODE_NAME", "worker-3")
+    monkeypatch.setattr(socket, "gethostname", lambda: "not-this-one")
+    assert settings.parse_settings(_minimal(), source=SOURCE).daemon.node_name == "worker-3"
+
+
+@pytest.mark.parametrize("env", [None, ""], ids=["unset", "empty"])
+def test_without_node_name_the_hostname_is_used_lower_cased_as_the_kubelet_does(
+    monkeypatch: pytest.MonkeyPatch, env: str | None
+) -> None:
+    if env is None:
+        monkeypatch.delenv("NODE_NAME")
+    else:
+        monkeypatch.setenv("NODE_NAME", env)
+    monkeypatch.setattr(socket, "gethostname", lambda: "Worker-1.Example.COM")
+    parsed = settings.parse_settings(_minimal(), source=SOURCE)
+    assert parsed.daemon.node_name == "worker-1.example.com"
+    assert settings.default_node_name() == "worker-1.example.com"
+
+
+def test_node_name_in_the_file_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODE_NAME", "worker-3")
+    parsed = settings.parse_settings(_minimal(nodeName="worker-9"), source=SOURCE)
+    assert parsed.daemon.node_name == "worker-9"
+
+
+def test_an_invalid_node_name_from_the_environment_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NODE_NAME", "Worker_3")
+    assert settings.settings_problems(_minimal()) == ()  # the directory feed does not need it
+    assert _problems_of(_minimal(feed={"kubernetes": {}})) == [
+        "nodeName: not set, and its default (the environment variable NODE_NAME) is not a Node "
+        "name, a DNS-1123 subdomain (at most 253 lower-case letters, digits, '-' and '.', "
+        "starting and ending with a letter or digit), got 'Worker_3'"
+    ]
+    # Set in the file, it is not looked at.
+    assert settings.settings_problems(_minimal(nodeName="worker-3")) == ()
+
+
+def test_an_invalid_hostname_is_reported_when_no_node_name_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("NODE_NAME")
+    monkeypatch.setattr(socket, "gethostname", lambda: "build_host")
+    assert settings.settings_problems(_minimal()) == ()  # the directory feed does not need it
+    (problem,) = _problems_of(_minimal(feed={"kubernetes": {}}))
+    assert problem.startswith(
+        "nodeName: not set, and its default (this machine's hostname, lower-cased) is not a Node "
+        "name"
+    )
+    assert problem.endswith("got 'build_host'")
+
+
+def test_settings_built_by_hand_get_the_daemon_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODE_NAME", "worker-5")
+    built = settings.Settings(
+        networks=settings.NetworkSettings(
+            cluster_network=settings.ClusterNetworkRef(kind="name", name="flannel")
+        ),
+        feed=settings.DirectoryFeed(path=Path("/srv/cluster")),
+    )
+    assert built.daemon == settings.DaemonSettings(node_name="worker-5")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        (
+            "nodeName",
+            "Worker-1",
+            "nodeName: must be a Node name, a DNS-1123 subdomain (at most 253 lower-case letters, "
+            "digits, '-' and '.', starting and ending with a letter or digit), got 'Worker-1'",
+        ),
+        ("nodeName", "worker_1", "got 'worker_1'"),
+        ("nodeName", "worker-", "got 'worker-'"),
+        ("nodeName", "worker..1", "got 'worker..1'"),
+        ("nodeName", "", "got ''"),
+        ("nodeName", 7, "got 7"),
+        ("nodeName", "a" * 254, "got '" + "a" * 20),
+        ("daemonSocket", "run/netattach.sock", "daemonSocket: must be an absolute path, got "),
+        ("daemonSocket", 5, "daemonSocket: must be an absolute path, got 5"),
+        (
+            "daemonSocket",
+            "/run/" + "s" * 103,
+            "daemonSocket: a Unix socket's path is at most 107 bytes, got '/run/sss",
+        ),
+        ("cniConfDir", "net.d", "cniConfDir: must be an absolute path, got 'net.d'"),
+        ("cniConfDir", ["/etc/cni/net.d"], "cniConfDir: must be an absolute path, got ['/etc/"),
+        ("cniBinDir", "bin", "cniBinDir: must be an absolute path, got 'bin'"),
+        (
+            "maxConcurrentDelegates",
+            0,
+            "maxConcurrentDelegates: must be a whole number from 1 to 1024, got 0",
+        ),
+        ("maxConcurrentDelegates", 1025, "got 1025"),
+        ("maxConcurrentDelegates", -3, "got -3"),
+        ("maxConcurrentDelegates", 8.0, "got 8.0"),
+        ("maxConcurrentDelegates", True, "got True"),
+        ("maxConcurrentDelegates", "8", "got '8'"),
+        (
+            "readiness",
+            "wait",
+            "readiness: must be a mapping such as {mode: wait, indicatorFile: PATH, timeout: "
+            "SECONDS}, got 'wait'",
+        ),
+        (
+            "readiness",
+            {"mode": "Wait"},
+            "readiness.mode: must be one of wait, block, got 'Wait'",
+        ),
+        ("readiness", {"mode": True}, "readiness.mode: must be one of wait, block, got True"),
+        (
+            "readiness",
+            {"indicatorFile": "ready"},
+            "readiness.indicatorFile: must be an absolute path, got 'ready'",
+        ),
+        (
+            "readiness",
+            {"timeout": 0},
+            "readiness.timeout: must be a number of seconds, more than 0 and at most 86400, got 0",
+        ),
+        ("readiness", {"timeout": 86400.5}, "got 86400.5"),
+        ("readiness", {"timeout": float("nan")}, "got nan"),
+        ("readiness", {"timeout": True}, "got True"),
+        ("readiness", {"timeout": "5m"}, "got '5m'"),
+        (
+            "metrics",
+            "127.0.0.1:9108",
+            "metrics: must be a mapping such as {address: '127.0.0.1:9108', enabled: true}, "
+            "got '127.0.0.1:9108'",
+        ),
+        (
+            "metrics",
+            {"address": "::1:9108"},
+            "metrics.address: must be host:port, an IPv6 address in brackets ('[::1]:9108'), the "
+            "port from 1 to 65535, got '::1:9108'",
+        ),
+        ("metrics", {"address": "127.0.0.1"}, "got '127.0.0.1'"),
+        ("metrics", {"address": "127.0.0.1:0"}, "got '127.0.0.1:0'"),
+        ("metrics", {"address": "127.0.0.1:65536"}, "got '127.0.0.1:65536'"),
+        ("metrics", {"address": "127.0.0.1:http"}, "got '127.0.0.1:http'"),
+        ("metrics", {"address": ":9108"}, "got ':9108'"),
+        ("metrics", {"address": "300.1.1.1:9108"}, "got '300.1.1.1:9108'"),
+        ("metrics", {"address": "[127.0.0.1]:9108"}, "got '[127.0.0.1]:9108'"),
+        ("metrics", {"address": "[::1:9108"}, "got '[::1:9108'"),
+        ("metrics", {"address": "metrics_host:9108"}, "got 'metrics_host:9108'"),
+        ("metrics", {"address": 9108}, "got 9108"),
+        ("metrics", {"enabled": "yes"}, "metrics.enabled: must be true or false, got 'yes'"),
+        ("cleanupOnExit", "true", "cleanupOnExit: must be true or false, got 'true'"),
+        ("cleanupOnExit", 1, "cleanupOnExit: must be true or false, got 1"),
+    ],
+)
+def test_a_bad_daemon_value_is_one_problem_naming_the_key(
+    key: str, value: object, problem: str
+) -> None:
+    (found,) = _problems_of(_minimal(**{key: value}))
+    assert found.split(":")[0].startswith(key)
+    assert problem in found
+    # A value is quoted whole or cut short, never so long that it drowns the message.
+    assert len(found) < 400
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "read"),
+    [
+        ("nodeName", "a", "a"),
+        ("nodeName", "ip-10-0-0-1.eu-west-1.compute.internal", None),
+        ("nodeName", ".".join(["a" * 63] * 3) + "." + "b" * 61, None),
+        ("daemonSocket", "/" + "s" * 106, None),
+        ("maxConcurrentDelegates", 1, 1),
+        ("maxConcurrentDelegates", 1024, 1024),
+        ("readiness", {}, settings.ReadinessSettings()),
+        ("readiness", {"mode": "block"}, settings.ReadinessSettings(mode="block")),
+        ("readiness", {"timeout": 86400}, settings.ReadinessSettings(timeout=86400.0)),
+        ("readiness", {"timeout": 0.5}, settings.ReadinessSettings(timeout=0.5)),
+        (
+            "readiness",
+            {"mode": None, "indicatorFile": None, "timeout": None},
+            settings.ReadinessSettings(),
+        ),
+        ("metrics", {}, settings.MetricsSettings()),
+        ("metrics", {"address": "[::1]:9108"}, settings.MetricsSettings(address="[::1]:9108")),
+        ("metrics", {"address": "0.0.0.0:1"}, settings.MetricsSettings(address="0.0.0.0:1")),
+        (
+            "metrics",
+            {"address": "localhost:65535"},
+            settings.MetricsSettings(address="localhost:65535"),
+        ),
+        (
+            "metrics",
+            {"address": "[fe80::1%eth0]:9108"},
+            settings.MetricsSettings(address="[fe80::1%eth0]:9108"),
+        ),
+        ("metrics", {"enabled": False}, settings.MetricsSettings(enabled=False)),
+        ("cleanupOnExit", True, True),
+    ],
+)
+def test_daemon_edge_values_are_accepted(key: str, value: object, read: object) -> None:
+    daemon = settings.parse_settings(_minimal(**{key: value}), source=SOURCE).daemon
+    attribute = {
+        "nodeName": daemon.node_name,
+        "daemonSocket": daemon.socket,
+        "maxConcurrentDelegates": daemon.max_concurrent_delegates,
+        "readiness": daemon.readiness,
+        "metrics": daemon.metrics,
+        "cleanupOnExit": daemon.cleanup_on_exit,
+    }[key]
+    expected = read
+    if read is None:
+        expected = Path(str(value)) if key == "daemonSocket" else value
+    assert attribute == expected
+
+
+@pytest.mark.parametrize(
+    ("address", "host", "port"),
+    [
+        ("127.0.0.1:9108", "127.0.0.1", 9108),
+        ("[::1]:9108", "::1", 9108),
+        ("[::]:1", "::", 1),
+        ("metrics.example.com:65535", "metrics.example.com", 65535),
+    ],
+)
+def test_the_metrics_address_splits_into_a_host_and_port_to_bind(
+    address: str, host: str, port: int
+) -> None:
+    metrics = settings.parse_settings(
+        _minimal(metrics={"address": address}), source=SOURCE
+    ).daemon.metrics
+    assert (metrics.host, metrics.port) == (host, port)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (
+            _minimal(nodename="worker-1"),
+            "nodename: unknown key (did you mean 'nodeName'?), got 'worker-1'",
+        ),
+        (
+            _minimal(cleanupOnExits=True),
+            "cleanupOnExits: unknown key (did you mean 'cleanupOnExit'?), got True",
+        ),
+        (
+            _minimal(readiness={"indicatorfile": "/run/ready"}),
+            "readiness.indicatorfile: unknown key (did you mean 'indicatorFile'?), "
+            "got '/run/ready'",
+        ),
+        (
+            _minimal(readiness={"colour": "blue"}),
+            "readiness.colour: unknown key (known: mode, indicatorFile, timeout), got 'blue'",
+        ),
+        (
+            _minimal(metrics={"adress": "127.0.0.1:9108"}),
+            "metrics.adress: unknown key (did you mean 'address'?), got '127.0.0.1:9108'",
+        ),
+        (
+            _minimal(metrics={"port": 9108}),
+            "metrics.port: unknown key (known: address, enabled), got 9108",
+        ),
+    ],
+    ids=["nodeName", "cleanupOnExit", "indicatorFile", "readiness-unlike", "address", "port"],
+)
+def test_a_mistyped_daemon_key_is_refused_with_the_key_it_resembles(
+    raw: dict[str, Any], problem: str
+) -> None:
+    assert _problems_of(raw) == [problem]
+
+
+def test_every_daemon_problem_is_reported_at_once() -> None:
+    raw = _minimal(
+        nodeName="Node_A",
+        daemonSocket="netattach.sock",
+        cniConfDir="net.d",
+        cniBinDir="bin",
+        maxConcurrentDelegates=0,
+        readiness={"mode": "later", "indicatorFile": "ready", "timeout": -1, "tiemout": 5},
+        metrics={"address": "localhost", "enabled": "no", "path": "/metrics"},
+        cleanupOnExit="yes",
+        logLevel="loud",
+    )
+    with pytest.raises(errors.InvalidNetworkConfigError) as info:
+        settings.parse_settings(raw, source=SOURCE)
+    assert info.value.msg == f"{SOURCE}: invalid netattach settings (14 problems)"
+    assert [p.split(":")[0] for p in info.value.details.split("; ")] == [
+        "logLevel",
+        "nodeName",
+        "daemonSocket",
+        "cniConfDir",
+        "cniBinDir",
+        "maxConcurrentDelegates",
+        "readiness.tiemout",
+        "readiness.mode",
+        "readiness.indicatorFile",
+        "readiness.timeout",
+        "metrics.path",
+        "metrics.address",
+        "metrics.enabled",
+        "cleanupOnExit",
+    ]
+
+
+def test_inline_daemon_problems_are_named_under_settings() -> None:
+    with pytest.raises(errors.InvalidNetworkConfigError) as info:
+        settings.settings_from_cni_config(
+            {"type": "netattach-thin", "settings": _minimal(readiness={"mode": "now"})}
+        )
+    assert info.value.details == "settings.readiness.mode: must be one of wait, block, got 'now'"
+
+
+def test_the_kubernetes_feed_with_nothing_is_in_cluster_for_the_daemon() -> None:
+    parsed = settings.parse_settings(
+        _minimal(feed={"kubernetes": {}}, readiness={"mode": "block"}), source=SOURCE
+    )
+    assert parsed.feed == settings.KubernetesFeed(kubeconfig=None)
+    assert parsed.daemon.readiness.mode == "block"
+
+
+def _documented_yaml_examples() -> list[str]:
+    text = DOCS.read_text(encoding="utf-8")
+    return [
+        block
+        for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
+        if "clusterNetwork:" in block
+    ]
+
+
+def test_the_documented_examples_are_valid_settings(tmp_path: Path) -> None:
+    examples = _documented_yaml_examples()
+    assert len(examples) >= 4
+    for index, example in enumerate(examples):
+        path = tmp_path / f"example-{index}.yaml"
+        path.write_text(example, encoding="utf-8")
+        settings.load_settings(path)
+
+
+def test_the_documented_daemon_examples_read_as_described(tmp_path: Path) -> None:
+    kubernetes, directory = (
+        example for example in _documented_yaml_examples() if "daemonSocket:" in example
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text(kubernetes, encoding="utf-8")
+    loaded = settings.load_settings(path)
+    assert loaded.feed == settings.KubernetesFeed()
+    assert loaded.daemon.node_name == NODE
+    assert loaded.daemon.readiness.mode == "block"
+    assert (loaded.daemon.metrics.host, loaded.daemon.metrics.port) == ("0.0.0.0", 9108)
+    path.write_text(directory, encoding="utf-8")
+    loaded = settings.load_settings(path)
+    assert isinstance(loaded.feed, settings.DirectoryFeed)
+    assert loaded.daemon.node_name == "lab-node-1"
+    assert loaded.daemon.readiness == settings.ReadinessSettings(
+        mode="wait", indicator_file=Path("/run/netattach/default-network-ready"), timeout=120.0
+    )
+    assert loaded.daemon.metrics.enabled is False
+    assert loaded.daemon.cleanup_on_exit is True
 
 
 # ---------------------------------------------------------------------------------------------

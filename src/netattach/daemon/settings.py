@@ -9,7 +9,11 @@ explicitly (as kopf passes its settings), never a global:
     │                                 globalNamespaces
     ├── runtime: RuntimeSettings      binDirs, stateDir, delegateTimeout
     ├── feed: DirectoryFeed | KubernetesFeed
-    └── logging: LoggingSettings      logLevel
+    ├── logging: LoggingSettings      logLevel
+    └── daemon: DaemonSettings        nodeName, daemonSocket, cniConfDir, cniBinDir,
+        │                             maxConcurrentDelegates, cleanupOnExit
+        ├── readiness: ReadinessSettings   readiness.mode, .indicatorFile, .timeout
+        └── metrics: MetricsSettings       metrics.address, .enabled
 
     load_settings(path)               the daemon: a file
     settings_from_cni_config(raw)     the thin plugin: its CNI config names the file
@@ -21,15 +25,19 @@ Every key is checked and every problem is collected, then raised together as one
 `errors.InvalidNetworkConfigError` (7) whose msg names the file and whose details list each
 problem as `key.path: reason, got value`. Unknown keys are problems too, so a misspelt key is
 never silently ignored in favour of its default. A key written as null (as templating tools
-write an unset value) takes its default. An unreadable file is `IOFailureError` (5); text that is
-not YAML is `DecodingFailureError` (6).
+write an unset value) takes its default; `nodeName`'s default is the environment variable
+`NODE_NAME`, else this machine's hostname, so one file serves every node. An unreadable file is
+`IOFailureError` (5); text that is not YAML is `DecodingFailureError` (6).
 """
 
 import dataclasses
 import difflib
+import ipaddress
 import math
+import os
 import re
 import reprlib
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Literal
@@ -45,6 +53,21 @@ DEFAULT_DELEGATE_TIMEOUT: Final = 60.0
 # A delegate that needs more than an hour is hung; the bound also catches milliseconds written
 # where seconds are meant.
 MAX_DELEGATE_TIMEOUT: Final = 3600.0
+DEFAULT_SOCKET: Final = Path("/run/netattach/netattach.sock")
+DEFAULT_CNI_CONF_DIR: Final = Path("/etc/cni/net.d")
+DEFAULT_CNI_BIN_DIR: Final = Path("/opt/cni/bin")
+DEFAULT_MAX_CONCURRENT_DELEGATES: Final = 8
+MAX_CONCURRENT_DELEGATES: Final = 1024
+DEFAULT_READINESS_TIMEOUT: Final = 300.0
+# A day: a default network that has not come up by then will not; the bound also catches
+# milliseconds written where seconds are meant.
+MAX_READINESS_TIMEOUT: Final = 86400.0
+DEFAULT_METRICS_ADDRESS: Final = "127.0.0.1:9108"
+# The environment variable the DaemonSet sets from the downward API (spec.nodeName).
+NODE_NAME_ENV: Final = "NODE_NAME"
+
+ReadinessMode = Literal["wait", "block"]
+READINESS_MODES: Final[tuple[ReadinessMode, ...]] = ("wait", "block")
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: Final[tuple[LogLevel, ...]] = ("debug", "info", "warning", "error")
@@ -60,8 +83,18 @@ KEYS: Final = (
     "delegateTimeout",
     "feed",
     "logLevel",
+    "nodeName",
+    "daemonSocket",
+    "cniConfDir",
+    "cniBinDir",
+    "maxConcurrentDelegates",
+    "readiness",
+    "metrics",
+    "cleanupOnExit",
 )
 _FEED_KEYS: Final = ("directory", "kubernetes")
+_READINESS_KEYS: Final = ("mode", "indicatorFile", "timeout")
+_METRICS_KEYS: Final = ("address", "enabled")
 _KUBERNETES_KEYS: Final = ("kubeconfig",)
 _CNI_CONFIG_KEYS: Final = ("configFile", "settings")
 
@@ -71,6 +104,19 @@ _LABEL_MAX: Final = 63
 _LABEL_RULE: Final = (
     f"at most {_LABEL_MAX} lower-case letters, digits and '-', starting and ending with a "
     "letter or digit"
+)
+# Kubernetes: a Node's name is a DNS-1123 subdomain.
+_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_SUBDOMAIN_MAX: Final = 253
+_SUBDOMAIN_RULE: Final = (
+    f"at most {_SUBDOMAIN_MAX} lower-case letters, digits, '-' and '.', starting and ending "
+    "with a letter or digit"
+)
+# Linux: sockaddr_un.sun_path is 108 bytes, the last a NUL.
+_SOCKET_PATH_MAX: Final = 107
+_PORT: Final = re.compile(r"[0-9]{1,5}")
+_ADDRESS_FORM: Final = (
+    "host:port, an IPv6 address in brackets ('[::1]:9108'), the port from 1 to 65535"
 )
 _CONFIG_EXTENSIONS: Final = conf.CONF_EXTENSIONS + conf.LIST_EXTENSIONS
 _CLUSTER_NETWORK_FORMS: Final = (
@@ -150,13 +196,80 @@ class LoggingSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ReadinessSettings:
+    """When the cluster default network counts as ready, and what the daemon does until then.
+
+    mode "wait":  standard §6.1.1, install our CNI config into cniConfDir only once ready
+    mode "block": standard §6.1.2, install it at once and hold every ADD and DEL until ready
+    Ready means `indicator_file` exists when one is set, else the default network's config
+    exists in cniConfDir. Either wait gives up after `timeout` seconds with a message saying
+    what it waited for (DEF-READY).
+    """
+
+    mode: ReadinessMode = "wait"
+    indicator_file: Path | None = None
+    timeout: float = DEFAULT_READINESS_TIMEOUT
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class MetricsSettings:
+    """Where the daemon serves its Prometheus metrics: `address` is host:port ("[::1]:9108")."""
+
+    address: str = DEFAULT_METRICS_ADDRESS
+    enabled: bool = True
+
+    @property
+    def host(self) -> str:
+        """The address's host, an IPv6 address without its brackets; ready for `bind`."""
+        return _split_address(self.address)[0]
+
+    @property
+    def port(self) -> int:
+        return _split_address(self.address)[1]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonSettings:
+    """The node daemon's own settings: who it is, where it listens, what it installs."""
+
+    node_name: str
+    socket: Path = DEFAULT_SOCKET
+    # The runtime's CNI config directory, where our config is installed (standard §6.1).
+    cni_conf_dir: Path = DEFAULT_CNI_CONF_DIR
+    # Where the shim is installed, for the runtime to run.
+    cni_bin_dir: Path = DEFAULT_CNI_BIN_DIR
+    max_concurrent_delegates: int = DEFAULT_MAX_CONCURRENT_DELEGATES
+    readiness: ReadinessSettings = ReadinessSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    cleanup_on_exit: bool = False
+
+
+def default_node_name() -> str:
+    """This node's name when `nodeName` is not set: `NODE_NAME`, else the hostname.
+
+    The hostname is stripped and lower-cased, as the kubelet does when it names its Node; the
+    DaemonSet's `NODE_NAME` (the downward API's spec.nodeName) is the name itself. An empty
+    `NODE_NAME`, as templating writes an unset one, counts as unset.
+    """
+    return os.environ.get(NODE_NAME_ENV) or socket.gethostname().strip().lower()
+
+
+def _default_daemon_settings() -> DaemonSettings:
+    return DaemonSettings(node_name=default_node_name())
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
-    """One node's netattach settings; `source` names where they were read from."""
+    """One node's netattach settings; `source` names where they were read from.
+
+    `daemon` defaults (for Settings built by hand) to the daemon defaults on this machine.
+    """
 
     networks: NetworkSettings
     feed: DirectoryFeed | KubernetesFeed
     runtime: RuntimeSettings = RuntimeSettings()
     logging: LoggingSettings = LoggingSettings()
+    daemon: DaemonSettings = dataclasses.field(default_factory=_default_daemon_settings)
     source: str = "<settings>"
 
 
@@ -266,7 +379,19 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
     timeout = _timeout(raw.get("delegateTimeout"), key("delegateTimeout"), problems)
     feed = _feed(raw.get("feed"), key("feed"), problems)
     level = _log_level(raw.get("logLevel"), key("logLevel"), problems)
-    if len(problems) > start or cluster_network is None or feed is None:
+    feed_raw = raw.get("feed")
+    # Only the Kubernetes feed uses the node name (to watch this node's pods): with any other
+    # feed an unusable *default* (a hostname like build_host) must not fail the settings.
+    needs_node = isinstance(feed_raw, Mapping) and "kubernetes" in feed_raw
+    node_name = _node_name(raw.get("nodeName"), key("nodeName"), problems, needs_node)
+    daemon_socket = _socket(raw.get("daemonSocket"), key("daemonSocket"), problems)
+    cni_conf_dir = _path(raw.get("cniConfDir"), key("cniConfDir"), problems)
+    cni_bin_dir = _path(raw.get("cniBinDir"), key("cniBinDir"), problems)
+    delegates = _count(raw.get("maxConcurrentDelegates"), key("maxConcurrentDelegates"), problems)
+    readiness = _readiness(raw.get("readiness"), key("readiness"), problems)
+    metrics = _metrics(raw.get("metrics"), key("metrics"), problems)
+    cleanup = _flag(raw.get("cleanupOnExit"), key("cleanupOnExit"), problems)
+    if len(problems) > start or cluster_network is None or feed is None or node_name is None:
         return None
     return Settings(
         networks=NetworkSettings(
@@ -284,6 +409,18 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
         ),
         feed=feed,
         logging=LoggingSettings(level="info" if level is None else level),
+        daemon=DaemonSettings(
+            node_name=node_name,
+            socket=DEFAULT_SOCKET if daemon_socket is None else daemon_socket,
+            cni_conf_dir=DEFAULT_CNI_CONF_DIR if cni_conf_dir is None else cni_conf_dir,
+            cni_bin_dir=DEFAULT_CNI_BIN_DIR if cni_bin_dir is None else cni_bin_dir,
+            max_concurrent_delegates=(
+                DEFAULT_MAX_CONCURRENT_DELEGATES if delegates is None else delegates
+            ),
+            readiness=ReadinessSettings() if readiness is None else readiness,
+            metrics=MetricsSettings() if metrics is None else metrics,
+            cleanup_on_exit=False if cleanup is None else cleanup,
+        ),
         source=source,
     )
 
@@ -407,7 +544,9 @@ def _labels(value: object, key: str, problems: list[str]) -> tuple[str, ...] | N
     return tuple(str(item) for item in value)
 
 
-def _timeout(value: object, key: str, problems: list[str]) -> float | None:
+def _timeout(
+    value: object, key: str, problems: list[str], *, most: float = MAX_DELEGATE_TIMEOUT
+) -> float | None:
     if value is None:
         return None
     # bool is an int to Python, but `true` seconds is a mistake.
@@ -415,11 +554,11 @@ def _timeout(value: object, key: str, problems: list[str]) -> float | None:
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
-        or not 0 < value <= MAX_DELEGATE_TIMEOUT
+        or not 0 < value <= most
     ):
         problems.append(
-            f"{key}: must be a number of seconds, more than 0 and at most "
-            f"{MAX_DELEGATE_TIMEOUT:g}, got {_show(value)}"
+            f"{key}: must be a number of seconds, more than 0 and at most {most:g}, "
+            f"got {_show(value)}"
         )
         return None
     return float(value)
@@ -477,6 +616,156 @@ def _log_level(value: object, key: str, problems: list[str]) -> LogLevel | None:
             return level
     problems.append(f"{key}: must be one of {', '.join(LOG_LEVELS)}, got {_show(value)}")
     return None
+
+
+def _node_name(value: object, key: str, problems: list[str], needed: bool) -> str | None:
+    # Unlike every other key, a missing nodeName is computed here, not by the caller: it
+    # depends on the machine, and when the feed needs it a default that is no Node's name is a
+    # problem too.
+    if value is None:
+        name = default_node_name()
+        if needed and not _is_subdomain(name):
+            origin = (
+                f"the environment variable {NODE_NAME_ENV}"
+                if os.environ.get(NODE_NAME_ENV)
+                else "this machine's hostname, lower-cased"
+            )
+            problems.append(
+                f"{key}: not set, and its default ({origin}) is not a Node name, a DNS-1123 "
+                f"subdomain ({_SUBDOMAIN_RULE}), got {_show(name)}"
+            )
+            return None
+        return name
+    if not isinstance(value, str) or not _is_subdomain(value):
+        problems.append(
+            f"{key}: must be a Node name, a DNS-1123 subdomain ({_SUBDOMAIN_RULE}), "
+            f"got {_show(value)}"
+        )
+        return None
+    return value
+
+
+def _socket(value: object, key: str, problems: list[str]) -> Path | None:
+    path = _path(value, key, problems)
+    if path is not None and len(os.fsencode(path)) > _SOCKET_PATH_MAX:
+        problems.append(
+            f"{key}: a Unix socket's path is at most {_SOCKET_PATH_MAX} bytes, got {_show(value)}"
+        )
+        return None
+    return path
+
+
+def _count(value: object, key: str, problems: list[str]) -> int | None:
+    if value is None:
+        return None
+    # bool is an int to Python, but `true` delegates is a mistake; a float is refused, even 8.0.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_CONCURRENT_DELEGATES
+    ):
+        problems.append(
+            f"{key}: must be a whole number from 1 to {MAX_CONCURRENT_DELEGATES}, "
+            f"got {_show(value)}"
+        )
+        return None
+    return value
+
+
+def _readiness(value: object, key: str, problems: list[str]) -> ReadinessSettings | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        problems.append(
+            f"{key}: must be a mapping such as {{mode: wait, indicatorFile: PATH, timeout: "
+            f"SECONDS}}, got {_show(value)}"
+        )
+        return None
+    start = len(problems)
+    _check_keys(value, _READINESS_KEYS, f"{key}.", problems)
+    mode = _readiness_mode(value.get("mode"), f"{key}.mode", problems)
+    indicator_file = _path(value.get("indicatorFile"), f"{key}.indicatorFile", problems)
+    timeout = _timeout(value.get("timeout"), f"{key}.timeout", problems, most=MAX_READINESS_TIMEOUT)
+    if len(problems) > start:
+        return None
+    return ReadinessSettings(
+        mode="wait" if mode is None else mode,
+        indicator_file=indicator_file,
+        timeout=DEFAULT_READINESS_TIMEOUT if timeout is None else timeout,
+    )
+
+
+def _readiness_mode(value: object, key: str, problems: list[str]) -> ReadinessMode | None:
+    if value is None:
+        return None
+    for mode in READINESS_MODES:
+        if value == mode:
+            return mode
+    problems.append(f"{key}: must be one of {', '.join(READINESS_MODES)}, got {_show(value)}")
+    return None
+
+
+def _metrics(value: object, key: str, problems: list[str]) -> MetricsSettings | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        problems.append(
+            f"{key}: must be a mapping such as {{address: '{DEFAULT_METRICS_ADDRESS}', enabled: "
+            f"true}}, got {_show(value)}"
+        )
+        return None
+    start = len(problems)
+    _check_keys(value, _METRICS_KEYS, f"{key}.", problems)
+    address = _address(value.get("address"), f"{key}.address", problems)
+    enabled = _flag(value.get("enabled"), f"{key}.enabled", problems)
+    if len(problems) > start:
+        return None
+    return MetricsSettings(
+        address=DEFAULT_METRICS_ADDRESS if address is None else address,
+        enabled=True if enabled is None else enabled,
+    )
+
+
+def _address(value: object, key: str, problems: list[str]) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        problems.append(f"{key}: must be {_ADDRESS_FORM}, got {_show(value)}")
+        return None
+    try:
+        _split_address(value)
+    except ValueError:
+        problems.append(f"{key}: must be {_ADDRESS_FORM}, got {_show(value)}")
+        return None
+    return value
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    """`address` ("host:port", "[v6]:port") as (host, port); ValueError when it is neither."""
+    host, colon, port = address.rpartition(":")
+    if not colon or _PORT.fullmatch(port) is None or not 1 <= int(port) <= 65535:
+        raise ValueError(f"not {_ADDRESS_FORM}: {address!r}")
+    if host.startswith("[") and host.endswith("]"):
+        ipaddress.IPv6Address(host[1:-1])  # raises ValueError
+        return host[1:-1], int(port)
+    if not _is_host(host):
+        raise ValueError(f"not {_ADDRESS_FORM}: {address!r}")
+    return host, int(port)
+
+
+def _is_host(text: str) -> bool:
+    # Digits and dots are an IPv4 address or nothing: '300.1.1.1' is no hostname either.
+    if re.fullmatch(r"[0-9.]+", text):
+        try:
+            ipaddress.IPv4Address(text)
+        except ValueError:
+            return False
+        return True
+    return _is_subdomain(text.lower())
+
+
+def _is_subdomain(text: str) -> bool:
+    return len(text) <= _SUBDOMAIN_MAX and _SUBDOMAIN.fullmatch(text) is not None
 
 
 def _is_label(text: str) -> bool:
