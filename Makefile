@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench-thin clean
+.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench-thin clean shim
 
 deps:
 	@scripts/install-deps.sh
@@ -12,7 +12,7 @@ deps:
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,build]'
 	@touch $(STAMP)
 
 venv: deps $(STAMP)
@@ -40,6 +40,12 @@ bench-runtime: venv
 
 bench-thin: venv
 	$(BIN)/python -m bench.thin_latency
+
+# The shim's self-contained executable dist/netattach-shim/netattach-shim (and the zipapp beside it).
+shim: venv
+	@$(BIN)/python -c 'import nuitka, PyInstaller' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[build]'
+	PYTHON=$(BIN)/python scripts/build-shim.sh executable dist
+	PYTHON=$(BIN)/python scripts/build-shim.sh zipapp dist/netattach-shim.pyz
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

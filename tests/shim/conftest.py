@@ -1,0 +1,119 @@
+"""The shim's forms, each built once per session from src/, and a stub daemon per test.
+
+    source      python -I -S, running the package's __main__ from src/ (what -m does)
+    zipapp      scripts/build-shim.sh zipapp: the host's python3 runs it
+    executable  scripts/build-shim.sh executable: the self-contained build the image carries
+                (Nuitka standalone; about 20 s to build with Nuitka's cache warm, 50 s cold)
+
+A form that cannot be built fails its tests: CI must have the build tools (`pip install -e
+'.[build]'`), and a skipped form would let a broken build ship.
+"""
+
+import dataclasses
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.shim.stub_daemon import StubDaemon
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+BUILD_SCRIPT = ROOT / "scripts" / "build-shim.sh"
+FORMS = ("source", "zipapp", "executable")
+# The exchange timeout the shim is given in tests, so that a test of a hanging daemon is quick
+# and a broken shim cannot hang the suite for the shim's default 300 s.
+TEST_TIMEOUT = "20"
+
+
+@dataclasses.dataclass(frozen=True)
+class Shim:
+    form: str
+    argv: tuple[str, ...]
+
+    def run(
+        self, command: str, stdin: bytes, env: Mapping[str, str] | None = None
+    ) -> "subprocess.CompletedProcess[bytes]":
+        """Run one CNI call: `CNI_COMMAND=command`, a minimal environment plus `env`."""
+        full_env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "CNI_COMMAND": command,
+            "NETATTACH_SHIM_TIMEOUT": TEST_TIMEOUT,
+            **(env or {}),
+        }
+        return subprocess.run(
+            self.argv, input=stdin, env=full_env, capture_output=True, timeout=120, check=False
+        )
+
+
+def _build(*args: str) -> None:
+    done = subprocess.run(
+        ["bash", str(BUILD_SCRIPT), *args],
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"scripts/build-shim.sh {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+
+
+@pytest.fixture(scope="session")
+def zipapp_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("zipapp") / "netattach-shim.pyz"
+    _build("zipapp", str(out))
+    return out
+
+
+@pytest.fixture(scope="session")
+def executable_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if importlib.util.find_spec("nuitka") is None:
+        pytest.fail(
+            f"Nuitka is not installed in {sys.executable}, so the shim's self-contained form cannot"
+            " be built and tested: install the build extra (pip install -e '.[build]')"
+        )
+    dist = tmp_path_factory.mktemp("executable")
+    _build("executable", str(dist))
+    return dist / "netattach-shim" / "netattach-shim"
+
+
+def source_argv() -> tuple[str, ...]:
+    # `python -I -S -m netattach.shim`, but -I ignores PYTHONPATH: put src/ on the path by hand
+    # and let runpy run the package's __main__ exactly as -m does.
+    code = (
+        f"import sys; sys.path.insert(0, {str(SRC)!r}); import runpy; "
+        "runpy.run_module('netattach.shim', run_name='__main__', alter_sys=True)"
+    )
+    return (sys.executable, "-I", "-S", "-c", code)
+
+
+@pytest.fixture(params=FORMS)
+def shim(request: pytest.FixtureRequest) -> Shim:
+    form: str = request.param
+    if form == "zipapp":
+        return Shim(form, (sys.executable, str(request.getfixturevalue("zipapp_path"))))
+    if form == "executable":
+        return Shim(form, (str(request.getfixturevalue("executable_path")),))
+    return Shim(form, source_argv())
+
+
+@pytest.fixture
+def socket_dir() -> Iterator[Path]:
+    # Not tmp_path: its long, test-named path can pass sun_path's 107 bytes.
+    path = Path(tempfile.mkdtemp(prefix="netattach-shim-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(socket_dir: Path) -> Iterator[StubDaemon]:
+    stub = StubDaemon(socket_dir / "netattach.sock")
+    yield stub
+    stub.close()
