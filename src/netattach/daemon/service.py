@@ -7,8 +7,11 @@ concurrent delegates, the orchestrator, the socket server, readiness and install
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
+import os
+import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +29,38 @@ CONFIG_NAME = "00-netattach.conflist"
 SHIM_NAME = "netattach"
 SWEEP_INTERVAL = 300.0
 READINESS_POLL = 1.0
+
+
+def install_shim(source: Path, bin_dir: Path) -> None:
+    """Put the shim at `bin_dir/netattach` so that an exec at any moment finds a whole one.
+
+    A single file (the zipapp, a one-file build) is written beside and renamed over. A one-dir
+    build (`source` is a directory holding `netattach-shim` and its libraries) is copied to a
+    directory named by its content hash, then the `netattach` symlink is swapped to it with one
+    rename; older copies are removed after the swap.
+    """
+    target = bin_dir / SHIM_NAME
+    if source.is_file():
+        atomic.write_atomic(target, source.read_bytes(), mode=0o755)
+        return
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes())
+    version = f"{SHIM_NAME}.d-{digest.hexdigest()[:12]}"
+    if not (bin_dir / version).exists():
+        staging = bin_dir / f".{version}.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(source, staging, symlinks=True)
+        os.replace(staging, bin_dir / version)
+    link = bin_dir / f".{SHIM_NAME}.link.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        link.unlink()
+    link.symlink_to(f"{version}/netattach-shim")
+    os.replace(link, target)
+    atomic.fsync_directory(bin_dir)
+    for old in bin_dir.glob(f"{SHIM_NAME}.d-*"):
+        if old.name != version:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 class Daemon:
@@ -85,9 +120,7 @@ class Daemon:
         renamed (KUBE-INSTALL): a runtime running the old shim never reads half a file."""
         daemon_cfg = self.cfg.daemon
         if self.shim is not None:
-            atomic.write_atomic(
-                daemon_cfg.cni_bin_dir / SHIM_NAME, self.shim.read_bytes(), mode=0o755
-            )
+            install_shim(self.shim, daemon_cfg.cni_bin_dir)
         plugin: dict[str, Any] = {"type": SHIM_NAME, "daemonSocket": str(daemon_cfg.socket)}
         capabilities = self._default_capabilities()
         if capabilities:
