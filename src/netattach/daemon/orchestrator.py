@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from netattach.attach import delegate, status
 from netattach.cluster import model
@@ -36,6 +36,32 @@ class ClusterView(Protocol):
     def lookup_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
     def lookup_nad(self, namespace: str, name: str) -> model.KubeObject | None: ...
     async def wait_synced(self, timeout: float) -> bool: ...
+
+
+@runtime_checkable
+class EventRecorder(Protocol):
+    """A sink that can also record Kubernetes Events on the pod (KUBE-EVENTS)."""
+
+    async def record_event(
+        self, namespace: str, pod: str, *, reason: str, message: str, type_: str = "Normal"
+    ) -> None: ...
+
+
+@runtime_checkable
+class PodFetcher(Protocol):
+    """A view that can read a pod the cache has not seen yet (KUBE-CACHE)."""
+
+    async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
+
+
+# The reason of the Warning Event for a failed ADD, by CNI code: what a user can act on.
+FAILURE_REASONS = {
+    errors.AttachmentNotFoundError.code: "NetworkAttachmentDefinitionNotFound",
+    errors.InvalidSelectionError.code: "InvalidNetworkSelection",
+    errors.InvalidNetworkConfigError.code: "InvalidNetworkConfig",
+    errors.UnknownContainerError.code: "PodNotFound",
+    errors.TryAgainLaterError.code: "NetworkNotReady",
+}
 
 
 class StatusSink(Protocol):
@@ -112,7 +138,13 @@ class Orchestrator:
         ref = pod_ref(call) or PodRef(namespace="", name="", uid="")
         async with self.locks.hold(call.container_id):
             await self._undo_earlier_add(call)
-            plan, pod_uid = await self._plan(call, netconf, ref)
+            try:
+                plan, pod_uid = await self._plan(call, netconf, ref)
+            except errors.CNIError as exc:
+                await self._event(
+                    ref, FAILURE_REASONS.get(exc.code, "FailedAttachNetwork"), str(exc), "Warning"
+                )
+                raise
             ref = dataclasses.replace(ref, uid=ref.uid or pod_uid)
             record = records_mod.PodRecord(
                 container_id=call.container_id,
@@ -146,7 +178,9 @@ class Orchestrator:
                 record = dataclasses.replace(record, attachments=tuple(made), complete=True)
                 self.records.save(record)
                 if ref.name:
-                    await self.sink.publish_status(ref.namespace, ref.name, self._entries(record))
+                    entries = self._entries(record)
+                    await self.sink.publish_status(ref.namespace, ref.name, entries)
+                    await self._events_added(ref, plan, entries)
             except Exception as exc:
                 # Whatever went wrong, what was made is undone before the runtime hears of it.
                 if isinstance(exc, errors.CNIError):
@@ -158,6 +192,12 @@ class Orchestrator:
                     )
                 log.error("%s", failed)
                 await self._undo(call, dataclasses.replace(record, attachments=tuple(made)))
+                await self._event(
+                    ref,
+                    FAILURE_REASONS.get(failed.code, "FailedAttachNetwork"),
+                    str(failed),
+                    "Warning",
+                )
                 raise failed from exc
             want = str(netconf.get("cniVersion", spec.CURRENT_VERSION))
             return result.convert(results[0], want)
@@ -185,6 +225,9 @@ class Orchestrator:
                 f"{ref.prefix()} the cluster view is not synced yet", f"waited {SYNC_TIMEOUT:g}s"
             )
         pod = self.view.lookup_pod(ref.namespace, ref.name)
+        if pod is None and isinstance(self.view, PodFetcher):
+            # KUBE-CACHE: a pod created a moment ago may not have reached the watch yet
+            pod = await self.view.fetch_pod(ref.namespace, ref.name)
         if pod is None:
             raise errors.UnknownContainerError(f"{ref.prefix()} pod not found")
         uid = model.uid_of(pod)
@@ -249,6 +292,29 @@ class Orchestrator:
             capability_args=dict(planned.capability_args),
             gateways=planned.gateways,
         )
+
+    async def _event(self, ref: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
+        if ref.name and isinstance(self.sink, EventRecorder):
+            await self.sink.record_event(
+                ref.namespace, ref.name, reason=reason, message=message, type_=type_
+            )
+
+    async def _events_added(
+        self,
+        ref: PodRef,
+        plan: Sequence[plan_mod.PlannedAttachment],
+        entries: Sequence[Mapping[str, object]],
+    ) -> None:
+        for planned, entry in zip(plan, entries, strict=True):
+            if planned.warning:
+                await self._event(ref, "NetworkNameMismatch", planned.warning, "Warning")
+            ips = entry.get("ips", [])
+            shown = ", ".join(str(ip) for ip in ips) if isinstance(ips, list) else ""
+            await self._event(
+                ref,
+                "AddedInterface",
+                f"Add {planned.ifname} [{shown}] from {planned.status_name}",
+            )
 
     async def _apply_default_route(
         self, netns: str, plan: Sequence[plan_mod.PlannedAttachment]

@@ -35,6 +35,7 @@ class PlannedAttachment:
     ips: tuple[str, ...] = ()
     mac: str = ""
     gateways: tuple[str, ...] = ()
+    warning: str = ""  # NAD-NAMEWARN: the config names its network differently from the NAD
 
 
 def resolve_nad(
@@ -180,6 +181,7 @@ def build_plan(
                 ips=chosen.ips,
                 mac=chosen.mac,
                 gateways=chosen.default_route,
+                warning=found.name_mismatch or "",
             )
         )
     return plan

@@ -1,0 +1,171 @@
+"""What the orchestrator tells the pod's owner: Events per attachment and per failure, and the
+direct read of a pod the cache has not seen yet (through the exec seam, no root needed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from netattach.cluster import model, store
+from netattach.cni import env, errors
+from netattach.daemon import locks, orchestrator, records, settings
+from netattach.runtime import chain
+from tests.unit.fake_plugins import FakePlugins
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.status: dict[tuple[str, str], list[dict[str, object]]] = {}
+        self.events: list[tuple[str, str, str, str]] = []
+
+    async def publish_status(
+        self, namespace: str, pod: str, entries: list[dict[str, object]]
+    ) -> None:
+        self.status[(namespace, pod)] = entries
+
+    async def remove_status(self, namespace: str, pod: str) -> None:
+        self.status.pop((namespace, pod), None)
+
+    async def record_event(
+        self, namespace: str, pod: str, *, reason: str, message: str, type_: str = "Normal"
+    ) -> None:
+        self.events.append((f"{namespace}/{pod}", type_, reason, message))
+
+
+class FetchingStore(store.ClusterStore):
+    """A cache that has not seen the pod yet, and an API that has."""
+
+    def __init__(self, pod: model.KubeObject) -> None:
+        super().__init__()
+        self.pod = pod
+        self.fetched: list[tuple[str, str]] = []
+
+    async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None:
+        self.fetched.append((namespace, name))
+        return self.pod
+
+
+def nad(name: str, config: dict[str, Any]) -> model.KubeObject:
+    return {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": name, "namespace": "blue"},
+        "spec": {"config": json.dumps(config)},
+    }
+
+
+def pod(networks: str) -> model.KubeObject:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web",
+            "namespace": "blue",
+            "uid": "u1",
+            "annotations": {model.NETWORKS_ANNOTATION: networks},
+        },
+    }
+
+
+def build(tmp_path: Path, view: store.ClusterStore) -> tuple[orchestrator.Orchestrator, Sink]:
+    plugins = FakePlugins(tmp_path / "bin", ["bridge", "macvlan"])
+    (tmp_path / "networks").mkdir()
+    (tmp_path / "networks" / "default.conf").write_text(
+        json.dumps({"cniVersion": "1.0.0", "name": "cluster-default", "type": "bridge"})
+    )
+    cfg = settings.parse_settings(
+        {
+            "clusterNetwork": "cluster-default",
+            "networksDir": str(tmp_path / "networks"),
+            "binDirs": [str(plugins.directory)],
+            "stateDir": str(tmp_path / "state"),
+            "feed": {"directory": str(tmp_path / "manifests")},
+        },
+        source="test",
+    )
+    sink = Sink()
+    orch = orchestrator.Orchestrator(
+        settings=cfg,
+        view=view,
+        sink=sink,
+        runtime=chain.Runtime(
+            path=[str(plugins.directory)], cache_dir=tmp_path / "cache", executor=plugins
+        ),
+        records=records.PodRecords(tmp_path / "state"),
+        locks=locks.ContainerLocks(tmp_path / "state"),
+    )
+    return orch, sink
+
+
+CALL = env.Environment(
+    command="ADD",
+    container_id="c1",
+    netns="/run/netns/na-x",
+    ifname="eth0",
+    args=(("K8S_POD_NAMESPACE", "blue"), ("K8S_POD_NAME", "web"), ("K8S_POD_UID", "u1")),
+)
+
+
+@pytest.mark.req("KUBE-EVENTS")
+def test_every_attachment_gets_an_added_interface_event(tmp_path: Path) -> None:
+    view = store.ClusterStore()
+    view.replace_all([pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
+    view.mark_synced()
+    orch, sink = build(tmp_path, view)
+    asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
+    assert sink.events == [
+        ("blue/web", "Normal", "AddedInterface", "Add eth0 [10.9.0.5/24] from cluster-default"),
+        ("blue/web", "Normal", "AddedInterface", "Add net1 [10.9.0.5/24] from blue/net-a"),
+    ]
+
+
+@pytest.mark.req("KUBE-EVENTS", "NAD-NAMEWARN")
+def test_a_name_mismatch_is_a_warning_event(tmp_path: Path) -> None:
+    view = store.ClusterStore()
+    view.replace_all(
+        [pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "name": "other", "type": "macvlan"})]
+    )
+    view.mark_synced()
+    orch, sink = build(tmp_path, view)
+    asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
+    warnings = [e for e in sink.events if e[1] == "Warning"]
+    assert len(warnings) == 1
+    assert warnings[0][2] == "NetworkNameMismatch"
+    assert "blue/net-a" in warnings[0][3]
+    assert "'other'" in warnings[0][3]
+
+
+@pytest.mark.req("KUBE-EVENTS", "SEL-INVALID")
+@pytest.mark.parametrize(
+    ("networks", "reason", "says"),
+    [
+        ("missing", "NetworkAttachmentDefinitionNotFound", "blue/missing"),
+        ('[{"name": "net-a", "mac": "zz"}]', "InvalidNetworkSelection", "'zz'"),
+    ],
+)
+def test_a_failure_is_a_warning_event_with_a_reason_to_act_on(
+    tmp_path: Path, networks: str, reason: str, says: str
+) -> None:
+    view = store.ClusterStore()
+    view.replace_all([pod(networks), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
+    view.mark_synced()
+    orch, sink = build(tmp_path, view)
+    with pytest.raises(errors.CNIError):
+        asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
+    ((who, kind, got_reason, message),) = sink.events
+    assert (who, kind, got_reason) == ("blue/web", "Warning", reason)
+    assert says in message
+
+
+@pytest.mark.req("KUBE-CACHE")
+def test_a_pod_not_yet_in_the_cache_is_read_directly(tmp_path: Path) -> None:
+    view = FetchingStore(pod(""))
+    view.mark_synced()
+    orch, sink = build(tmp_path, view)
+    asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
+    assert view.fetched == [("blue", "web")]
+    assert [e["name"] for e in sink.status[("blue", "web")]] == ["cluster-default"]
