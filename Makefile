@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench-thin clean shim
+.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench-thin bench clean shim
 
 deps:
 	@scripts/install-deps.sh
@@ -40,6 +40,9 @@ bench-runtime: venv
 
 bench-thin: venv
 	$(BIN)/python -m bench.thin_latency
+
+bench: venv shim
+	$(BIN)/python -m bench.pod_latency
 
 # The shim's self-contained executable dist/netattach-shim/netattach-shim (and the zipapp beside it).
 shim: venv
