@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from netattach import atomic
-from netattach.cluster import files, store
+from netattach.cluster import files, kube, store
 from netattach.cni import errors, spec
 from netattach.daemon import dispatch, locks, metrics, orchestrator, plan, records, server, settings
 from netattach.runtime import chain
@@ -87,13 +87,23 @@ class Daemon:
         self.health = metrics.HealthServer(ready=self.ready, before_scrape=self._sample)
         self._ready = False
 
-    def _build_feed(self) -> files.DirectoryFeed:
+    def _build_feed(self) -> files.DirectoryFeed | kube.KubeFeed:
         if isinstance(self.cfg.feed, settings.DirectoryFeed):
             return files.DirectoryFeed(self.cfg.feed.path, self.view)
-        raise errors.InvalidNetworkConfigError(
-            f"{self.cfg.source}: feed.kubernetes is not served by this build yet",
-            "use feed.directory",
-        )
+        # The API feed fills a KubeView: the orchestrator, reading through it, falls back to a
+        # direct read of a pod the watch has not delivered yet (KUBE-CACHE).
+        view = kube.KubeView()
+        try:
+            feed = kube.KubeFeed(
+                view, node_name=self.cfg.daemon.node_name, kubeconfig=self.cfg.feed.kubeconfig
+            )
+        except errors.CNIError as exc:
+            raise errors.InvalidNetworkConfigError(
+                f"{self.cfg.source}: feed.kubernetes: {exc.msg}", exc.details
+            ) from exc
+        view.reader = feed.fetch_pod
+        self.view = view
+        return feed
 
     # -- readiness (standard §6.1) --------------------------------------------------------------
 
@@ -199,9 +209,13 @@ class Daemon:
                 log.warning("sweep: %s", exc)
 
     async def run(self, stop: asyncio.Event) -> int:
-        for problem in await asyncio.to_thread(self.feed.load):
-            log.warning("%s", problem)
-        tasks = [asyncio.create_task(self.feed.run(interval=1.0))]
+        if isinstance(self.feed, files.DirectoryFeed):
+            for problem in await asyncio.to_thread(self.feed.load):
+                log.warning("%s", problem)
+            tasks = [asyncio.create_task(self.feed.run(interval=1.0))]
+        else:
+            # List+watch in the background; ADDs wait (bounded) for the first sync.
+            tasks = [asyncio.create_task(self.feed.run())]
         await self.server.start(self.cfg.daemon.socket)
         if self.cfg.daemon.metrics.enabled:
             await self.health.start(self.cfg.daemon.metrics.address)
@@ -220,5 +234,8 @@ class Daemon:
                 task.cancel()
             await self.server.close()
             await self.health.close()
+            if isinstance(self.feed, kube.KubeFeed):
+                await asyncio.gather(*tasks, return_exceptions=True)  # the watches end first
+                await self.feed.aclose()  # then queued Events go out, within a bound
             if self.cfg.daemon.cleanup_on_exit:
                 self.uninstall()

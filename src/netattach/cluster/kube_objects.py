@@ -1,0 +1,136 @@
+"""What the Kubernetes feed keeps of each object: the fields netattach reads, nothing else.
+
+A node daemon caches every Namespace, NetworkAttachmentDefinition and MultiNetworkPolicy of the
+cluster and the pods of its node, so each object is cut down as it arrives (`trim_*`):
+
+    all kinds   metadata.name, .namespace, .uid, .resourceVersion, .labels (selectors read them)
+                and the annotations under `k8s.v1.cni.cncf.io/` (networks, network-status,
+                policy-for, resourceName); other annotations (last-applied-configuration...) go
+    Pod         spec.nodeName; status.phase, .podIP, .podIPs
+    Namespace   nothing more (namespaceSelector reads its labels)
+    NAD         spec.config (plan.resolve_nad); `spec: {}` is kept apart from no spec at all
+    Policy      the whole spec (podSelector, policyTypes, ingress, egress)
+
+Pods and Namespaces arrive as lightkube's typed models, the custom resources as plain mappings
+(lightkube's generic resources); both become `model.KubeObject` dicts with apiVersion and kind.
+"""
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from lightkube.models import meta_v1
+from lightkube.resources import core_v1
+
+from netattach.cluster import model
+
+# The Network Plumbing WG's annotation prefix: every annotation netattach reads starts with it.
+OUR_ANNOTATIONS: Final = "k8s.v1.cni.cncf.io/"
+
+
+def _our_annotations(annotations: Mapping[str, Any] | None) -> dict[str, str]:
+    return {
+        key: value
+        for key, value in (annotations or {}).items()
+        if isinstance(key, str) and key.startswith(OUR_ANNOTATIONS) and isinstance(value, str)
+    }
+
+
+def _labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
+    return {k: v for k, v in (labels or {}).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _meta(
+    *,
+    name: object,
+    namespace: object,
+    uid: object,
+    resource_version: object,
+    labels: Mapping[str, Any] | None,
+    annotations: Mapping[str, Any] | None,
+) -> model.ObjectMeta:
+    meta = model.ObjectMeta()
+    if isinstance(name, str):
+        meta["name"] = name
+    if isinstance(namespace, str) and namespace:
+        meta["namespace"] = namespace
+    if isinstance(uid, str) and uid:
+        meta["uid"] = uid
+    if isinstance(resource_version, str) and resource_version:
+        meta["resourceVersion"] = resource_version
+    kept_labels = _labels(labels)
+    if kept_labels:
+        meta["labels"] = kept_labels
+    kept_annotations = _our_annotations(annotations)
+    if kept_annotations:
+        meta["annotations"] = kept_annotations
+    return meta
+
+
+def _typed_meta(meta: meta_v1.ObjectMeta | None) -> model.ObjectMeta:
+    if meta is None:
+        return model.ObjectMeta()
+    return _meta(
+        name=meta.name,
+        namespace=meta.namespace,
+        uid=meta.uid,
+        resource_version=meta.resourceVersion,
+        labels=meta.labels,
+        annotations=meta.annotations,
+    )
+
+
+def _raw_meta(raw: Mapping[str, Any]) -> model.ObjectMeta:
+    meta = raw.get("metadata")
+    if not isinstance(meta, Mapping):
+        return model.ObjectMeta()
+    labels = meta.get("labels")
+    annotations = meta.get("annotations")
+    return _meta(
+        name=meta.get("name"),
+        namespace=meta.get("namespace"),
+        uid=meta.get("uid"),
+        resource_version=meta.get("resourceVersion"),
+        labels=labels if isinstance(labels, Mapping) else None,
+        annotations=annotations if isinstance(annotations, Mapping) else None,
+    )
+
+
+def _object(kind: str, meta: model.ObjectMeta) -> model.KubeObject:
+    return model.KubeObject(apiVersion=model.API_VERSIONS[kind], kind=kind, metadata=meta)
+
+
+def trim_pod(pod: core_v1.Pod) -> model.KubeObject:
+    obj = _object(model.POD, _typed_meta(pod.metadata))
+    if pod.spec is not None and pod.spec.nodeName:
+        obj["spec"] = {"nodeName": pod.spec.nodeName}
+    status: dict[str, Any] = {}
+    if pod.status is not None:
+        if pod.status.phase:
+            status["phase"] = pod.status.phase
+        if pod.status.podIP:
+            status["podIP"] = pod.status.podIP
+        if pod.status.podIPs:
+            status["podIPs"] = [{"ip": ip.ip} for ip in pod.status.podIPs]
+    if status:
+        obj["status"] = status
+    return obj
+
+
+def trim_namespace(namespace: core_v1.Namespace) -> model.KubeObject:
+    return _object(model.NAMESPACE, _typed_meta(namespace.metadata))
+
+
+def trim_nad(raw: Mapping[str, Any]) -> model.KubeObject:
+    obj = _object(model.NAD, _raw_meta(raw))
+    spec = raw.get("spec")
+    if isinstance(spec, Mapping):
+        obj["spec"] = {"config": spec["config"]} if "config" in spec else {}
+    return obj
+
+
+def trim_policy(raw: Mapping[str, Any]) -> model.KubeObject:
+    obj = _object(model.POLICY, _raw_meta(raw))
+    spec = raw.get("spec")
+    if isinstance(spec, Mapping):
+        obj["spec"] = dict(spec)
+    return obj

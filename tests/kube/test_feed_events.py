@@ -1,0 +1,128 @@
+"""Events on the pod (KUBE-EVENTS) and authentication to the API."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from pathlib import Path
+
+import pytest
+
+from netattach.cluster import kube, store
+from tests.kube import objects
+from tests.kube.api import KubeApi
+from tests.kube.test_feed import FAST, node_name, run_bounded, running_feed
+
+
+@pytest.mark.req("KUBE-EVENTS")
+def test_record_event_creates_an_event_involving_the_pod(
+    fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
+) -> None:
+    ns, node = kube_namespace, node_name()
+    pod = fake_api.create(objects.pod("web", ns, node_name=node))
+    message = f"[{ns}/web:blue] NetworkAttachmentDefinition {ns}/blue not found"
+
+    async def body() -> None:
+        async with running_feed(kubeconfig, node) as (feed, _):
+            await feed.record_event(
+                ns,
+                "web",
+                reason="NetworkAttachmentDefinitionNotFound",
+                message=message,
+                type_="Warning",
+            )
+            assert await feed.flush_events(5.0)
+
+    run_bounded(body())
+    (event,) = fake_api.events_for(ns, "web")
+    assert event["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "web",
+        "namespace": ns,
+        "uid": pod["metadata"]["uid"],  # from the cache: this very pod
+    }
+    assert (event["type"], event["reason"], event["message"]) == (
+        "Warning",
+        "NetworkAttachmentDefinitionNotFound",
+        message,
+    )
+    assert event["source"] == {"component": "netattach", "host": node}
+    assert event["reportingComponent"] == "netattach"
+    assert event["count"] == 1
+    assert event["firstTimestamp"] == event["lastTimestamp"]
+
+
+@pytest.mark.req("KUBE-EVENTS")
+def test_events_go_out_in_order_and_a_repeat_is_counted_not_duplicated(
+    fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    fake_api.create(objects.pod("web", ns))
+
+    async def body() -> None:
+        feed = kube.KubeFeed(
+            store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=FAST
+        )
+        try:
+            for ifname in ("eth0", "net1", "net2"):
+                await feed.record_event(
+                    ns, "web", reason="AddedInterface", message=f"Add {ifname} [10.0.0.1/24]"
+                )
+            for _ in range(3):
+                await feed.record_event(
+                    ns, "web", reason="FailedAttachNetwork", message="boom", type_="Warning"
+                )
+            assert await feed.flush_events(5.0)
+        finally:
+            await feed.aclose()
+
+    run_bounded(body())
+    events = fake_api.events_for(ns, "web")
+    assert [(e["reason"], e["message"], e["count"]) for e in events] == [
+        ("AddedInterface", "Add eth0 [10.0.0.1/24]", 1),
+        ("AddedInterface", "Add net1 [10.0.0.1/24]", 1),
+        ("AddedInterface", "Add net2 [10.0.0.1/24]", 1),
+        ("FailedAttachNetwork", "boom", 3),
+    ]
+
+
+@pytest.mark.req("KUBE-EVENTS")
+def test_record_event_returns_at_once_and_never_raises_when_the_api_is_down(
+    fake_api: KubeApi, kubeconfig: Path
+) -> None:
+    async def body() -> None:
+        feed = kube.KubeFeed(
+            store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=FAST
+        )
+        fake_api.stop()
+        loop = asyncio.get_running_loop()
+        try:
+            started = loop.time()
+            await feed.record_event("default", "web", reason="AddedInterface", message="x")
+            await feed.record_event("default", "web", reason="AddedInterface", message="y")
+            assert loop.time() - started < 0.1  # an ADD's answer does not wait for Events
+            assert await feed.flush_events(2 * FAST.event_timeout + 1.0)
+        finally:
+            await feed.aclose()
+
+    run_bounded(body())
+
+
+def test_a_wrong_bearer_token_keeps_the_view_unsynced(
+    fake_api: KubeApi, kubeconfig: Path, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "wrong-token"
+    token = fake_api.connection().token or ""
+    wrong.write_text(
+        kubeconfig.read_text(encoding="utf-8").replace(token, secrets.token_urlsafe(24)),
+        encoding="utf-8",
+    )
+
+    async def body() -> None:
+        async with running_feed(wrong, node_name(), synced=False) as (_, view):
+            assert not await view.wait_synced(0.5)
+
+    run_bounded(body())
+    assert fake_api.requests
+    assert {r.status for r in fake_api.requests} == {401}
