@@ -23,15 +23,22 @@ class Sink:
         self.events: list[tuple[str, str, str, str]] = []
 
     async def publish_status(
-        self, namespace: str, pod: str, entries: list[dict[str, object]]
+        self, namespace: str, pod: str, entries: list[dict[str, object]], *, uid: str = ""
     ) -> None:
         self.status[(namespace, pod)] = entries
 
-    async def remove_status(self, namespace: str, pod: str) -> None:
+    async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None:
         self.status.pop((namespace, pod), None)
 
     async def record_event(
-        self, namespace: str, pod: str, *, reason: str, message: str, type_: str = "Normal"
+        self,
+        namespace: str,
+        pod: str,
+        *,
+        reason: str,
+        message: str,
+        type_: str = "Normal",
+        uid: str = "",
     ) -> None:
         self.events.append((f"{namespace}/{pod}", type_, reason, message))
 

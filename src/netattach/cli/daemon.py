@@ -21,6 +21,9 @@ def run(*, config: str, shim: str | None) -> int:
         level=cfg.logging.level.upper(),
         format="%(asctime)s netattach %(levelname)s %(name)s: %(message)s",
     )
+    # the HTTP client logs every request at INFO: the feed reports what matters itself
+    for noisy in ("httpx", "httpx2", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
     async def main() -> int:
         stop = asyncio.Event()

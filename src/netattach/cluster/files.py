@@ -217,7 +217,7 @@ class DirectoryFeed:
         return self.directory / STATUS_DIRECTORY / namespace / f"{pod}.json"
 
     async def publish_status(
-        self, namespace: str, pod: str, entries: list[dict[str, object]]
+        self, namespace: str, pod: str, entries: list[dict[str, object]], *, uid: str = ""
     ) -> None:
         """Write the pod's network-status (the annotation's JSON list) atomically."""
         path = self.status_path(namespace, pod)
@@ -235,7 +235,7 @@ class DirectoryFeed:
                 f"cannot write network-status of {namespace}/{pod}", str(exc)
             ) from exc
 
-    async def remove_status(self, namespace: str, pod: str) -> None:
+    async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None:
         """Delete the pod's status file; nothing to do when there is none."""
         path = self.status_path(namespace, pod)
         try:

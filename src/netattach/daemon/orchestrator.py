@@ -43,7 +43,14 @@ class EventRecorder(Protocol):
     """A sink that can also record Kubernetes Events on the pod (KUBE-EVENTS)."""
 
     async def record_event(
-        self, namespace: str, pod: str, *, reason: str, message: str, type_: str = "Normal"
+        self,
+        namespace: str,
+        pod: str,
+        *,
+        reason: str,
+        message: str,
+        type_: str = "Normal",
+        uid: str = "",
     ) -> None: ...
 
 
@@ -65,10 +72,11 @@ FAILURE_REASONS = {
 
 
 class StatusSink(Protocol):
+    # `uid`: the pod's, when known, so a status is never written on a recreated namesake.
     async def publish_status(
-        self, namespace: str, pod: str, entries: list[dict[str, object]]
+        self, namespace: str, pod: str, entries: list[dict[str, object]], *, uid: str = ""
     ) -> None: ...
-    async def remove_status(self, namespace: str, pod: str) -> None: ...
+    async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,7 +187,7 @@ class Orchestrator:
                 self.records.save(record)
                 if ref.name:
                     entries = self._entries(record)
-                    await self.sink.publish_status(ref.namespace, ref.name, entries)
+                    await self.sink.publish_status(ref.namespace, ref.name, entries, uid=ref.uid)
                     await self._events_added(ref, plan, entries)
             except Exception as exc:
                 # Whatever went wrong, what was made is undone before the runtime hears of it.
@@ -225,9 +233,11 @@ class Orchestrator:
                 f"{ref.prefix()} the cluster view is not synced yet", f"waited {SYNC_TIMEOUT:g}s"
             )
         pod = self.view.lookup_pod(ref.namespace, ref.name)
-        if pod is None and isinstance(self.view, PodFetcher):
-            # KUBE-CACHE: a pod created a moment ago may not have reached the watch yet
-            pod = await self.view.fetch_pod(ref.namespace, ref.name)
+        stale = pod is not None and ref.uid and model.uid_of(pod) not in ("", ref.uid)
+        if (pod is None or stale) and isinstance(self.view, PodFetcher):
+            # KUBE-CACHE: a pod created a moment ago (or recreated under the same name) may not
+            # have reached the watch yet: read it directly before calling it missing or stale.
+            pod = await self.view.fetch_pod(ref.namespace, ref.name) or pod
         if pod is None:
             raise errors.UnknownContainerError(f"{ref.prefix()} pod not found")
         uid = model.uid_of(pod)
@@ -296,7 +306,7 @@ class Orchestrator:
     async def _event(self, ref: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
         if ref.name and isinstance(self.sink, EventRecorder):
             await self.sink.record_event(
-                ref.namespace, ref.name, reason=reason, message=message, type_=type_
+                ref.namespace, ref.name, reason=reason, message=message, type_=type_, uid=ref.uid
             )
 
     async def _events_added(
@@ -411,7 +421,7 @@ class Orchestrator:
             lock.discard()  # nothing of this container is left: neither is its lock file
             if ref is not None and ref.name:
                 try:
-                    await self.sink.remove_status(ref.namespace, ref.name)
+                    await self.sink.remove_status(ref.namespace, ref.name, uid=ref.uid)
                 except (OSError, errors.CNIError) as exc:
                     log.warning("%s cannot remove the network status: %s", ref.prefix(), exc)
 
