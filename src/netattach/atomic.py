@@ -47,3 +47,37 @@ def remove(path: Path) -> bool:
         return False
     fsync_directory(path.parent)
     return True
+
+
+def remove_stale_temp_files(directory: Path) -> list[Path]:
+    """Remove the temp files of writers that died mid-write (their PID is gone).
+
+    `write_atomic` names its temp file `.<name>.<pid>.<hex>.tmp`; a process killed between
+    creating and renaming it leaves one behind, never read but never cleaned either.
+    """
+    removed: list[Path] = []
+    try:
+        candidates = list(directory.glob(".*.tmp"))
+    except OSError:
+        return removed
+    for path in candidates:
+        parts = path.name.split(".")
+        if len(parts) < 5 or not parts[-3].isdigit():
+            continue
+        pid = int(parts[-3])
+        if pid == os.getpid() or _alive(pid):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -106,6 +106,7 @@ class CNIServer:
         self.read_timeout = read_timeout
         self._server: asyncio.base_events.Server | None = None
         self.path: Path | None = None
+        self._inflight: set[asyncio.Task[dispatch.Reply]] = set()
 
     async def start(self, path: Path) -> None:
         # The directory holds the socket alone, readable by root only: whoever can connect
@@ -120,10 +121,19 @@ class CNIServer:
         os.chmod(path, 0o600)
         self.path = path
 
-    async def close(self) -> None:
+    async def close(self, *, grace: float = 0.0) -> None:
+        """Stop listening; give calls in flight up to `grace` seconds, then cancel the rest."""
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
+        if self._inflight:
+            _, pending = await asyncio.wait(set(self._inflight), timeout=grace or None)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+        if self._server is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
         if self.path is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
@@ -153,8 +163,15 @@ class CNIServer:
                 ValueError,
             ):
                 return  # the client went away or sent a line past the limit: nobody to answer
-            reply = await self.handler(environ, stdin)
+            # The call runs as a task of its own, shielded: closing the server waits for it
+            # (bounded) instead of cancelling a delegate half-way.
+            call = asyncio.ensure_future(self.handler(environ, stdin))
+            self._inflight.add(call)
+            call.add_done_callback(self._inflight.discard)
+            reply = await asyncio.shield(call)
             writer.write(_response(200, wire.encode_reply(reply.exit_code, reply.stdout)))
+        except asyncio.CancelledError:
+            return  # shutting down: the client gets no reply and retries (the shim says 11)
         except Exception:  # one client's trouble never reaches the others
             log.exception("error serving a CNI request")
         finally:

@@ -28,6 +28,7 @@ log = logging.getLogger("netattach.daemon")
 CONFIG_NAME = "00-netattach.conflist"
 SHIM_NAME = "netattach"
 SWEEP_INTERVAL = 300.0
+SHUTDOWN_GRACE = 20.0  # below the DaemonSet's terminationGracePeriodSeconds (30)
 READINESS_POLL = 1.0
 
 
@@ -121,7 +122,12 @@ class Daemon:
         return True
 
     def _default_capabilities(self) -> dict[str, bool]:
-        _, network = plan.resolve_default(self.view, self.cfg.networks)
+        """The capabilities the default network declares; none while it is not there yet
+        (block mode installs before it is: the config is rewritten once it is ready)."""
+        try:
+            _, network = plan.resolve_default(self.view, self.cfg.networks)
+        except errors.CNIError:
+            return {}
         caps = sorted({c for p in network.plugins for c in p.capabilities})
         return dict.fromkeys(caps, True)
 
@@ -162,8 +168,9 @@ class Daemon:
                 )
                 return False
             await asyncio.sleep(READINESS_POLL)
-        if readiness.mode == "wait":
-            await asyncio.to_thread(self.install)  # §6.1.1: only once the default is there
+        # §6.1.1 (wait): install only now. Block mode installed early, maybe without the
+        # default network's capabilities: rewriting it is idempotent and atomic.
+        await asyncio.to_thread(self.install)
         self._ready = True
         metrics.READY.set(1)
         log.info(
@@ -182,7 +189,9 @@ class Daemon:
         return self.orchestrator
 
     async def handle(self, environ: Mapping[str, str], stdin: bytes) -> dispatch.Reply:
-        command = environ.get(spec.ENV_COMMAND, "?")[:16]
+        # a label value per known command only: a client must not mint metric series
+        command = environ.get(spec.ENV_COMMAND, "")
+        command = command if command in spec.COMMANDS else "other"
         started = time.perf_counter()
         reply = await dispatch.handle(environ, stdin, self._orchestrator_for)
         code = "0"
@@ -202,13 +211,21 @@ class Daemon:
         while True:
             await asyncio.sleep(SWEEP_INTERVAL)
             try:
+                await asyncio.to_thread(self._remove_stale_temp_files)
                 swept = await self.orchestrator.sweep()
                 if swept:
                     log.info("swept %d containers whose netns is gone", len(swept))
             except errors.CNIError as exc:
                 log.warning("sweep: %s", exc)
 
+    def _remove_stale_temp_files(self) -> None:
+        state = self.cfg.runtime.state_dir
+        for directory in (state / "pods", state / "cache" / "results"):
+            for path in atomic.remove_stale_temp_files(directory):
+                log.info("removed %s, left by an interrupted write", path)
+
     async def run(self, stop: asyncio.Event) -> int:
+        await asyncio.to_thread(self._remove_stale_temp_files)
         if isinstance(self.feed, files.DirectoryFeed):
             for problem in await asyncio.to_thread(self.feed.load):
                 log.warning("%s", problem)
@@ -224,15 +241,23 @@ class Daemon:
             readiness = asyncio.create_task(self._become_ready())
             stopping = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait({readiness, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if readiness in done and not readiness.result():
-                return 1
+            if readiness in done:
+                failure = readiness.exception()
+                if failure is not None:
+                    log.error("cannot become ready: %s", failure, exc_info=failure)
+                    return 1
+                if not readiness.result():
+                    return 1
+            else:
+                readiness.cancel()
             tasks.append(asyncio.create_task(self._sweep_forever()))
             await stopping
             return 0
         finally:
+            # Stop taking calls, let the ones in flight finish (bounded), then stop the rest.
+            await self.server.close(grace=SHUTDOWN_GRACE)
             for task in tasks:
                 task.cancel()
-            await self.server.close()
             await self.health.close()
             if isinstance(self.feed, kube.KubeFeed):
                 await asyncio.gather(*tasks, return_exceptions=True)  # the watches end first

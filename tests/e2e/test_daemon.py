@@ -1,0 +1,185 @@
+"""Thick mode end to end: the runtime runs the installed shim, the shim asks the daemon, the
+daemon runs the real reference plugins in the node namespace."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import stat
+import subprocess
+import time
+
+import pytest
+
+from tests.e2e.daemon_harness import (
+    CONFLIST_NAME,
+    SHIM_NAME,
+    DaemonNode,
+    FileWatcher,
+    daemon,
+    shim_zipapp,
+)
+from tests.e2e.harness import (
+    DEFAULT_NETWORK,
+    DEFAULT_SUBNET,
+    NOTHING,
+    Cluster,
+    bridge_list,
+    host_local,
+)
+
+pytestmark = pytest.mark.netns
+
+__all__ = ["daemon", "shim_zipapp"]  # the fixtures this module uses
+
+
+def fixed_mac_bridge(cluster: Cluster, name: str) -> None:
+    """Make the bridge `name` in the node namespace with an address of its own.
+
+    The bridge plugin's CHECK compares the bridge MAC in each attachment's prevResult with the
+    bridge's current one; a kernel bridge whose address was never set takes the smallest MAC of
+    its ports, so the second attachment of the same network (net2) changes what net1's result
+    recorded. A set address stays put, as it does on nodes that pre-create their bridges.
+    """
+    node = ["nsenter", f"--net={cluster.node.path}", "--", "ip", "link"]
+    for args in (
+        ["add", name, "type", "bridge"],
+        ["set", name, "address", "02:00:0a:51:00:01"],
+        ["set", name, "up"],
+    ):
+        subprocess.run([*node, *args], check=True, timeout=10)
+
+
+@pytest.mark.req("RT-DEL")
+def test_shim_to_daemon_attaches_checks_and_deletes_with_real_plugins(
+    daemon: DaemonNode,
+) -> None:
+    cluster = daemon.cluster
+    net_a = bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"))
+    fixed_mac_bridge(cluster, net_a["plugins"][0]["bridge"])
+    cluster.add_nad("blue", "net-a", net_a)
+    pod = cluster.pod("blue", "web", "net-a,net-a")
+    daemon.start()
+
+    reply = daemon.shim("ADD", pod)
+    assert reply.rc == 0, (reply, daemon.log_text())
+
+    status = cluster.status("blue", "web")
+    assert status is not None
+    assert [(e["name"], e["interface"], e["default"]) for e in status] == [
+        (DEFAULT_NETWORK, "eth0", True),
+        ("blue/net-a", "net1", False),
+        ("blue/net-a", "net2", False),
+    ]
+    kernel = cluster.interfaces(pod.netns)
+    assert sorted(kernel) == ["eth0", "net1", "net2"]
+    for entry in status:
+        state = kernel[entry["interface"]]
+        assert state.up
+        assert entry["mac"] == state.mac
+        assert len(entry["ips"]) == 1
+        assert entry["ips"][0] in state.addresses
+    subnets = [DEFAULT_SUBNET, "10.81.0.0/24", "10.81.0.0/24"]
+    for entry, subnet in zip(status, subnets, strict=True):
+        assert ipaddress.ip_interface(entry["ips"][0]).ip in ipaddress.ip_network(subnet)
+    assert status[1]["ips"] != status[2]["ips"]
+    # The runtime reads the default network's result in the shim config's version.
+    assert reply.out["cniVersion"] == "1.0.0"
+    sandboxed = [i for i in reply.out["interfaces"] if i.get("sandbox")]
+    assert sandboxed == [{"name": "eth0", "mac": kernel["eth0"].mac, "sandbox": pod.netns}]
+    assert [ip["address"] for ip in reply.out["ips"]] == status[0]["ips"]
+    assert len(cluster.allocations()) == 3
+    assert cluster.pod_records() == [f"{pod.container_id}.json"]
+
+    check = daemon.shim("CHECK", pod)
+    assert (check.rc, check.out) == (0, None), check
+
+    first = daemon.shim("DEL", pod)
+    assert (first.rc, first.out) == (0, None), first
+    assert cluster.leftovers() == NOTHING
+    again = daemon.shim("DEL", pod)  # RT-DEL: idempotent
+    assert (again.rc, again.out) == (0, None), again
+    assert cluster.leftovers() == NOTHING
+    assert daemon.requests("ADD", "0") == 1.0
+    assert daemon.requests("CHECK", "0") == 1.0
+    assert daemon.requests("DEL", "0") == 2.0
+
+    assert daemon.stop() == 0
+
+
+@pytest.mark.req("KUBE-INSTALL")
+@pytest.mark.parametrize("cleanup", [True, False], ids=["cleanupOnExit", "keep"])
+def test_install_copies_the_shim_and_writes_the_conflist_atomically(
+    daemon: DaemonNode, cleanup: bool
+) -> None:
+    daemon.settings["cleanupOnExit"] = cleanup
+    shim_bytes = daemon.zipapp.read_bytes()
+    expected = {
+        "cniVersion": "1.0.0",
+        "name": "netattach",
+        "plugins": [{"type": "netattach", "daemonSocket": str(daemon.socket)}],
+    }
+
+    with FileWatcher(daemon.conflist, daemon.installed_shim) as watcher:
+        daemon.start()
+        conflist_bytes = daemon.conflist.read_bytes()
+        time.sleep(0.05)  # a few more reads of the finished files
+
+    assert daemon.installed_shim.read_bytes() == shim_bytes
+    assert stat.S_IMODE(daemon.installed_shim.stat().st_mode) == 0o755
+    assert json.loads(conflist_bytes) == expected
+    assert stat.S_IMODE(daemon.conflist.stat().st_mode) == 0o644
+    # Written beside and renamed: every read found the whole file, no temporary stayed behind.
+    assert watcher.seen == {daemon.conflist: {conflist_bytes}, daemon.installed_shim: {shim_bytes}}
+    assert sorted(p.name for p in daemon.conf_dir.iterdir()) == [CONFLIST_NAME]
+    assert sorted(p.name for p in daemon.bin_dir.iterdir()) == [SHIM_NAME]
+    # The installed copy runs on the host's python3 and answers VERSION without the daemon.
+    version = daemon.shim("VERSION")
+    assert version.rc == 0, version
+    assert version.out["cniVersion"] == "1.0.0"
+    assert "1.0.0" in version.out["supportedVersions"]
+
+    assert daemon.stop() == 0
+    assert daemon.conflist.exists() is not cleanup
+    if not cleanup:
+        assert daemon.conflist.read_bytes() == conflist_bytes
+    assert daemon.installed_shim.read_bytes() == shim_bytes  # a runtime may still exec it
+    assert not daemon.socket.exists()
+
+
+@pytest.mark.req("RT-DELERR")
+def test_with_the_daemon_down_the_shim_answers_11_and_a_later_del_frees_everything(
+    daemon: DaemonNode,
+) -> None:
+    cluster = daemon.cluster
+    first = cluster.pod("blue", "first", None)
+    second = cluster.pod("blue", "second", None)
+    daemon.start()
+    assert daemon.shim("ADD", first).rc == 0
+    attached = cluster.leftovers()
+    assert attached["allocations"] != []
+    assert attached["sandbox interfaces"] == [f"{first.netns}:eth0"]
+
+    # Stopped cleanly: the socket file is gone. Killed: it stays, and nobody listens on it.
+    for how, why in (("SIGTERM", "No such file or directory"), ("SIGKILL", "refused")):
+        if how == "SIGTERM":
+            assert daemon.stop() == 0
+            assert not daemon.socket.exists()
+        else:
+            daemon.start()
+            daemon.kill()
+            assert daemon.socket.is_socket()
+        for command, pod in (("ADD", second), ("DEL", first)):
+            reply = daemon.shim(command, pod)
+            assert reply.rc == 1, reply
+            assert reply.code == 11, reply
+            assert reply.out["msg"].startswith(f"netattach daemon at {daemon.socket}: "), reply
+            assert why in reply.out["msg"], reply
+        # "a DEL is never reported as done when nothing was deleted": all of it is still there.
+        assert cluster.leftovers() == attached
+
+    daemon.start()
+    for pod in (first, second):
+        reply = daemon.shim("DEL", pod)
+        assert (reply.rc, reply.out) == (0, None), reply
+    assert cluster.leftovers() == NOTHING

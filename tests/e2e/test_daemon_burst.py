@@ -1,0 +1,290 @@
+"""Many pods at once through the daemon: the bound on delegates, and a kill -9 in the middle."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.daemon_harness import (
+    DaemonNode,
+    daemon,
+    install_trace,
+    most_at_once,
+    plugin_processes,
+    shim_zipapp,
+    trace_spans,
+    wait_for,
+)
+from tests.e2e.harness import (
+    DEFAULT_NETWORK,
+    NOTHING,
+    Cluster,
+    PodProbe,
+    Reply,
+    bridge_list,
+    host_local,
+    probe,
+)
+from tests.netns_fixtures import PLUGIN_DIR
+
+pytestmark = pytest.mark.netns
+
+__all__ = ["daemon", "shim_zipapp"]  # the fixtures this module uses
+
+BURST = 100
+LIMIT = 4
+PROBE_SLEEP = 0.2
+
+
+def probe_spans(entries: list[PodProbe], command: str) -> dict[str, tuple[int, int]]:
+    """container ID -> [start, end] of its one probe call for `command`."""
+    starts: dict[str, int] = {}
+    spans: dict[str, tuple[int, int]] = {}
+    for entry in entries:
+        if entry.command != command:
+            continue
+        if entry.what == "start":
+            assert entry.container_id not in starts, f"two probe {command}s for {entry}"
+            starts[entry.container_id] = entry.ns
+        elif entry.what == "end":
+            spans[entry.container_id] = (starts[entry.container_id], entry.ns)
+    return spans
+
+
+class Gauges:
+    """Scrapes /metrics while a burst runs: the most delegates running and queued seen."""
+
+    def __init__(self, daemon: DaemonNode) -> None:
+        self.daemon = daemon
+        self.running: list[float] = []
+        self.queued: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.25):
+            samples = self.daemon.metrics()
+            self.running.append(samples[("netattach_delegates_running", frozenset())])
+            self.queued.append(samples[("netattach_delegates_queued", frozenset())])
+
+    def __enter__(self) -> Gauges:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+@pytest.mark.req("RT-LIMIT")
+def test_a_burst_of_100_adds_runs_at_most_max_concurrent_delegates(
+    daemon: DaemonNode, tmp_path: Path
+) -> None:
+    """100 pods at once with `maxConcurrentDelegates: 4`.
+
+    The default network is the reference `loopback` plugin (a real plugin, and cheap: bridges
+    and veths for 100 pods would cost more than the whole tier may take); `net-p` is the probe,
+    which sleeps 0.2 s. Every plugin execution the daemon makes is logged: the probe logs its
+    own calls, and `loopback` is found first in a directory where a transparent wrapper logs
+    around running the real one. Each logged [start, end] lies inside its process's lifetime, so
+    the overlap of the logged intervals is at most the number of plugin processes that really
+    ran together: ≤ 4 is necessary, and because the probe's 0.2 s sleep dominates every
+    interval, an unbounded daemon (up to 100 at once) could not pass it. That the overlap does
+    reach 4 shows the test saw a saturated bound, and 100 sleeps of 0.2 s four at a time need at
+    least 5 s.
+    """
+    cluster = daemon.cluster
+    trace_dir, trace_log, probe_log = tmp_path / "trace", tmp_path / "trace.log", tmp_path / "p.log"
+    install_trace(trace_dir, "loopback", trace_log)
+    daemon.settings["binDirs"] = [str(trace_dir), str(PLUGIN_DIR), str(cluster.bin)]
+    daemon.settings["maxConcurrentDelegates"] = LIMIT
+    cluster.write_network_file(
+        "00-default.conflist",
+        {"cniVersion": "1.0.0", "name": DEFAULT_NETWORK, "plugins": [{"type": "loopback"}]},
+    )
+    cluster.add_nad(
+        "blue", "net-p", {"cniVersion": "1.0.0", "plugins": [probe(probe_log, sleep=PROBE_SLEEP)]}
+    )
+    pods = [cluster.pod("blue", f"web-{n}", "net-p") for n in range(BURST)]
+    daemon.start()
+
+    with Gauges(daemon) as gauges, ThreadPoolExecutor(max_workers=BURST) as pool:
+        started = time.monotonic()
+        added = list(pool.map(lambda pod: daemon.shim("ADD", pod), pods))
+        elapsed = time.monotonic() - started
+
+    assert [r.rc for r in added] == [0] * BURST, [r for r in added if r.rc][:3]
+    for pod in pods:
+        status = cluster.status("blue", pod.name)
+        assert [(e["name"], e["default"]) for e in status or []] == [
+            (DEFAULT_NETWORK, True),
+            ("blue/net-p", False),
+        ]
+    adds = probe_spans(cluster.probe_log(probe_log), "ADD")
+    assert sorted(adds) == sorted(pod.container_id for pod in pods)
+    traced = trace_spans(trace_log)
+    assert len(traced) >= BURST  # every default attachment, plus VERSION asks
+    assert most_at_once(list(adds.values())) <= LIMIT
+    assert most_at_once([*adds.values(), *traced]) == LIMIT
+    assert elapsed >= BURST * PROBE_SLEEP / LIMIT
+    assert max(gauges.running) <= LIMIT
+    assert max(gauges.queued) > 0, "no scrape saw a delegate waiting for a slot"
+    assert daemon.requests("ADD", "0") == float(BURST)
+    exposition = daemon.http("/metrics").body.splitlines()
+    assert f'netattach_cni_requests_total{{code="0",command="ADD"}} {BURST}.0' in exposition
+
+    trace_log.unlink()
+    with ThreadPoolExecutor(max_workers=BURST) as pool:
+        deleted = list(pool.map(lambda pod: daemon.shim("DEL", pod), pods))
+    assert [(r.rc, r.out) for r in deleted] == [(0, None)] * BURST
+    dels = probe_spans(cluster.probe_log(probe_log), "DEL")
+    assert len(dels) == BURST
+    assert most_at_once([*dels.values(), *trace_spans(trace_log)]) == LIMIT
+    assert daemon.requests("DEL", "0") == float(BURST)
+    assert cluster.leftovers() == NOTHING
+    assert daemon.stop() == 0
+
+
+KILL_BURST = 30
+
+
+@pytest.mark.req("RT-ATOMIC")
+def test_kill_9_mid_burst_then_del_through_the_restarted_daemon_frees_everything(
+    daemon: DaemonNode, tmp_path: Path
+) -> None:
+    cluster = daemon.cluster
+    log = tmp_path / "probe.log"
+    ipam = host_local(cluster.ipam, "10.81.0.0/24")
+    cluster.add_nad("blue", "net-a", bridge_list(None, ipam, probe(log, sleep=0.3)))
+    pods = [cluster.pod("blue", f"web-{n}", "net-a") for n in range(KILL_BURST)]
+    daemon.start()
+
+    def ended() -> int:
+        return sum(1 for p in cluster.probe_log(log) if p.command == "ADD" and p.what == "end")
+
+    with ThreadPoolExecutor(max_workers=KILL_BURST) as pool:
+        futures = [pool.submit(daemon.shim, "ADD", pod) for pod in pods]
+        wait_for("a few probe ADDs to end", lambda: ended() >= 4, 30, every=0.01)
+        daemon.kill()
+        added: list[Reply] = [f.result() for f in futures]
+
+    outcomes = [0 if r.rc == 0 else r.code for r in added]
+    assert set(outcomes) <= {0, 11}, [r for r in added if r.rc and r.code != 11]
+    assert 11 in outcomes, "the kill came after the burst"
+    for reply in added:
+        if reply.rc:
+            assert str(daemon.socket) in reply.out["msg"], reply
+    # Delegates the daemon had started are in their own sessions: they finish on their own.
+    cids = {pod.container_id for pod in pods}
+    wait_for("orphaned delegates to finish", lambda: not plugin_processes(cids), 30, every=0.1)
+    assert cluster.leftovers() != NOTHING
+
+    daemon.start()
+    with ThreadPoolExecutor(max_workers=KILL_BURST) as pool:
+        deleted = list(pool.map(lambda pod: daemon.shim("DEL", pod), pods))
+
+    assert [(r.rc, r.out) for r in deleted] == [(0, None)] * KILL_BURST, daemon.log_text()
+    assert cluster.leftovers() == NOTHING
+    assert "corrupt" not in daemon.log_text()
+    assert sorted(p.name for p in (cluster.state / "locks").iterdir()) == []
+    # Not even a file is left, but for the temporary of an atomic write the kill interrupted
+    # (see the xfail test below).
+    assert [p for p in state_files(cluster) if not is_temporary(p)] == []
+    assert daemon.stop() == 0
+
+
+def state_files(cluster: Cluster) -> list[Path]:
+    return sorted(p for p in cluster.state.rglob("*") if p.is_file())
+
+
+def is_temporary(path: Path) -> bool:
+    """A temporary of `atomic.write_atomic`: `.<name>.<pid>.<hex>.tmp`."""
+    return path.name.startswith(".") and path.name.endswith(".tmp")
+
+
+@pytest.mark.req("RT-ATOMIC")
+def test_temporaries_of_writes_a_kill_9_interrupted_are_removed(daemon: DaemonNode) -> None:
+    """What the kill -9 test above leaves about one run in eight, made deterministic: the daemon
+    is killed while it writes a pod's record and a cache file, whose temporaries stay behind."""
+    cluster = daemon.cluster
+    pod = cluster.pod("blue", "web", None)
+    daemon.start()
+    assert daemon.shim("ADD", pod).rc == 0
+    dead = daemon.pid
+    daemon.kill()
+    cid = pod.container_id
+    interrupted = [
+        cluster.state / "pods" / f".{cid}.json.{dead}.0badf00d.tmp",
+        cluster.state / "cache" / "results" / f".{DEFAULT_NETWORK}:{cid}:eth0.{dead}.0badf00d.tmp",
+    ]
+    for path in interrupted:
+        path.write_text('{"half": ')
+
+    daemon.start()
+    reply = daemon.shim("DEL", pod)
+    assert (reply.rc, reply.out) == (0, None), reply
+    assert cluster.leftovers() == NOTHING
+    assert state_files(cluster) == []
+
+
+TERM_BURST = 10
+# Far more than the in-flight calls need to finish (a bridge ADD and a 0.5 s probe).
+TERM_GRACE = 5.0
+
+
+def sigterm_mid_burst(daemon: DaemonNode, log: Path) -> tuple[list[Reply], int | None, str]:
+    """TERM_BURST ADDs whose probe sleeps 0.5 s, and a SIGTERM once three probes started: the
+    replies, the daemon's exit status and its log. Then, through a restarted daemon, every
+    pod's DEL must free everything."""
+    cluster = daemon.cluster
+    ipam = host_local(cluster.ipam, "10.81.0.0/24")
+    cluster.add_nad("blue", "net-a", bridge_list(None, ipam, probe(log, sleep=0.5)))
+    pods = [cluster.pod("blue", f"web-{n}", "net-a") for n in range(TERM_BURST)]
+    daemon.start()
+
+    def probes_started() -> bool:
+        return sum(1 for p in cluster.probe_log(log) if p.what == "start") >= 3
+
+    with ThreadPoolExecutor(max_workers=TERM_BURST) as pool:
+        futures = [pool.submit(daemon.shim, "ADD", pod) for pod in pods]
+        wait_for("three probe ADDs to start", probes_started, 30, every=0.01)
+        code = daemon.stop(TERM_GRACE)
+        added = [f.result() for f in futures]
+    text = daemon.log_text()
+    cids = {pod.container_id for pod in pods}
+    wait_for("delegates to finish", lambda: not plugin_processes(cids), 30, every=0.1)
+
+    daemon.start()
+    with ThreadPoolExecutor(max_workers=TERM_BURST) as pool:
+        deleted = list(pool.map(lambda pod: daemon.shim("DEL", pod), pods))
+    assert [(r.rc, r.out) for r in deleted] == [(0, None)] * TERM_BURST, daemon.log_text()
+    assert cluster.leftovers() == NOTHING
+    assert state_files(cluster) == []
+    assert daemon.stop() == 0
+    return added, code, text
+
+
+@pytest.mark.req("RT-DEL")
+def test_sigterm_mid_burst_then_del_through_the_restarted_daemon_frees_everything(
+    daemon: DaemonNode, tmp_path: Path
+) -> None:
+    """The calls SIGTERM cuts short (their delegates killed mid-ADD) are answered 11 or not at
+    all, and their DELs free everything. How the daemon exits is the xfail test's business."""
+    added, _, _ = sigterm_mid_burst(daemon, tmp_path / "probe.log")
+
+    outcomes = [0 if r.rc == 0 else r.code for r in added]
+    assert set(outcomes) <= {0, 11}, [r for r in added if r.rc and r.code != 11]
+
+
+def test_sigterm_lets_in_flight_calls_finish_and_exits_0(
+    daemon: DaemonNode, tmp_path: Path
+) -> None:
+    added, code, text = sigterm_mid_burst(daemon, tmp_path / "probe.log")
+
+    assert [(r.rc, r.code) for r in added] == [(0, None)] * TERM_BURST
+    assert code == 0
+    assert "Traceback" not in text
