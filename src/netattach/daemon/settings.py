@@ -202,8 +202,8 @@ class ReadinessSettings:
     mode "wait":  standard §6.1.1, install our CNI config into cniConfDir only once ready
     mode "block": standard §6.1.2, install it at once and hold every ADD and DEL until ready
     Ready means `indicator_file` exists when one is set, and the cluster default network
-    resolves (its NAD, or its config in networksDir, or its file). Either wait gives up after `timeout` seconds with a message saying
-    what it waited for (DEF-READY).
+    resolves (its NAD, or its config in networksDir, or its file). Either wait gives up after
+    `timeout` seconds with a message saying what it waited for (DEF-READY).
     """
 
     mode: ReadinessMode = "wait"
