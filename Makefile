@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench-thin bench clean shim
+.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench clean shim
 
 deps:
 	@scripts/install-deps.sh
@@ -37,9 +37,6 @@ demo: venv
 
 bench-runtime: venv
 	$(BIN)/python -m bench.runtime_latency
-
-bench-thin: venv
-	$(BIN)/python -m bench.thin_latency
 
 bench: venv shim
 	$(BIN)/python -m bench.pod_latency

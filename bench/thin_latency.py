@@ -1,9 +1,9 @@
-"""Median pod ADD and DEL through `netattach-thin` (default + 2 attachments) vs the delegates alone.
+"""The pod benchmark's setup and two of its contenders (bench.pod_latency runs them).
 
-Both contenders run the same three bridge + host-local networks in the same node namespace,
-alternating run by run. The floor is the sum of the three plugin executions as `direct.sh`
-times them (no shell start-up); netattach-thin is timed as the runtime sees it: process start
-to exit, Python start-up included. Usage (root): python -m bench.thin_latency [RUNS]
+The pod has the default network + 2 bridge + host-local attachments. `floor` is the bare
+delegates: the sum of the three plugin executions as `direct.sh` times them (no shell
+start-up). `thin` is netattach-thin as the runtime sees it: process start to exit, Python
+start-up included.
 """
 
 from __future__ import annotations
@@ -11,16 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import report
 from bench.runtime_latency import PLUGIN_DIR, direct
-from netattach.netns import links, namespace
 
 
 def bridge_list(name: str, bridge: str, subnet: str, ipam: Path) -> dict[str, Any]:
@@ -146,48 +142,3 @@ async def floor(
         if command == "ADD":
             results[net["name"]] = json.loads(out.read_text())
     return total
-
-
-async def measure(runs: int, work: Path) -> dict[str, list[float]]:
-    tag = secrets.token_hex(2)
-    nets = write_setup(work, tag)
-    node_name = f"na-tbn-{tag}"
-    node = namespace.create(node_name)
-    samples: dict[str, list[float]] = {
-        k: [] for k in ("thin_add", "thin_del", "direct_add", "direct_del")
-    }
-    try:
-        await asyncio.to_thread(links.set_up, node, "lo")
-        for i in range(runs + 1):  # round 0 warms caches and is not counted
-            pod_name = f"na-tbp-{tag}-{i}"
-            pod = namespace.create(pod_name)
-            try:
-                for who in ("thin", "direct") if i % 2 == 0 else ("direct", "thin"):
-                    cid = f"bench-{who}-{tag}-{i}"
-                    if who == "thin":
-                        add = await thin("ADD", node, pod, cid, work)
-                        dele = await thin("DEL", node, pod, cid, work)
-                    else:
-                        results: dict[str, Any] = {}
-                        add = await floor("ADD", node, pod, cid, nets, work, results)
-                        dele = await floor("DEL", node, pod, cid, nets, work, results)
-                    if i > 0:
-                        samples[f"{who}_add"].append(add)
-                        samples[f"{who}_del"].append(dele)
-            finally:
-                namespace.remove(pod_name)
-    finally:
-        namespace.remove(node_name)
-    return samples
-
-
-def main() -> int:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-    with tempfile.TemporaryDirectory(prefix="netattach-bench-") as tmp:
-        samples = asyncio.run(measure(runs, Path(tmp)))
-    report.report("thin-latency", "pod with default + 2 bridge attachments", "thin", runs, samples)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
