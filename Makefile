@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench clean shim
+.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench bench-memory clean shim
 
 deps:
 	@scripts/install-deps.sh
@@ -40,6 +40,10 @@ bench-runtime: venv
 
 bench: venv shim
 	$(BIN)/python -m bench.pod_latency
+
+# The daemon's memory on the Kubernetes feed, idle and with 5,000 pods + 1,000 NADs cached (root).
+bench-memory: venv
+	$(BIN)/python -m bench.daemon_memory
 
 # The shim's self-contained executable dist/netattach-shim/netattach-shim (and the zipapp beside it).
 shim: venv

@@ -9,12 +9,13 @@ fake runs in a process of its own inside the node namespace:
 
 That process holds a `FakeKubeApi` (bearer token, the CRD schemas of deploy/crds), prints the
 port it listens on, and answers calls over a Unix socket (a path-named one: unlike TCP and
-abstract Unix sockets, it is reachable from every network namespace). `RemoteKubeApi.launch(netns)` is the
-test side: each hook of `api.KubeApi` (`create`, `get`, `patch`, `events_for`, `requests`, `restart`,
-`stop`, `start`, `compact`, `active_watches`, `wait_for_watches`, ...) is one request/answer on
-that socket (`multiprocessing.connection`, authenticated with a random key). `ApiStatusError`
-crosses as its `Status` object. Two extras serve the benchmark: `create_many` (one round trip for
-a batch) and `http_get` (a GET from inside the node namespace, e.g. the daemon's /metrics).
+abstract Unix sockets, it is reachable from every network namespace). The test side is
+`RemoteKubeApi.launch(netns)`: each hook of `api.KubeApi` (`create`, `get`, `patch`, `events_for`,
+`requests`, `restart`, `stop`, `start`, `compact`, `active_watches`, `wait_for_watches`, ...) is
+one request/answer on that socket (`multiprocessing.connection`, authenticated with a random
+key); `ApiStatusError` crosses as its `Status` object. Two extras serve the benchmark:
+`create_many` (one round trip for a batch) and `http_get` (a GET from inside the node namespace,
+e.g. the daemon's /metrics).
 
 The server process ends when asked (`close()`), when its control connection closes, or when the
 process that started it dies (PR_SET_PDEATHSIG), so a crashed test leaves no fake behind.

@@ -193,7 +193,17 @@ class Daemon:
         command = environ.get(spec.ENV_COMMAND, "")
         command = command if command in spec.COMMANDS else "other"
         started = time.perf_counter()
-        reply = await dispatch.handle(environ, stdin, self._orchestrator_for)
+        if command == spec.STATUS and not self._ready:
+            # CNI 1.1 STATUS: "not ready to serve ADD" is code 50, not "try again" (11)
+            reply = dispatch.error_reply(
+                errors.PluginNotAvailableError(
+                    "netattach is not ready yet",
+                    f"waiting for the cluster default network {self.cfg.networks.cluster_network}",
+                ),
+                spec.CURRENT_VERSION,
+            )
+        else:
+            reply = await dispatch.handle(environ, stdin, self._orchestrator_for)
         code = "0"
         if reply.exit_code != 0:
             with contextlib.suppress(ValueError, AttributeError):
