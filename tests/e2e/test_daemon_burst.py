@@ -136,6 +136,10 @@ def test_a_burst_of_100_adds_runs_at_most_max_concurrent_delegates(
     assert daemon.requests("ADD", "0") == float(BURST)
     exposition = daemon.http("/metrics").body.splitlines()
     assert f'netattach_cni_requests_total{{code="0",command="ADD"}} {BURST}.0' in exposition
+    # every probe execution was timed: one histogram count per ADD
+    assert f'netattach_delegate_seconds_count{{command="ADD",plugin="na-probe"}} {BURST}.0' in (
+        exposition
+    )
 
     trace_log.unlink()
     with ThreadPoolExecutor(max_workers=BURST) as pool:

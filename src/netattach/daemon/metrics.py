@@ -29,6 +29,13 @@ LATENCY = prometheus_client.Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
     registry=REGISTRY,
 )
+DELEGATE_SECONDS = prometheus_client.Histogram(
+    "netattach_delegate_seconds",
+    "Time a delegate plugin process ran, by plugin type and command",
+    ["plugin", "command"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
 DELEGATES_RUNNING = prometheus_client.Gauge(
     "netattach_delegates_running", "Delegate plugin processes running now", registry=REGISTRY
 )

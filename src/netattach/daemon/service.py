@@ -75,6 +75,7 @@ class Daemon:
             timeout=cfg.runtime.delegate_timeout,
             max_concurrent=cfg.daemon.max_concurrent_delegates,
         )
+        self.runtime.invoker.observer = self._observe_delegate
         self.feed = self._build_feed()
         self.orchestrator = orchestrator.Orchestrator(
             settings=cfg,
@@ -211,6 +212,11 @@ class Daemon:
         metrics.REQUESTS.labels(command=command, code=code).inc()
         metrics.LATENCY.labels(command=command).observe(time.perf_counter() - started)
         return reply
+
+    @staticmethod
+    def _observe_delegate(plugin: str, command: str, seconds: float) -> None:
+        if command in spec.COMMANDS:  # a bounded label set, like the request metrics
+            metrics.DELEGATE_SECONDS.labels(plugin=plugin, command=command).observe(seconds)
 
     def _sample(self) -> None:
         metrics.DELEGATES_RUNNING.set(self.runtime.invoker.running)

@@ -5,7 +5,8 @@ import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,15 +64,22 @@ class Invoker:
         self._slots = asyncio.Semaphore(max_concurrent) if max_concurrent else None
         self.waiting = 0  # calls queued for a slot (a metric)
         self.running = 0
+        # Told (plugin, command, seconds) after every plugin execution: the daemon's metrics.
+        self.observer: Callable[[str, str, float], None] | None = None
 
     async def _run(
         self, plugin: str, path: Path, stdin: bytes, call: Invocation
     ) -> execute.ExecOutcome:
         try:
             async with self._slot():
-                return await self.executor.run(
-                    path, env=build_env(call), stdin=stdin, timeout=self.timeout
-                )
+                started = time.perf_counter()
+                try:
+                    return await self.executor.run(
+                        path, env=build_env(call), stdin=stdin, timeout=self.timeout
+                    )
+                finally:
+                    if self.observer is not None:
+                        self.observer(plugin, call.command, time.perf_counter() - started)
         except execute.ExecTimeoutError as exc:
             # CNI-TIMEOUT: say which plugin hung, for which command and container.
             raise errors.DelegateFailedError(
