@@ -1,0 +1,200 @@
+"""Many pods at once through the daemon on the Kubernetes feed: the bound on delegates with pods
+and NADs served from the API's cache, and a kill -9 in the middle of a burst.
+
+The same two tests as tests/e2e/test_daemon_burst.py, with the pods and NADs in the fake API
+(in the node namespace, see tests/e2e/kube_harness.py) instead of the manifest directory.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.daemon_harness import (
+    DaemonNode,
+    daemon,
+    install_trace,
+    most_at_once,
+    plugin_processes,
+    shim_zipapp,
+    trace_spans,
+    wait_for,
+)
+from tests.e2e.harness import (
+    DEFAULT_NETWORK,
+    NOTHING,
+    Cluster,
+    Pod,
+    Reply,
+    bridge_list,
+    host_local,
+    probe,
+)
+from tests.e2e.kube_harness import RemoteKubeApi
+from tests.e2e.test_daemon_burst import Gauges, is_temporary, probe_spans, state_files
+from tests.e2e.test_kube_daemon import (
+    NETWORKS,
+    NS,
+    STATUS,
+    WATCH_TIMEOUT,
+    kube_api,
+    kube_daemon,
+    watches_past,
+)
+from tests.kube import objects
+from tests.netns_fixtures import PLUGIN_DIR
+
+pytestmark = pytest.mark.netns
+
+__all__ = ["daemon", "kube_api", "kube_daemon", "shim_zipapp"]  # the fixtures this module uses
+
+BURST = 100
+LIMIT = 4
+PROBE_SLEEP = 0.2
+KILL_BURST = 30
+
+
+def api_pods(api: RemoteKubeApi, cluster: Cluster, count: int, networks: str) -> list[Pod]:
+    """`count` pods `web-N` on the daemon's node selecting `networks`, created in the API in one
+    round trip, each with a sandbox and a container ID."""
+    names = [f"web-{n}" for n in range(count)]
+    api.create_many(
+        [
+            objects.pod(
+                name,
+                NS,
+                node_name=cluster.node.name,
+                annotations={NETWORKS: networks},
+                status={"phase": "Pending"},
+            )
+            for name in names
+        ]
+    )
+    uids = {obj["metadata"]["name"]: obj["metadata"]["uid"] for obj in api.list("Pod", NS)}
+    return [
+        Pod(NS, name, uids[name], cluster.new_pod_netns(), f"na-ctr-{uids[name][:12]}")
+        for name in names
+    ]
+
+
+def statuses(api: RemoteKubeApi) -> dict[str, list[tuple[str, bool]]]:
+    """Pod name -> (network, default) of each entry of its network-status annotation in the API,
+    for every pod of the namespace that has one."""
+    found: dict[str, list[tuple[str, bool]]] = {}
+    for obj in api.list("Pod", NS):
+        text = obj["metadata"].get("annotations", {}).get(STATUS)
+        if text is not None:
+            found[obj["metadata"]["name"]] = [(e["name"], e["default"]) for e in json.loads(text)]
+    return found
+
+
+def pod_reads(api: RemoteKubeApi) -> list[str]:
+    """Paths of the direct reads of single pods the API answered (a cache miss)."""
+    prefix = f"/api/v1/namespaces/{NS}/pods/"
+    return [r.path for r in api.requests if r.method == "GET" and r.path.startswith(prefix)]
+
+
+@pytest.mark.req("RT-LIMIT", "KUBE-CACHE")
+def test_a_burst_of_100_adds_from_the_api_runs_at_most_max_concurrent_delegates(
+    kube_daemon: DaemonNode, kube_api: RemoteKubeApi, tmp_path: Path
+) -> None:
+    """100 pods of the API at once with `maxConcurrentDelegates: 4` (see the directory feed's
+    test for why the overlap of the logged plugin executions proves the bound)."""
+    daemon, cluster = kube_daemon, kube_daemon.cluster
+    trace_dir, trace_log, probe_log = tmp_path / "trace", tmp_path / "trace.log", tmp_path / "p.log"
+    install_trace(trace_dir, "loopback", trace_log)
+    daemon.settings["binDirs"] = [str(trace_dir), str(PLUGIN_DIR), str(cluster.bin)]
+    daemon.settings["maxConcurrentDelegates"] = LIMIT
+    cluster.write_network_file(
+        "00-default.conflist",
+        {"cniVersion": "1.0.0", "name": DEFAULT_NETWORK, "plugins": [{"type": "loopback"}]},
+    )
+    kube_api.create(
+        objects.nad(
+            "net-p",
+            NS,
+            config={"cniVersion": "1.0.0", "plugins": [probe(probe_log, sleep=PROBE_SLEEP)]},
+        )
+    )
+    pods = api_pods(kube_api, cluster, BURST, "net-p")
+    written = int(kube_api.resource_version)
+    daemon.start()
+    # KUBE-CACHE: every pod and the NAD are in the daemon's cache before the burst comes.
+    wait_for("watches past the pods", lambda: watches_past(kube_api, written), WATCH_TIMEOUT)
+    kube_api.clear_requests()
+
+    with Gauges(daemon) as gauges, ThreadPoolExecutor(max_workers=BURST) as pool:
+        added = list(pool.map(lambda pod: daemon.shim("ADD", pod), pods))
+
+    assert [r.rc for r in added] == [0] * BURST, ([r for r in added if r.rc][:3], daemon.log_text())
+    assert statuses(kube_api) == {
+        pod.name: [(DEFAULT_NETWORK, True), (f"{NS}/net-p", False)] for pod in pods
+    }
+    assert pod_reads(kube_api) == []  # every pod served from the cache
+    adds = probe_spans(cluster.probe_log(probe_log), "ADD")
+    assert sorted(adds) == sorted(pod.container_id for pod in pods)
+    traced = trace_spans(trace_log)
+    assert len(traced) >= BURST
+    assert most_at_once(list(adds.values())) <= LIMIT
+    assert most_at_once([*adds.values(), *traced]) == LIMIT
+    assert max(gauges.running) <= LIMIT
+    assert daemon.requests("ADD", "0") == float(BURST)
+
+    trace_log.unlink()
+    with ThreadPoolExecutor(max_workers=BURST) as pool:
+        deleted = list(pool.map(lambda pod: daemon.shim("DEL", pod), pods))
+    assert [(r.rc, r.out) for r in deleted] == [(0, None)] * BURST, daemon.log_text()
+    dels = probe_spans(cluster.probe_log(probe_log), "DEL")
+    assert len(dels) == BURST
+    assert most_at_once([*dels.values(), *trace_spans(trace_log)]) == LIMIT
+    assert statuses(kube_api) == {}
+    assert cluster.leftovers() == NOTHING
+    assert daemon.stop() == 0
+
+
+@pytest.mark.req("RT-ATOMIC")
+def test_kill_9_mid_burst_of_api_pods_then_del_through_the_restarted_daemon_frees_everything(
+    kube_daemon: DaemonNode, kube_api: RemoteKubeApi, tmp_path: Path
+) -> None:
+    daemon, cluster = kube_daemon, kube_daemon.cluster
+    log = tmp_path / "probe.log"
+    config = bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"), probe(log, sleep=0.3))
+    kube_api.create(objects.nad("net-a", NS, config=config))
+    pods = api_pods(kube_api, cluster, KILL_BURST, "net-a")
+    daemon.start()
+
+    def ended() -> int:
+        return sum(1 for p in cluster.probe_log(log) if p.command == "ADD" and p.what == "end")
+
+    with ThreadPoolExecutor(max_workers=KILL_BURST) as pool:
+        futures = [pool.submit(daemon.shim, "ADD", pod) for pod in pods]
+        wait_for("a few probe ADDs to end", lambda: ended() >= 4, 30, every=0.01)
+        daemon.kill()
+        added: list[Reply] = [f.result() for f in futures]
+
+    outcomes = [0 if r.rc == 0 else r.code for r in added]
+    assert set(outcomes) <= {0, 11}, [r for r in added if r.rc and r.code != 11]
+    assert 11 in outcomes, "the kill came after the burst"
+    for reply in added:
+        if reply.rc:
+            assert str(daemon.socket) in reply.out["msg"], reply
+    cids = {pod.container_id for pod in pods}
+    wait_for("orphaned delegates to finish", lambda: not plugin_processes(cids), 30, every=0.1)
+    assert cluster.leftovers() != NOTHING
+
+    # The same settings, the fake API still up.
+    daemon.start()
+    with ThreadPoolExecutor(max_workers=KILL_BURST) as pool:
+        deleted = list(pool.map(lambda pod: daemon.shim("DEL", pod), pods))
+
+    assert [(r.rc, r.out) for r in deleted] == [(0, None)] * KILL_BURST, daemon.log_text()
+    assert cluster.leftovers() == NOTHING
+    assert "corrupt" not in daemon.log_text()
+    assert sorted(p.name for p in (cluster.state / "locks").iterdir()) == []
+    # The temporary of an atomic write the kill interrupted is test_daemon_burst's xfail.
+    assert [p for p in state_files(cluster) if not is_temporary(p)] == []
+    assert statuses(kube_api) == {}
+    assert daemon.stop() == 0
