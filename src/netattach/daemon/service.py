@@ -13,12 +13,12 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from netattach import atomic
-from netattach.cluster import files, kube, store
+from netattach.cluster import files, kube, model, store
 from netattach.cni import errors, spec
 from netattach.daemon import dispatch, locks, metrics, orchestrator, plan, records, server, settings
 from netattach.runtime import chain
@@ -64,6 +64,21 @@ def install_shim(source: Path, bin_dir: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
+class DirectoryView(store.ClusterStore):
+    """The directory feed's store, read by the orchestrator: a pod it has not seen makes it
+    re-read the manifests once before the pod counts as missing (the feed polls every second,
+    and a pod written just before its ADD must not get "pod not found")."""
+
+    reload: Callable[[], object] | None = None
+
+    async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None:
+        if self.reload is not None:
+            # On the loop thread, on purpose: the reload swaps the store's contents and must not
+            # race the loop's readers. It runs only on a miss and reads a few small files.
+            self.reload()
+        return self.lookup_pod(namespace, name)
+
+
 class Daemon:
     def __init__(self, cfg: settings.Settings, *, shim: Path | None = None) -> None:
         self.cfg = cfg
@@ -91,7 +106,11 @@ class Daemon:
 
     def _build_feed(self) -> files.DirectoryFeed | kube.KubeFeed:
         if isinstance(self.cfg.feed, settings.DirectoryFeed):
-            return files.DirectoryFeed(self.cfg.feed.path, self.view)
+            directory_view = DirectoryView()
+            feed_ = files.DirectoryFeed(self.cfg.feed.path, directory_view)
+            directory_view.reload = feed_.load
+            self.view = directory_view
+            return feed_
         # The API feed fills a KubeView: the orchestrator, reading through it, falls back to a
         # direct read of a pod the watch has not delivered yet (KUBE-CACHE).
         view = kube.KubeView()

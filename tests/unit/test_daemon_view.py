@@ -1,0 +1,45 @@
+"""The daemon's directory view re-reads the manifests once before a pod counts as missing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from netattach.cluster import files
+from netattach.daemon import service, settings
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "blue"}}
+
+
+@pytest.mark.req("KUBE-CACHE")
+def test_a_pod_written_after_the_last_poll_is_found_on_a_miss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NODE_NAME", "node-1")
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    cfg = settings.parse_settings(
+        {
+            "clusterNetwork": "cluster-default",
+            "networksDir": str(tmp_path / "networks"),
+            "stateDir": str(tmp_path / "state"),
+            "feed": {"directory": str(manifests)},
+        },
+        source="test",
+    )
+    daemon = service.Daemon(cfg)
+    assert isinstance(daemon.feed, files.DirectoryFeed)
+    daemon.feed.load()
+    assert daemon.view.lookup_pod("blue", "web") is None
+    (manifests / "web.json").write_text(json.dumps(POD))  # after the feed's last read
+
+    assert isinstance(daemon.view, service.DirectoryView)
+    found = asyncio.run(daemon.view.fetch_pod("blue", "web"))
+
+    assert found is not None
+    assert found["metadata"]["name"] == "web"
+    assert daemon.view.lookup_pod("blue", "web") is not None
+    assert asyncio.run(daemon.view.fetch_pod("blue", "gone")) is None
