@@ -18,7 +18,6 @@ from tests.e2e.daemon_harness import (
     daemon,
     install_trace,
     most_at_once,
-    plugin_processes,
     shim_zipapp,
     trace_spans,
     wait_for,
@@ -28,13 +27,12 @@ from tests.e2e.harness import (
     NOTHING,
     Cluster,
     Pod,
-    Reply,
     bridge_list,
     host_local,
     probe,
 )
 from tests.e2e.kube_harness import RemoteKubeApi
-from tests.e2e.test_daemon_burst import Gauges, is_temporary, probe_spans, state_files
+from tests.e2e.test_daemon_burst import Gauges, kill_mid_burst_then_del_all, probe_spans
 from tests.e2e.test_kube_daemon import (
     NETWORKS,
     NS,
@@ -166,35 +164,6 @@ def test_kill_9_mid_burst_of_api_pods_then_del_through_the_restarted_daemon_free
     pods = api_pods(kube_api, cluster, KILL_BURST, "net-a")
     daemon.start()
 
-    def ended() -> int:
-        return sum(1 for p in cluster.probe_log(log) if p.command == "ADD" and p.what == "end")
-
-    with ThreadPoolExecutor(max_workers=KILL_BURST) as pool:
-        futures = [pool.submit(daemon.shim, "ADD", pod) for pod in pods]
-        wait_for("a few probe ADDs to end", lambda: ended() >= 4, 30, every=0.01)
-        daemon.kill()
-        added: list[Reply] = [f.result() for f in futures]
-
-    outcomes = [0 if r.rc == 0 else r.code for r in added]
-    assert set(outcomes) <= {0, 11}, [r for r in added if r.rc and r.code != 11]
-    assert 11 in outcomes, "the kill came after the burst"
-    for reply in added:
-        if reply.rc:
-            assert str(daemon.socket) in reply.out["msg"], reply
-    cids = {pod.container_id for pod in pods}
-    wait_for("orphaned delegates to finish", lambda: not plugin_processes(cids), 30, every=0.1)
-    assert cluster.leftovers() != NOTHING
-
-    # The same settings, the fake API still up.
-    daemon.start()
-    with ThreadPoolExecutor(max_workers=KILL_BURST) as pool:
-        deleted = list(pool.map(lambda pod: daemon.shim("DEL", pod), pods))
-
-    assert [(r.rc, r.out) for r in deleted] == [(0, None)] * KILL_BURST, daemon.log_text()
-    assert cluster.leftovers() == NOTHING
-    assert "corrupt" not in daemon.log_text()
-    assert sorted(p.name for p in (cluster.state / "locks").iterdir()) == []
-    # The temporary of an atomic write the kill interrupted is test_daemon_burst's xfail.
-    assert [p for p in state_files(cluster) if not is_temporary(p)] == []
+    kill_mid_burst_then_del_all(daemon, pods, log)  # the fake API stays up throughout
     assert statuses(kube_api) == {}
     assert daemon.stop() == 0
