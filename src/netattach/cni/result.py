@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import ClassVar, Final, Self, TypeAlias, TypeVar
 
 from netattach.cni import errors, spec, version
@@ -298,6 +298,18 @@ def _declared_version(raw: object, allowed: tuple[str, ...], kind: str) -> str:
 # The well-known structures (SPEC.md "Well-known Structures" / "Section 5").
 
 
+_T = TypeVar("_T")
+
+
+def _whole(label: str, decode: Callable[[_Problems], _T | None]) -> _T:
+    """Decode one top-level value, raising every problem found in one error."""
+    problems = _Problems(label)
+    decoded = decode(problems)
+    problems.raise_if_any()
+    assert decoded is not None  # no problems means it decoded
+    return decoded
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Interface:
     """An entry of `interfaces` (0.3.0+); `sandbox` is empty for a host-side interface."""
@@ -314,11 +326,7 @@ class Interface:
         cls, raw: Mapping[str, object], *, cni_version: str = spec.CURRENT_VERSION
     ) -> Self:
         """The interface as `cni_version` writes it; keys that version lacks are ignored."""
-        problems = _Problems("interface")
-        decoded = cls._decode(raw, "", problems, cni_version)
-        problems.raise_if_any()
-        assert decoded is not None  # no problems means it decoded
-        return decoded
+        return _whole("interface", lambda problems: cls._decode(raw, "", problems, cni_version))
 
     @classmethod
     def _decode(cls, item: object, path: str, problems: _Problems, cni_version: str) -> Self | None:
@@ -379,11 +387,9 @@ class IPConfig:
     def from_raw(
         cls, raw: Mapping[str, object], *, cni_version: str = spec.CURRENT_VERSION
     ) -> Self:
-        problems = _Problems("IP configuration")
-        decoded = cls._decode(raw, "", problems, cni_version)
-        problems.raise_if_any()
-        assert decoded is not None
-        return decoded
+        return _whole(
+            "IP configuration", lambda problems: cls._decode(raw, "", problems, cni_version)
+        )
 
     @classmethod
     def _decode(cls, item: object, path: str, problems: _Problems, cni_version: str) -> Self | None:
@@ -438,11 +444,7 @@ class Route:
     def from_raw(
         cls, raw: Mapping[str, object], *, cni_version: str = spec.CURRENT_VERSION
     ) -> Self:
-        problems = _Problems("route")
-        decoded = cls._decode(raw, "", problems, cni_version)
-        problems.raise_if_any()
-        assert decoded is not None
-        return decoded
+        return _whole("route", lambda problems: cls._decode(raw, "", problems, cni_version))
 
     @classmethod
     def _decode(
@@ -502,10 +504,7 @@ class DNS:
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, object]) -> Self:
-        problems = _Problems("DNS")
-        decoded = cls._decode(raw, "", problems)
-        problems.raise_if_any()
-        return decoded
+        return _whole("DNS", lambda problems: cls._decode(raw, "", problems))
 
     @classmethod
     def _decode(cls, item: object, path: str, problems: _Problems) -> Self:
@@ -544,11 +543,7 @@ class IPv4or6Config:
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, object]) -> Self:
-        problems = _Problems("IP configuration")
-        decoded = cls._decode(raw, "", problems, None)
-        problems.raise_if_any()
-        assert decoded is not None
-        return decoded
+        return _whole("IP configuration", lambda problems: cls._decode(raw, "", problems, None))
 
     @classmethod
     def _decode(
