@@ -229,9 +229,27 @@ def compile_pod(
 
     An empty result means the pod is untouched (POL-SELECT).
     """
-    target = _view(pod)
+    return compile_pods([pod], namespaces, pods, policies)[pod_key(pod)]
+
+
+def compile_pods(
+    targets: Iterable[KubeObject],
+    namespaces: Sequence[KubeObject],
+    pods: Sequence[KubeObject],
+    policies: Sequence[Policy],
+) -> dict[str, dict[str, InterfaceRules]]:
+    """`compile_pod` for each of `targets` ("ns/name" -> rules), reading the cluster once."""
     views = [_view(p) for p in pods]
     ns_labels = namespace_labels(namespaces)
+    return {pod_key(pod): _compile(_view(pod), views, ns_labels, policies) for pod in targets}
+
+
+def _compile(
+    target: _PodView,
+    views: Sequence[_PodView],
+    ns_labels: Mapping[str, Mapping[str, str]],
+    policies: Sequence[Policy],
+) -> dict[str, InterfaceRules]:
     selecting = sorted(
         (
             p
