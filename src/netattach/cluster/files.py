@@ -29,6 +29,7 @@ import math
 import os
 import re
 import stat
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -53,6 +54,7 @@ _DNS1123_SUBDOMAIN: Final = re.compile(
 )
 _DNS1123_SUBDOMAIN_MAX: Final = 253
 _DEFAULT_NAMESPACE: Final = "default"
+_UID_NAMESPACE: Final = uuid.UUID("6f1c1d0e-3b53-4b8e-9a57-2f2a1de0c0a1")  # netattach manifests
 _CLUSTER_SCOPED: Final = frozenset({model.NAMESPACE})
 _LIST_KINDS: Final = {"List": None} | {f"{kind}List": kind for kind in model.API_VERSIONS}
 
@@ -434,6 +436,10 @@ def _check_object(raw: dict[str, Any]) -> model.KubeObject | str | None:
             problems.append(f"spec.config is {_json_type(config)}, not a string of JSON")
     if problems:
         return _problem_text(raw, problems)
+    if kind == model.POLICY and uid is None:
+        # Rules and sets carry their policy's UID (POL-CRD): one that no API server assigned
+        # is derived from the policy's name, so it is the same on every reload.
+        metadata["uid"] = str(uuid.uuid5(_UID_NAMESPACE, f"{metadata['namespace']}/{name}"))
     obj: model.KubeObject = raw  # type: ignore[assignment]  # checked above, field by field
     return obj
 

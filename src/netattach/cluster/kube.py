@@ -150,12 +150,13 @@ class _SentEvent:
 @dataclasses.dataclass(frozen=True, slots=True)
 class _EventRequest:
     namespace: str
-    pod: str
+    pod: str  # the involved object's name: a pod, unless `kind` says otherwise
     reason: str
     message: str
     type_: str
     uid: str
     at: datetime.datetime
+    kind: str = model.POD
 
 
 class _BookmarkTransport(httpx2.AsyncBaseTransport):
@@ -292,7 +293,9 @@ class KubeFeed:
         node_name: str,
         kubeconfig: Path | None,
         timing: KubeTiming | None = None,
+        all_pods: bool = False,
     ) -> None:
+        """`all_pods`: watch every pod of the cluster, not only this node's (policy peers)."""
         self._store = store
         self.node_name = node_name
         self.timing = KubeTiming() if timing is None else timing
@@ -326,7 +329,8 @@ class KubeFeed:
         )
         self._reflectors = {
             spec.kind: _Reflector(
-                spec, {"spec.nodeName": node_name} if spec.kind == model.POD else None
+                spec,
+                {"spec.nodeName": node_name} if spec.kind == model.POD and not all_pods else None,
             )
             for spec in kinds
         }
@@ -615,8 +619,10 @@ class KubeFeed:
         message: str,
         type_: str = "Normal",
         uid: str = "",
+        kind: str = model.POD,
     ) -> None:
-        """Queue a core/v1 Event about the pod and return at once; never raises.
+        """Queue a core/v1 Event about the pod (or the `kind` object named `pod`, e.g. a
+        MultiNetworkPolicy) and return at once; never raises.
 
         One worker sends them in order, each within `event_timeout`; a failure is logged. The
         pod's UID comes from the cache when not given, so the Event names that very pod.
@@ -626,9 +632,9 @@ class KubeFeed:
         if self._event_worker is None or self._event_worker.done():
             self._event_worker = asyncio.create_task(self._send_events(self._events))
         if not uid:
-            cached = self._store.lookup_pod(namespace, pod)
+            cached = self._store.lookup(kind, namespace, pod)
             uid = model.uid_of(cached) if cached is not None else ""
-        request = _EventRequest(namespace, pod, reason, message, type_, uid, _now())
+        request = _EventRequest(namespace, pod, reason, message, type_, uid, _now(), kind)
         try:
             self._events.put_nowait(request)
         except asyncio.QueueFull:
@@ -653,8 +659,9 @@ class KubeFeed:
                     await self._send_event(request)
             except Exception as exc:
                 log.warning(
-                    "cannot record event %s on pod %s/%s: %s",
+                    "cannot record event %s on %s %s/%s: %s",
                     request.reason,
+                    request.kind,
                     request.namespace,
                     request.pod,
                     _describe(exc),
@@ -664,7 +671,15 @@ class KubeFeed:
 
     async def _send_event(self, request: _EventRequest) -> None:
         message = request.message[:EVENT_MESSAGE_MAX]
-        key = (request.namespace, request.pod, request.uid, request.type_, request.reason, message)
+        key = (
+            request.kind,
+            request.namespace,
+            request.pod,
+            request.uid,
+            request.type_,
+            request.reason,
+            message,
+        )
         now = time.monotonic()
         earlier = self._sent_events.get(key)
         if earlier is not None and now - earlier.sent_at < EVENT_FOLD_WINDOW:
@@ -691,8 +706,8 @@ class KubeFeed:
         event = core_v1.Event(
             metadata=meta_v1.ObjectMeta(name=name, namespace=request.namespace),
             involvedObject=core_models.ObjectReference(
-                apiVersion="v1",
-                kind="Pod",
+                apiVersion=model.API_VERSIONS.get(request.kind, "v1"),
+                kind=request.kind,
                 name=request.pod,
                 namespace=request.namespace,
                 uid=request.uid or None,

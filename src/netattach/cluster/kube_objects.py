@@ -1,12 +1,14 @@
 """What the Kubernetes feed keeps of each object: the fields netattach reads, nothing else.
 
 A node daemon caches every Namespace, NetworkAttachmentDefinition and MultiNetworkPolicy of the
-cluster and the pods of its node, so each object is cut down as it arrives (`trim_*`):
+cluster and the pods of its node (of the whole cluster when policy is enforced: peers run
+anywhere), so each object is cut down as it arrives (`trim_*`):
 
     all kinds   metadata.name, .namespace, .uid, .resourceVersion, .labels (selectors read them)
                 and the annotations under `k8s.v1.cni.cncf.io/` (networks, network-status,
                 policy-for, resourceName); other annotations (last-applied-configuration...) go
-    Pod         spec.nodeName; status.phase, .podIP, .podIPs
+    Pod         spec.nodeName, the named container ports (name, containerPort, protocol);
+                status.phase, .podIP, .podIPs
     Namespace   nothing more (namespaceSelector reads its labels)
     NAD         spec.config (plan.resolve_nad); `spec: {}` is kept apart from no spec at all
     Policy      the whole spec (podSelector, policyTypes, ingress, egress)
@@ -101,8 +103,21 @@ def _object(kind: str, meta: model.ObjectMeta) -> model.KubeObject:
 
 def trim_pod(pod: core_v1.Pod) -> model.KubeObject:
     obj = _object(model.POD, _typed_meta(pod.metadata))
-    if pod.spec is not None and pod.spec.nodeName:
-        obj["spec"] = {"nodeName": pod.spec.nodeName}
+    spec: dict[str, Any] = {}
+    if pod.spec is not None:
+        if pod.spec.nodeName:
+            spec["nodeName"] = pod.spec.nodeName
+        # Named container ports: a MultiNetworkPolicy may name them (POL-PORTS).
+        named = [
+            {"name": p.name, "containerPort": p.containerPort, "protocol": p.protocol or "TCP"}
+            for c in pod.spec.containers or ()
+            for p in c.ports or ()
+            if p.name
+        ]
+        if named:
+            spec["containers"] = [{"ports": named}]
+    if spec:
+        obj["spec"] = spec
     status: dict[str, Any] = {}
     if pod.status is not None:
         if pod.status.phase:

@@ -1,7 +1,7 @@
 """An indexed in-memory store of the objects a feed delivers, by kind and (namespace, name)."""
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from netattach.cluster import model
 
@@ -9,13 +9,22 @@ _Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped kin
 
 
 class ClusterStore:
-    """What a feed knows, looked up without I/O. Feeds call `replace_all`/`upsert`/`remove`."""
+    """What a feed knows, looked up without I/O. Feeds call `replace_all`/`upsert`/`remove`.
+
+    `listeners` are called with the kind after each change (`replace_all`: with ""); they must
+    be quick and must not raise (the policy sync only marks itself dirty).
+    """
 
     def __init__(self) -> None:
         self._objects: dict[str, dict[_Key, model.KubeObject]] = {
             kind: {} for kind in model.API_VERSIONS
         }
         self._synced = asyncio.Event()
+        self.listeners: list[Callable[[str], None]] = []
+
+    def _changed(self, kind: str) -> None:
+        for listener in self.listeners:
+            listener(kind)
 
     # -- writes (feeds) -------------------------------------------------------------------------
 
@@ -23,9 +32,11 @@ class ClusterStore:
         kind = obj.get("kind", "")
         if kind in self._objects:
             self._objects[kind][(model.namespace_of(obj), model.name_of(obj))] = obj
+            self._changed(kind)
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
-        self._objects.get(kind, {}).pop((namespace, name), None)
+        if self._objects.get(kind, {}).pop((namespace, name), None) is not None:
+            self._changed(kind)
 
     def replace_all(self, objects: Iterable[model.KubeObject]) -> None:
         """A full resync: afterwards the store holds exactly `objects`."""
@@ -35,6 +46,7 @@ class ClusterStore:
             if kind in fresh:
                 fresh[kind][(model.namespace_of(obj), model.name_of(obj))] = obj
         self._objects = fresh
+        self._changed("")
 
     def mark_synced(self) -> None:
         self._synced.set()

@@ -56,6 +56,12 @@ POLICY_APPLIES = prometheus_client.Counter(
     ["result"],
     registry=REGISTRY,
 )
+POLICY_PASS_SECONDS = prometheus_client.Histogram(
+    "netattach_policy_pass_seconds",
+    "Time of one policy pass over the pods of this node (compile, render, apply changes)",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    registry=REGISTRY,
+)
 
 
 class HealthServer:

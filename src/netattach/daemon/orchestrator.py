@@ -71,6 +71,15 @@ FAILURE_REASONS = {
 }
 
 
+class PolicyEnforcer(Protocol):
+    """MultiNetworkPolicy on the pods of this node (daemon/policy_sync.py)."""
+
+    async def enforce(
+        self, record: records_mod.PodRecord, pod: model.KubeObject | None = None
+    ) -> None: ...
+    async def discard(self, record: records_mod.PodRecord) -> None: ...
+
+
 class StatusSink(Protocol):
     # `uid`: the pod's, when known, so a status is never written on a recreated namesake.
     async def publish_status(
@@ -122,6 +131,32 @@ def _network(att: records_mod.AttachmentRecord) -> conf.NetworkConfigList:
     return conf.parse_any(att.config, source=f"record of {att.status_name}")
 
 
+def status_entries(record: records_mod.PodRecord) -> list[dict[str, object]]:
+    """The pod's network-status entries (standard §5), built from what its ADD recorded."""
+    entries = []
+    for att in record.attachments:
+        res = None
+        if att.result is not None:
+            version = str(att.config.get("cniVersion", "0.1.0"))
+            res = result.parse_result(att.result, default_version=version)
+        network_name = str(att.config.get("name", ""))
+        device_info = status.load_device_info(
+            status.DEVICE_INFO_CNI_DIR
+            / f"{network_name}-{record.container_id}-{att.ifname}-device.json"
+        )
+        entries.append(
+            status.build_entry(
+                name=att.status_name,
+                ifname=att.ifname,
+                result=res,
+                default=att.is_default,
+                device_info=device_info,
+                gateways=att.gateways,
+            )
+        )
+    return status.build_status(entries)
+
+
 class Orchestrator:
     def __init__(
         self,
@@ -132,8 +167,10 @@ class Orchestrator:
         runtime: chain.Runtime,
         records: records_mod.PodRecords,
         locks: locks_mod.ContainerLocks,
+        policy: PolicyEnforcer | None = None,
     ) -> None:
         self.settings = settings
+        self.policy = policy
         self.view = view
         self.sink = sink
         self.runtime = runtime
@@ -147,13 +184,13 @@ class Orchestrator:
         async with self.locks.hold(call.container_id):
             await self._undo_earlier_add(call)
             try:
-                plan, pod_uid = await self._plan(call, netconf, ref)
+                plan, pod = await self._plan(call, netconf, ref)
             except errors.CNIError as exc:
                 await self._event(
                     ref, FAILURE_REASONS.get(exc.code, "FailedAttachNetwork"), str(exc), "Warning"
                 )
                 raise
-            ref = dataclasses.replace(ref, uid=ref.uid or pod_uid)
+            ref = dataclasses.replace(ref, uid=ref.uid or (model.uid_of(pod) if pod else ""))
             record = records_mod.PodRecord(
                 container_id=call.container_id,
                 netns=call.netns,
@@ -185,6 +222,9 @@ class Orchestrator:
                 await self._apply_default_route(call.netns, plan)
                 record = dataclasses.replace(record, attachments=tuple(made), complete=True)
                 self.records.save(record)
+                if self.policy is not None and ref.name:
+                    # Before the runtime hears of success: a governed pod never runs unprotected.
+                    await self.policy.enforce(record, pod)
                 if ref.name:
                     entries = self._entries(record)
                     await self.sink.publish_status(ref.namespace, ref.name, entries, uid=ref.uid)
@@ -212,7 +252,7 @@ class Orchestrator:
 
     async def _plan(
         self, call: env.Environment, netconf: Mapping[str, Any], ref: PodRef
-    ) -> tuple[list[plan_mod.PlannedAttachment], str]:
+    ) -> tuple[list[plan_mod.PlannedAttachment], model.KubeObject | None]:
         runtime_config = netconf.get("runtimeConfig") or {}
         if not isinstance(runtime_config, dict):
             raise errors.InvalidNetworkConfigError("runtimeConfig must be an object")
@@ -227,7 +267,7 @@ class Orchestrator:
                 capability_args=dict(runtime_config),
             )
             self._check_installed([only])
-            return [only], ""
+            return [only], None
         if not await self.view.wait_synced(SYNC_TIMEOUT):
             raise errors.TryAgainLaterError(
                 f"{ref.prefix()} the cluster view is not synced yet", f"waited {SYNC_TIMEOUT:g}s"
@@ -257,7 +297,7 @@ class Orchestrator:
             self._check_installed(planned)
         except errors.CNIError as exc:
             raise with_prefix(exc, ref.prefix()) from exc
-        return planned, uid
+        return planned, pod
 
     def _check_installed(self, plan: Sequence[plan_mod.PlannedAttachment]) -> None:
         """Every delegate of the plan can be found, so no ADD starts that its DEL could not undo."""
@@ -345,31 +385,12 @@ class Orchestrator:
                     ) from exc
 
     def _entries(self, record: records_mod.PodRecord) -> list[dict[str, object]]:
-        entries = []
-        for att in record.attachments:
-            res = None
-            if att.result is not None:
-                version = str(att.config.get("cniVersion", "0.1.0"))
-                res = result.parse_result(att.result, default_version=version)
-            network_name = str(att.config.get("name", ""))
-            device_info = status.load_device_info(
-                status.DEVICE_INFO_CNI_DIR
-                / f"{network_name}-{record.container_id}-{att.ifname}-device.json"
-            )
-            entries.append(
-                status.build_entry(
-                    name=att.status_name,
-                    ifname=att.ifname,
-                    result=res,
-                    default=att.is_default,
-                    device_info=device_info,
-                    gateways=att.gateways,
-                )
-            )
-        return status.build_status(entries)
+        return status_entries(record)
 
     async def _undo(self, call: env.Environment, record: records_mod.PodRecord) -> None:
         """Roll back a failed ADD: DEL what it made, newest first; keep the record if any fails."""
+        if self.policy is not None:
+            await self.policy.discard(record)
         failed = await self._delete_attachments(call, record)
         if not failed:
             self.records.delete(record.container_id)
@@ -416,6 +437,8 @@ class Orchestrator:
                 failures = await self._delete_attachments(call, record)
                 if failures:
                     raise failures[-1]
+                if self.policy is not None:
+                    await self.policy.discard(record)
                 self.records.delete(call.container_id)
                 ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
             lock.discard()  # nothing of this container is left: neither is its lock file

@@ -20,7 +20,17 @@ from typing import Any
 from netattach import atomic
 from netattach.cluster import files, kube, model, store
 from netattach.cni import errors, spec
-from netattach.daemon import dispatch, locks, metrics, orchestrator, plan, records, server, settings
+from netattach.daemon import (
+    dispatch,
+    locks,
+    metrics,
+    orchestrator,
+    plan,
+    policy_sync,
+    records,
+    server,
+    settings,
+)
 from netattach.runtime import chain
 
 log = logging.getLogger("netattach.daemon")
@@ -92,15 +102,29 @@ class Daemon:
         )
         self.runtime.invoker.observer = self._observe_delegate
         self.feed = self._build_feed()
+        pod_records = records.PodRecords(cfg.runtime.state_dir)
+        self.policy: policy_sync.PolicySync | None = None
+        if cfg.daemon.policy.enabled:
+            self.policy = policy_sync.PolicySync(
+                view=self.view,
+                records=pod_records,
+                status_entries=orchestrator.status_entries,
+                events=self.feed if isinstance(self.feed, kube.KubeFeed) else None,
+                status_file=(
+                    self.feed.read_status if isinstance(self.feed, files.DirectoryFeed) else None
+                ),
+            )
+            self.view.listeners.append(self.policy.notify)
         self.orchestrator = orchestrator.Orchestrator(
             settings=cfg,
             view=self.view,
             sink=self.feed,
             runtime=self.runtime,
-            records=records.PodRecords(cfg.runtime.state_dir),
+            records=pod_records,
             locks=locks.ContainerLocks(cfg.runtime.state_dir),
+            policy=self.policy,
         )
-        self.server = server.CNIServer(self.handle)
+        self.server = server.CNIServer(self.handle, pods=self.describe_pods)
         self.health = metrics.HealthServer(ready=self.ready, before_scrape=self._sample)
         self._ready = False
 
@@ -116,7 +140,10 @@ class Daemon:
         view = kube.KubeView()
         try:
             feed = kube.KubeFeed(
-                view, node_name=self.cfg.daemon.node_name, kubeconfig=self.cfg.feed.kubeconfig
+                view,
+                node_name=self.cfg.daemon.node_name,
+                kubeconfig=self.cfg.feed.kubeconfig,
+                all_pods=self.cfg.daemon.policy.enabled,
             )
         except errors.CNIError as exc:
             raise errors.InvalidNetworkConfigError(
@@ -253,6 +280,13 @@ class Daemon:
             except errors.CNIError as exc:
                 log.warning("sweep: %s", exc)
 
+    async def _enforce_policies(self, sync: policy_sync.PolicySync) -> None:
+        """Once the view has synced (never reconcile against a half-known cluster: an absent
+        policy would open traffic), converge every pod's policy table, then keep them so."""
+        while not await self.view.wait_synced(60.0):
+            log.warning("policy enforcement waits for the cluster view to sync")
+        await sync.run()
+
     def _remove_stale_temp_files(self) -> None:
         state = self.cfg.runtime.state_dir
         for directory in (state / "pods", state / "cache" / "results"):
@@ -268,6 +302,8 @@ class Daemon:
         else:
             # List+watch in the background; ADDs wait (bounded) for the first sync.
             tasks = [asyncio.create_task(self.feed.run())]
+        if self.policy is not None:
+            tasks.append(asyncio.create_task(self._enforce_policies(self.policy)))
         await self.server.start(self.cfg.daemon.socket)
         if self.cfg.daemon.metrics.enabled:
             await self.health.start(self.cfg.daemon.metrics.address)
@@ -299,3 +335,9 @@ class Daemon:
                 await self.feed.aclose()  # then queued Events go out, within a bound
             if self.cfg.daemon.cleanup_on_exit:
                 self.uninstall()
+
+    async def describe_pods(self, query: Mapping[str, str]) -> object:
+        """`GET /v1/pods` on the socket (`netattach status`): the recorded pods, read-only."""
+        from netattach.daemon import introspect
+
+        return await introspect.pods_reply(self.orchestrator.records, lambda _: None, query)

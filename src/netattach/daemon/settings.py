@@ -13,7 +13,8 @@ explicitly (as kopf passes its settings), never a global:
     └── daemon: DaemonSettings        nodeName, daemonSocket, cniConfDir, cniBinDir,
         │                             maxConcurrentDelegates, cleanupOnExit
         ├── readiness: ReadinessSettings   readiness.mode, .indicatorFile, .timeout
-        └── metrics: MetricsSettings       metrics.address, .enabled
+        ├── metrics: MetricsSettings       metrics.address, .enabled
+        └── policy: PolicySettings         policy.enabled
 
     load_settings(path)               the daemon: a file
     settings_from_cni_config(raw)     the thin plugin: its CNI config names the file
@@ -91,10 +92,12 @@ KEYS: Final = (
     "readiness",
     "metrics",
     "cleanupOnExit",
+    "policy",
 )
 _FEED_KEYS: Final = ("directory", "kubernetes")
 _READINESS_KEYS: Final = ("mode", "indicatorFile", "timeout")
 _METRICS_KEYS: Final = ("address", "enabled")
+_POLICY_KEYS: Final = ("enabled",)
 _KUBERNETES_KEYS: Final = ("kubeconfig",)
 _CNI_CONFIG_KEYS: Final = ("configFile", "settings")
 
@@ -229,6 +232,17 @@ class MetricsSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PolicySettings:
+    """MultiNetworkPolicy enforcement on the pods the daemon attaches (issue POL-*).
+
+    Enabled, the Kubernetes feed watches every pod of the cluster (trimmed), not only this
+    node's: a policy's peers may run anywhere.
+    """
+
+    enabled: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class DaemonSettings:
     """The node daemon's own settings: who it is, where it listens, what it installs."""
 
@@ -242,6 +256,7 @@ class DaemonSettings:
     readiness: ReadinessSettings = ReadinessSettings()
     metrics: MetricsSettings = MetricsSettings()
     cleanup_on_exit: bool = False
+    policy: PolicySettings = PolicySettings()
 
 
 def default_node_name() -> str:
@@ -391,6 +406,7 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
     readiness = _readiness(raw.get("readiness"), key("readiness"), problems)
     metrics = _metrics(raw.get("metrics"), key("metrics"), problems)
     cleanup = _flag(raw.get("cleanupOnExit"), key("cleanupOnExit"), problems)
+    policy = _policy(raw.get("policy"), key("policy"), problems)
     if len(problems) > start or cluster_network is None or feed is None or node_name is None:
         return None
     return Settings(
@@ -420,6 +436,7 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
             readiness=ReadinessSettings() if readiness is None else readiness,
             metrics=MetricsSettings() if metrics is None else metrics,
             cleanup_on_exit=False if cleanup is None else cleanup,
+            policy=PolicySettings() if policy is None else policy,
         ),
         source=source,
     )
@@ -724,6 +741,20 @@ def _metrics(value: object, key: str, problems: list[str]) -> MetricsSettings | 
         address=DEFAULT_METRICS_ADDRESS if address is None else address,
         enabled=True if enabled is None else enabled,
     )
+
+
+def _policy(value: object, key: str, problems: list[str]) -> PolicySettings | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        problems.append(f"{key}: must be a mapping such as {{enabled: true}}, got {_show(value)}")
+        return None
+    start = len(problems)
+    _check_keys(value, _POLICY_KEYS, f"{key}.", problems)
+    enabled = _flag(value.get("enabled"), f"{key}.enabled", problems)
+    if len(problems) > start:
+        return None
+    return PolicySettings(enabled=True if enabled is None else enabled)
 
 
 def _address(value: object, key: str, problems: list[str]) -> str | None:

@@ -1,0 +1,261 @@
+"""The daemon's policy sync on real pod namespaces: tables read back with real `nft`.
+
+The pods here are records and netns only (no interfaces needed: rules name interfaces, and
+nft accepts names of links that do not exist). Traffic through the whole daemon is proven in
+tests/e2e/test_policy_traffic.py; this tier pins down the convergence decisions themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from netattach.cluster import model, store
+from netattach.daemon import orchestrator, policy_sync, records
+from netattach.policy import apply
+
+pytestmark = pytest.mark.netns
+
+POLICY_FOR = "k8s.v1.cni.cncf.io/policy-for"
+
+
+def pod(ns: str, name: str, labels: dict[str, str] | None = None) -> model.KubeObject:
+    return model.KubeObject(
+        apiVersion="v1",
+        kind="Pod",
+        metadata={"name": name, "namespace": ns, "uid": f"uid-{name}", "labels": labels or {}},
+    )
+
+
+def policy(
+    name: str, spec: dict[str, Any], *, ns: str = "ns1", networks: str = "blue"
+) -> model.KubeObject:
+    return model.KubeObject(
+        apiVersion="k8s.cni.cncf.io/v1beta1",
+        kind="MultiNetworkPolicy",
+        metadata={
+            "name": name,
+            "namespace": ns,
+            "uid": f"uid-{name}",
+            "annotations": {POLICY_FOR: networks},
+        },
+        spec=spec,
+    )
+
+
+def record(
+    container_id: str, netns: str, p: model.KubeObject, ips: dict[str, str]
+) -> records.PodRecord:
+    """A completed ADD: eth0 on the default network, then net1, net2... per `ips` entry."""
+
+    def attachment(name: str, ifname: str, ip: str, default: bool) -> records.AttachmentRecord:
+        return records.AttachmentRecord(
+            status_name=name,
+            ifname=ifname,
+            is_default=default,
+            config={"cniVersion": "1.0.0", "name": name.replace("/", "-"), "plugins": []},
+            capability_args={},
+            result={
+                "cniVersion": "1.0.0",
+                "interfaces": [{"name": ifname, "sandbox": netns}],
+                "ips": [{"address": ip, "interface": 0}],
+            },
+        )
+
+    atts = [attachment("default-net", "eth0", "10.90.0.9/24", True)]
+    for i, (net, ip) in enumerate(ips.items(), start=1):
+        atts.append(attachment(net, f"net{i}", ip, False))
+    return records.PodRecord(
+        container_id=container_id,
+        netns=netns,
+        namespace=model.namespace_of(p),
+        pod=model.name_of(p),
+        uid=model.uid_of(p),
+        attachments=tuple(atts),
+        complete=True,
+    )
+
+
+class Node:
+    def __init__(self, state: Path, make_pod: Callable[[], str]) -> None:
+        self.view = store.ClusterStore()
+        self.view.upsert(
+            model.KubeObject(apiVersion="v1", kind="Namespace", metadata={"name": "ns1"})
+        )
+        self.view.mark_synced()
+        self.records = records.PodRecords(state)
+        self.make_pod = make_pod
+        self.sync = self.new_sync()
+
+    def new_sync(self) -> policy_sync.PolicySync:
+        return policy_sync.PolicySync(
+            view=self.view, records=self.records, status_entries=orchestrator.status_entries
+        )
+
+    def add(self, p: model.KubeObject, ips: dict[str, str]) -> records.PodRecord:
+        self.view.upsert(p)
+        rec = record(f"ctr-{model.namespace_of(p)}-{model.name_of(p)}", self.make_pod(), p, ips)
+        self.records.save(rec)
+        return rec
+
+    def table(self, rec: records.PodRecord) -> str | None:
+        return asyncio.run(apply.read_table(rec.netns))
+
+    def converge(self) -> None:
+        asyncio.run(self.sync.converge())
+
+
+@pytest.fixture
+def node(tmp_path: Path, make_pod: Callable[[], str]) -> Node:
+    return Node(tmp_path / "state", make_pod)
+
+
+BLUE = "ns1/blue"
+RED = "ns1/red"
+
+
+@pytest.mark.req("POL-SELECT", "POL-TAG")
+def test_only_selected_pods_on_governed_networks_get_a_table(node: Node) -> None:
+    web = node.add(pod("ns1", "web", {"app": "web"}), {BLUE: "10.91.0.2/24", RED: "10.92.0.2/24"})
+    db = node.add(pod("ns1", "db", {"app": "db"}), {BLUE: "10.91.0.3/24"})
+    node.view.upsert(
+        policy(
+            "deny-web", {"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"]}
+        )
+    )
+    node.converge()
+    text = node.table(web)
+    assert text is not None
+    assert '"net1"' in text
+    assert '"net2"' not in text
+    assert '"eth0"' not in text
+    assert "uid-deny-web" in text
+    assert node.table(db) is None
+    state = node.sync.state(web.container_id)
+    assert state == {
+        "applied": True,
+        "interfaces": ["net1"],
+        "policies": ["ns1/deny-web"],
+        "error": None,
+    }
+    assert node.sync.state(db.container_id) == {
+        "applied": False,
+        "interfaces": [],
+        "policies": [],
+        "error": None,
+    }
+
+
+@pytest.mark.req("POL-UPDATE", "POL-PEERS")
+def test_peers_policy_changes_and_deletion_converge(node: Node) -> None:
+    web = node.add(pod("ns1", "web", {"app": "web"}), {BLUE: "10.91.0.2/24"})
+    node.add(pod("ns1", "client", {"role": "client"}), {BLUE: "10.91.0.7/24"})
+    allow = policy(
+        "allow-clients",
+        {
+            "podSelector": {"matchLabels": {"app": "web"}},
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}],
+        },
+    )
+    node.view.upsert(allow)
+    node.converge()
+    first = node.table(web)
+    assert first is not None
+    assert "10.91.0.7" in first
+
+    # a new peer joins: its address is added
+    node.add(pod("ns1", "client2", {"role": "client"}), {BLUE: "10.91.0.8/24"})
+    node.converge()
+    second = node.table(web)
+    assert second is not None
+    assert "10.91.0.8" in second
+
+    # the first client is relabelled: it drops out
+    node.view.upsert(pod("ns1", "client", {"role": "other"}))
+    node.converge()
+    third = node.table(web)
+    assert third is not None
+    assert "10.91.0.7" not in third
+    assert "10.91.0.8" in third
+
+    # the policy goes: so does the table
+    node.view.remove("MultiNetworkPolicy", "ns1", "allow-clients")
+    node.converge()
+    assert node.table(web) is None
+
+
+@pytest.mark.req("POL-UPDATE")
+def test_start_up_reconcile_removes_a_stale_table_and_applies_a_missing_one(node: Node) -> None:
+    stale = node.add(pod("ns1", "stale", {"app": "web"}), {BLUE: "10.91.0.2/24"})
+    missing = node.add(pod("ns1", "missing", {"app": "db"}), {BLUE: "10.91.0.3/24"})
+    node.view.upsert(
+        policy(
+            "deny-web", {"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"]}
+        )
+    )
+    node.converge()
+    assert node.table(stale) is not None
+    # While "the daemon was down": the policy changed to select the other pod.
+    node.view.upsert(
+        policy(
+            "deny-web", {"podSelector": {"matchLabels": {"app": "db"}}, "policyTypes": ["Ingress"]}
+        )
+    )
+    restarted = node.new_sync()
+    asyncio.run(restarted.reconcile())
+    assert node.table(stale) is None
+    assert node.table(missing) is not None
+
+
+@pytest.mark.req("POL-CRD")
+def test_an_invalid_policy_is_reported_and_the_others_still_apply(
+    node: Node, caplog: pytest.LogCaptureFixture
+) -> None:
+    web = node.add(pod("ns1", "web", {"app": "web"}), {BLUE: "10.91.0.2/24"})
+    node.view.upsert(
+        policy(
+            "broken",
+            {
+                "podSelector": {},
+                "ingress": [{"ports": [{"protocol": "TCP", "port": 90, "endPort": 80}]}],
+            },
+        )
+    )
+    node.view.upsert(policy("good", {"podSelector": {}, "policyTypes": ["Ingress"]}))
+    with caplog.at_level("WARNING", logger="netattach.policy"):
+        node.converge()
+        node.converge()  # the same invalid content is reported once
+    reports = [r.getMessage() for r in caplog.records if "ns1/broken" in r.getMessage()]
+    assert len(reports) == 1
+    assert "endPort" in reports[0]
+    assert "90" in reports[0]
+    text = node.table(web)
+    assert text is not None
+    assert "uid-good" in text
+    assert "uid-broken" not in text
+
+
+@pytest.mark.req("POL-SELECT")
+def test_a_pod_of_another_namespace_or_a_namesake_is_not_governed(node: Node) -> None:
+    node.view.upsert(model.KubeObject(apiVersion="v1", kind="Namespace", metadata={"name": "ns2"}))
+    other = node.add(pod("ns2", "web", {"app": "web"}), {"ns2/blue": "10.91.1.2/24"})
+    namesake = node.add(pod("ns1", "web", {"app": "web"}), {BLUE: "10.91.0.2/24"})
+    # the view now holds a recreated ns1/web with another UID: the record is not that pod's
+    recreated = pod("ns1", "web", {"app": "web"})
+    recreated["metadata"]["uid"] = "uid-web-2"
+    node.view.upsert(recreated)
+    node.view.upsert(policy("deny", {"podSelector": {}, "policyTypes": ["Ingress"]}))
+    node.converge()
+    assert node.table(other) is None
+    assert node.table(namesake) is None
+    assert node.sync.state(other.container_id) == {
+        "applied": False,
+        "interfaces": [],
+        "policies": [],
+        "error": None,
+    }
+    assert node.sync.state(namesake.container_id) is None  # not a pod of the view
