@@ -24,7 +24,18 @@ def test_the_demo_tells_its_story_and_leaves_nothing() -> None:
     assert any("eth0  cluster-default        10.90.0." in line for line in lines)
     assert any("dp0   demo/dataplane         10.92.0.10/24" in line for line in lines)
     assert lines.count("    reply received") == 2
-    assert "    no interface, IP allocation or record left" in lines
+    # the policy story: blocked, then open to the labelled client only, then gone
+    story = [line for line in lines if line.startswith("    ping ")]
+    assert story == [
+        "    ping pod-a -> pod-b over demo/dataplane (10.92.0.11) is blocked",
+        "    ping pod-c -> pod-b over demo/dataplane (10.92.0.11) is blocked",
+        "    ping pod-a -> pod-b over demo/storage (10.91.0.3) answers",
+        "    ping pod-a -> pod-b over demo/dataplane (10.92.0.11) answers",
+        "    ping pod-c -> pod-b over demo/dataplane (10.92.0.11) is blocked",
+        "    ping pod-c -> pod-b over demo/dataplane (10.92.0.11) answers",
+    ]
+    assert "    pod-b has no policy table any more" in lines
+    assert "    no interface, IP allocation, policy table or record left" in lines
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
     assert "na-demo" not in netns.stdout
     assert not Path("/run/netattach-demo").exists()

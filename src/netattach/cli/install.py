@@ -12,7 +12,7 @@ from netattach.cli import demo
 
 
 def run(*, bin_dir: str) -> int:
-    source = Path(demo.thin_executable())
+    source = Path(demo.executable("netattach-thin"))
     if not source.is_file():
         print(f"cannot find netattach-thin (looked for {source})", file=sys.stderr)
         return 1
