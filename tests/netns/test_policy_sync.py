@@ -188,7 +188,7 @@ def test_peers_policy_changes_and_deletion_converge(node: Node) -> None:
     assert node.table(web) is None
 
 
-@pytest.mark.req("POL-UPDATE")
+@pytest.mark.req("POL-UPDATE", "POL-TAG")
 def test_start_up_reconcile_removes_a_stale_table_and_applies_a_missing_one(node: Node) -> None:
     stale = node.add(pod("ns1", "stale", {"app": "web"}), {BLUE: "10.91.0.2/24"})
     missing = node.add(pod("ns1", "missing", {"app": "db"}), {BLUE: "10.91.0.3/24"})
@@ -208,7 +208,9 @@ def test_start_up_reconcile_removes_a_stale_table_and_applies_a_missing_one(node
     restarted = node.new_sync()
     asyncio.run(restarted.reconcile())
     assert node.table(stale) is None
-    assert node.table(missing) is not None
+    text = node.table(missing)
+    assert text is not None
+    assert 'comment "policy uid-deny-web"' in text
 
 
 @pytest.mark.req("POL-CRD")
