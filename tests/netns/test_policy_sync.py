@@ -210,7 +210,7 @@ def test_start_up_reconcile_removes_a_stale_table_and_applies_a_missing_one(node
     assert node.table(stale) is None
     text = node.table(missing)
     assert text is not None
-    assert 'comment "policy uid-deny-web"' in text
+    assert 'comment "isolated by uid-deny-web"' in text
 
 
 @pytest.mark.req("POL-CRD")
