@@ -5,12 +5,15 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from netattach.cluster.model import KubeObject
 from netattach.cni import errors
 from netattach.policy.model import (
     LabelSelector,
     Requirement,
+    collapse,
     parse_policies,
     parse_policy,
     parse_policy_for,
@@ -134,3 +137,30 @@ def test_subtract_several_excepts_both_families() -> None:
     v6 = subtract(net("fd00::/120"), [net("fd00::/121"), net("fd00::80/122"), net("fd00::/122")])
     assert v6 == (net("fd00::c0/122"),)
     assert subtract(net("10.0.0.0/8"), [net("10.0.0.0/8")]) == ()
+
+
+_V4 = st.builds(
+    lambda host, prefix: ipaddress.ip_network(
+        f"10.0.{host >> 8}.{host & 255}/{prefix}", strict=False
+    ),
+    st.integers(0, 1023),
+    st.integers(22, 32),
+)
+_V6 = st.builds(
+    lambda host, prefix: ipaddress.ip_network(f"fd00::{host:x}/{prefix}", strict=False),
+    st.integers(0, 1023),
+    st.integers(118, 128),
+)
+
+
+@pytest.mark.req("POL-IPBLOCK", "POL-COMPACT")
+@given(st.lists(st.one_of(_V4, _V6), max_size=16))
+def test_collapse_covers_exactly_what_the_standard_library_collapse_covers(
+    nets: list[ipaddress.IPv4Network | ipaddress.IPv6Network],
+) -> None:
+    want = (
+        *ipaddress.collapse_addresses([n for n in nets if n.version == 4]),
+        *ipaddress.collapse_addresses([n for n in nets if n.version == 6]),
+    )
+    assert collapse(nets) == want
+    assert collapse(iter(nets)) == want  # a one-pass iterable too

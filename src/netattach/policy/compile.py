@@ -8,6 +8,7 @@ peers x ports (POL-COMPACT).
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -140,23 +141,7 @@ def _ns_labels(ns_labels: Mapping[str, Mapping[str, str]], ns: str) -> Mapping[s
     return ns_labels.get(ns) or {NAMESPACE_NAME_LABEL: ns}
 
 
-def _peer_pods(
-    peer: Peer,
-    policy: Policy,
-    views: Sequence[_PodView],
-    ns_labels: Mapping[str, Mapping[str, str]],
-) -> list[_PodView]:
-    out = []
-    for v in views:
-        if peer.namespace_selector is None:
-            if v.namespace != policy.namespace:
-                continue
-        elif not peer.namespace_selector.matches(_ns_labels(ns_labels, v.namespace)):
-            continue
-        if peer.pod_selector is not None and not peer.pod_selector.matches(v.labels):
-            continue
-        out.append(v)
-    return out
+_Groups = list[tuple[tuple[IPNetwork, ...] | None, tuple[PortRange, ...] | None]]
 
 
 def _resolve(ports: tuple[PortSpec, ...], dest: _PodView | None) -> tuple[PortRange, ...] | None:
@@ -176,47 +161,167 @@ def _resolve(ports: tuple[PortSpec, ...], dest: _PodView | None) -> tuple[PortRa
     return tuple(sorted(out))
 
 
-def _rule_groups(
-    rule: Rule,
-    direction: Direction,
-    *,
-    policy: Policy,
-    network: str,
-    target: _PodView,
-    views: Sequence[_PodView],
-    ns_labels: Mapping[str, Mapping[str, str]],
-) -> list[tuple[tuple[IPNetwork, ...] | None, tuple[PortRange, ...] | None]]:
-    """(peers, ports) groups of one rule; more than one only for egress to named ports."""
-    peers: tuple[IPNetwork, ...] | None = None
-    if rule.peers:
-        nets: list[IPNetwork] = []
-        for peer in rule.peers:
-            if peer.ip_block is not None:
-                nets.extend(peer.ip_block.networks())
-            else:
-                for v in _peer_pods(peer, policy, views, ns_labels):
-                    nets.extend(v.addresses.get(network, ()))
-        peers = collapse(nets)
-    named = any(isinstance(p.port, str) for p in rule.ports)
-    if direction == "ingress" or not named:
-        return [(peers, _resolve(rule.ports, target if direction == "ingress" else None))]
-    # Egress to named ports: each destination pod resolves the names itself.
-    groups: dict[tuple[PortRange, ...] | None, list[IPNetwork]] = {}
-    numeric_specs = tuple(p for p in rule.ports if not isinstance(p.port, str))
-    numeric = _resolve(numeric_specs, None) if numeric_specs else ()
-    out: list[tuple[tuple[IPNetwork, ...] | None, tuple[PortRange, ...] | None]] = []
-    if numeric:
-        out.append((peers, numeric))
-    for v in views:
-        resolved = _resolve(rule.ports, v)
-        if not resolved or resolved == numeric:
-            continue
-        for addr in v.addresses.get(network, ()):
-            if peers is None or any(addr.network_address in n for n in peers):
-                groups.setdefault(resolved, []).append(addr)
-    for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
-        out.append((collapse(addrs), ports))
-    return out
+class _Membership:
+    """Whether a host address lies in any of `nets` (None: everything), by bisection over the
+    collapsed (so disjoint and sortable) networks."""
+
+    def __init__(self, nets: tuple[IPNetwork, ...] | None) -> None:
+        self.everything = nets is None
+        self.ranges: dict[int, tuple[list[int], list[int]]] = {}
+        for net in sorted(nets or (), key=lambda n: (n.version, int(n.network_address))):
+            starts, ends = self.ranges.setdefault(net.version, ([], []))
+            starts.append(int(net.network_address))
+            ends.append(int(net.broadcast_address))
+
+    def __call__(self, host: IPNetwork) -> bool:
+        if self.everything:
+            return True
+        starts, ends = self.ranges.get(host.version, ([], []))
+        value = int(host.network_address)
+        i = bisect.bisect_right(starts, value) - 1
+        return i >= 0 and value <= ends[i]
+
+
+class _Compiler:
+    """One cluster snapshot, compiled for any number of targets.
+
+    A rule's peers (and, for egress, its per-destination port groups) do not depend on the
+    target, so they are resolved once per (policy, direction, rule, network) and reused: the
+    cost grows with policies x pods once, not again with every target.
+    """
+
+    def __init__(
+        self,
+        views: Sequence[_PodView],
+        ns_labels: Mapping[str, Mapping[str, str]],
+        policies: Sequence[Policy],
+    ) -> None:
+        self.views = views
+        self.ns_labels = ns_labels
+        self.by_namespace: dict[str, list[_PodView]] = {}
+        for v in views:
+            self.by_namespace.setdefault(v.namespace, []).append(v)
+        self.policies: dict[str, list[Policy]] = {}
+        for policy in sorted(policies, key=lambda p: (p.namespace, p.name, p.uid)):
+            self.policies.setdefault(policy.namespace, []).append(policy)
+        self._peers: dict[tuple[int, Direction, int, str], tuple[IPNetwork, ...] | None] = {}
+        self._egress: dict[tuple[int, int, str], _Groups] = {}
+
+    def _namespaces(self, peer: Peer, policy: Policy) -> list[str]:
+        if peer.namespace_selector is None:
+            return [policy.namespace]
+        return [
+            ns
+            for ns in self.by_namespace
+            if peer.namespace_selector.matches(_ns_labels(self.ns_labels, ns))
+        ]
+
+    def _peer_pods(self, peer: Peer, policy: Policy) -> list[_PodView]:
+        out = []
+        for ns in self._namespaces(peer, policy):
+            for v in self.by_namespace.get(ns, ()):
+                if peer.pod_selector is None or peer.pod_selector.matches(v.labels):
+                    out.append(v)
+        return out
+
+    def peers(
+        self, policy: Policy, direction: Direction, index: int, rule: Rule, network: str
+    ) -> tuple[IPNetwork, ...] | None:
+        """The addresses a rule admits on `network` (None: any address)."""
+        key = (id(policy), direction, index, network)
+        if key in self._peers:
+            return self._peers[key]
+        peers: tuple[IPNetwork, ...] | None = None
+        if rule.peers:
+            nets: list[IPNetwork] = []
+            for peer in rule.peers:
+                if peer.ip_block is not None:
+                    nets.extend(peer.ip_block.networks())
+                else:
+                    for v in self._peer_pods(peer, policy):
+                        nets.extend(v.addresses.get(network, ()))
+            peers = collapse(nets)
+        self._peers[key] = peers
+        return peers
+
+    def groups(
+        self,
+        policy: Policy,
+        direction: Direction,
+        index: int,
+        rule: Rule,
+        *,
+        network: str,
+        target: _PodView,
+    ) -> _Groups:
+        """(peers, ports) groups of one rule; more than one only for egress to named ports."""
+        peers = self.peers(policy, direction, index, rule, network)
+        named = any(isinstance(p.port, str) for p in rule.ports)
+        if direction == "ingress" or not named:
+            return [(peers, _resolve(rule.ports, target if direction == "ingress" else None))]
+        key = (id(policy), index, network)
+        if key not in self._egress:
+            self._egress[key] = self._egress_groups(rule, network, peers)
+        return self._egress[key]
+
+    def _egress_groups(
+        self, rule: Rule, network: str, peers: tuple[IPNetwork, ...] | None
+    ) -> _Groups:
+        """Egress to named ports: each destination pod resolves the names itself."""
+        groups: dict[tuple[PortRange, ...] | None, list[IPNetwork]] = {}
+        numeric_specs = tuple(p for p in rule.ports if not isinstance(p.port, str))
+        numeric = _resolve(numeric_specs, None) if numeric_specs else ()
+        out: _Groups = []
+        if numeric:
+            out.append((peers, numeric))
+        inside = _Membership(peers)
+        by_ports: dict[tuple[tuple[str, str, int], ...], tuple[PortRange, ...] | None] = {}
+        for v in self.views:
+            addresses = v.addresses.get(network, ())
+            if not addresses:
+                continue
+            if v.ports not in by_ports:
+                by_ports[v.ports] = _resolve(rule.ports, v)
+            resolved = by_ports[v.ports]
+            if not resolved or resolved == numeric:
+                continue
+            for addr in addresses:
+                if inside(addr):
+                    groups.setdefault(resolved, []).append(addr)
+        for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
+            out.append((collapse(addrs), ports))
+        return out
+
+    def compile(self, target: _PodView) -> dict[str, InterfaceRules]:
+        selecting = [
+            p
+            for p in self.policies.get(target.namespace, ())
+            if p.pod_selector.matches(target.labels)
+        ]
+        result: dict[str, InterfaceRules] = {}
+        for ifname, network in target.interfaces:
+            governing = [p for p in selecting if network in p.networks]
+            if not governing or ifname in result:
+                continue
+            per_dir: dict[Direction, DirectionRules | None] = {}
+            for direction in DIRECTIONS:
+                isolating = [p for p in governing if direction in p.policy_types]
+                if not isolating:
+                    per_dir[direction] = None
+                    continue
+                rules: list[AllowRule] = []
+                for policy in isolating:
+                    for i, rule in enumerate(policy.rules(direction)):
+                        origin = f"{policy.key} {direction}[{i}]"
+                        for peers, ports in self.groups(
+                            policy, direction, i, rule, network=network, target=target
+                        ):
+                            if peers == () or ports == ():
+                                continue  # allows nothing
+                            rules.append(AllowRule(policy.uid, origin, peers, ports))
+                per_dir[direction] = DirectionRules(tuple(p.uid for p in isolating), tuple(rules))
+            result[ifname] = InterfaceRules(network, per_dir["ingress"], per_dir["egress"])
+        return result
 
 
 def compile_pod(
@@ -239,55 +344,8 @@ def compile_pods(
     policies: Sequence[Policy],
 ) -> dict[str, dict[str, InterfaceRules]]:
     """`compile_pod` for each of `targets` ("ns/name" -> rules), reading the cluster once."""
-    views = [_view(p) for p in pods]
-    ns_labels = namespace_labels(namespaces)
-    return {pod_key(pod): _compile(_view(pod), views, ns_labels, policies) for pod in targets}
-
-
-def _compile(
-    target: _PodView,
-    views: Sequence[_PodView],
-    ns_labels: Mapping[str, Mapping[str, str]],
-    policies: Sequence[Policy],
-) -> dict[str, InterfaceRules]:
-    selecting = sorted(
-        (
-            p
-            for p in policies
-            if p.namespace == target.namespace and p.pod_selector.matches(target.labels)
-        ),
-        key=lambda p: (p.namespace, p.name, p.uid),
-    )
-    result: dict[str, InterfaceRules] = {}
-    for ifname, network in target.interfaces:
-        governing = [p for p in selecting if network in p.networks]
-        if not governing or ifname in result:
-            continue
-        per_dir: dict[Direction, DirectionRules | None] = {}
-        for direction in DIRECTIONS:
-            isolating = [p for p in governing if direction in p.policy_types]
-            if not isolating:
-                per_dir[direction] = None
-                continue
-            rules: list[AllowRule] = []
-            for policy in isolating:
-                for i, rule in enumerate(policy.rules(direction)):
-                    origin = f"{policy.key} {direction}[{i}]"
-                    for peers, ports in _rule_groups(
-                        rule,
-                        direction,
-                        policy=policy,
-                        network=network,
-                        target=target,
-                        views=views,
-                        ns_labels=ns_labels,
-                    ):
-                        if peers == () or ports == ():
-                            continue  # allows nothing
-                        rules.append(AllowRule(policy.uid, origin, peers, ports))
-            per_dir[direction] = DirectionRules(tuple(p.uid for p in isolating), tuple(rules))
-        result[ifname] = InterfaceRules(network, per_dir["ingress"], per_dir["egress"])
-    return result
+    compiler = _Compiler([_view(p) for p in pods], namespace_labels(namespaces), policies)
+    return {pod_key(pod): compiler.compile(_view(pod)) for pod in targets}
 
 
 def allows(

@@ -6,6 +6,7 @@ offending values; a caller skips an invalid policy and keeps the others.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -81,7 +82,7 @@ class IPBlock:
 
     def networks(self) -> tuple[IPNetwork, ...]:
         """The CIDR minus every exception, as disjoint networks in address order."""
-        return subtract(self.cidr, self.excepts)
+        return _block_networks(self.cidr, self.excepts)
 
 
 @dataclass(frozen=True)
@@ -145,14 +146,44 @@ def subtract(cidr: IPNetwork, excepts: Iterable[IPNetwork]) -> tuple[IPNetwork, 
     return collapse(remaining)
 
 
+@functools.lru_cache(maxsize=4096)
+def _block_networks(cidr: IPNetwork, excepts: tuple[IPNetwork, ...]) -> tuple[IPNetwork, ...]:
+    return subtract(cidr, excepts)
+
+
 def collapse(nets: Iterable[IPNetwork]) -> tuple[IPNetwork, ...]:
-    """Disjoint, sorted networks covering the same addresses (per family, IPv4 first)."""
-    v4 = [n for n in nets if isinstance(n, ipaddress.IPv4Network)]
-    v6 = [n for n in nets if isinstance(n, ipaddress.IPv6Network)]
-    return (
-        *ipaddress.collapse_addresses(v4),
-        *ipaddress.collapse_addresses(v6),
+    """Disjoint, sorted networks covering the same addresses (per family, IPv4 first).
+
+    What `ipaddress.collapse_addresses` returns, computed on integer ranges: a run of
+    overlapping or adjacent networks is summarized, a network alone is kept as it is (the
+    common case of peers' host addresses, which the library would rebuild one by one).
+    """
+    ranges: list[tuple[int, int, int, IPNetwork]] = sorted(
+        ((n.version, int(n.network_address), int(n.broadcast_address), n) for n in nets),
+        key=lambda r: r[:3],
     )
+    out: list[IPNetwork] = []
+    run: list[IPNetwork] = []
+    version = start = end = -1
+
+    def flush() -> None:
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            factory = ipaddress.IPv4Address if version == 4 else ipaddress.IPv6Address
+            out.extend(ipaddress.summarize_address_range(factory(start), factory(end)))
+
+    for v, first, last, net in ranges:
+        if run and v == version and first <= end + 1:
+            if len(run) == 1 and first >= start and last <= end:
+                continue  # inside the run's only network (a duplicate host): nothing changes
+            end = max(end, last)
+            run.append(net)
+            continue
+        flush()
+        run, version, start, end = [net], v, first, last
+    flush()
+    return tuple(out)
 
 
 def parse_policy_for(value: str, namespace: str) -> tuple[str, ...]:
