@@ -93,6 +93,7 @@ class PolicySync:
         self._dirty = asyncio.Event()
         self._reported: dict[str, str] = {}  # policy key -> the problem last reported
         self._parsed: dict[tuple[str, str, str], Policy | errors.CNIError] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         self.passes = 0
 
     # -- triggers -------------------------------------------------------------------------------
@@ -258,7 +259,8 @@ class PolicySync:
         message = f"{exc.msg}: {exc.details}" if exc.details else exc.msg
         log.warning("MultiNetworkPolicy %s/%s skipped: %s", ns, name, message)
         if self._events is not None:
-            asyncio.get_running_loop().create_task(
+            # record_event only queues: the task ends at once; a reference keeps it alive.
+            task = asyncio.get_running_loop().create_task(
                 self._events.record_event(
                     ns,
                     name,
@@ -269,6 +271,8 @@ class PolicySync:
                     kind=model.POLICY,
                 )
             )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _entries(self, record: records_mod.PodRecord) -> list[dict[str, object]]:
         return self._status_entries(record)
