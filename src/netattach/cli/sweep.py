@@ -11,7 +11,7 @@ from netattach.daemon import settings, thin
 def run(*, config: str) -> int:
     try:
         cfg = settings.load_settings(Path(config))
-        swept = asyncio.run(thin.build_orchestrator(cfg).sweep())
+        swept = asyncio.run(thin.build_orchestrator(cfg, sweep_only=True).sweep())
     except errors.CNIError as exc:
         print(f"netattach gc: {exc}", file=sys.stderr)
         return 1

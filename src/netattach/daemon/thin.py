@@ -18,21 +18,43 @@ from netattach.runtime import chain
 log = logging.getLogger("netattach.thin")
 
 
-def build_orchestrator(cfg: settings.Settings) -> orchestrator.Orchestrator:
-    if not isinstance(cfg.feed, settings.DirectoryFeed):
+class _NoStatus:
+    """Where a sweep off the Kubernetes feed "removes" status: nowhere. The pods it sweeps are
+    gone, and with them their annotations; the records and allocations are what matter."""
+
+    async def publish_status(
+        self, namespace: str, pod: str, entries: list[dict[str, object]], *, uid: str = ""
+    ) -> None:
+        return None
+
+    async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None:
+        return None
+
+
+def build_orchestrator(
+    cfg: settings.Settings, *, sweep_only: bool = False
+) -> orchestrator.Orchestrator:
+    """The orchestrator of one call. `sweep_only` (`netattach gc`): the pod records are all it
+    reads, so any feed will do; with the Kubernetes feed no API is contacted."""
+    view = store.ClusterStore()
+    sink: orchestrator.StatusSink
+    if isinstance(cfg.feed, settings.DirectoryFeed):
+        feed = files.DirectoryFeed(cfg.feed.path, view)
+        for problem in feed.load():
+            log.warning("%s", problem)
+        sink = feed
+    elif sweep_only:
+        sink = _NoStatus()
+    else:
         raise errors.InvalidNetworkConfigError(
             f"{cfg.source}: the thin plugin needs feed.directory",
             "the Kubernetes feed is served by the node daemon",
         )
-    view = store.ClusterStore()
-    feed = files.DirectoryFeed(cfg.feed.path, view)
-    for problem in feed.load():
-        log.warning("%s", problem)
     state_dir = cfg.runtime.state_dir
     return orchestrator.Orchestrator(
         settings=cfg,
         view=view,
-        sink=feed,
+        sink=sink,
         runtime=chain.Runtime(
             path=[str(p) for p in cfg.runtime.bin_dirs],
             cache_dir=state_dir / "cache",
