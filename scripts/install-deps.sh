@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what netattach's demo and tests need on a Debian machine, only what is missing.
 # Debian packages: containernetworking-plugins (/usr/lib/cni), iproute2, nftables, util-linux
-# (nsenter), iputils-ping; python3-venv when the interpreter cannot make a virtualenv.
+# (nsenter), iputils-ping, graphviz (`dot`, for `netattach graph`); python3-venv when the
+# interpreter cannot make a virtualenv; gcc and python3-dev for the shim's Nuitka build.
 set -euo pipefail
 
 need=()
@@ -10,7 +11,12 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+command -v dot >/dev/null 2>&1 || need+=(graphviz)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+# The shim's self-contained build (Nuitka, `make shim`, its tests) compiles C against Python.h.
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_path("include"), "Python.h")))' \
+  >/dev/null 2>&1 || need+=(python3-dev)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
