@@ -1,29 +1,29 @@
-"""`netattach daemon --config FILE`: the node daemon until SIGTERM or SIGINT."""
+"""`netattach daemon --config FILE [--log-format text|json] [--log-level LEVEL]`: the node
+daemon until SIGTERM or SIGINT. `--log-level` overrides the settings' `logLevel`."""
 
 import asyncio
-import logging
 import signal
 import sys
 from pathlib import Path
 
+from netattach import logs
 from netattach.cni import errors
 from netattach.daemon import service, settings
 
 
-def run(*, config: str, shim: str | None) -> int:
+def run(
+    *,
+    config: str,
+    shim: str | None,
+    log_format: logs.LogFormat = "text",
+    log_level: str | None = None,
+) -> int:
     try:
         cfg = settings.load_settings(Path(config))
     except errors.CNIError as exc:
         print(f"netattach daemon: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=cfg.logging.level.upper(),
-        format="%(asctime)s netattach %(levelname)s %(name)s: %(message)s",
-    )
-    # the HTTP client logs every request at INFO: the feed reports what matters itself
-    for noisy in ("httpx", "httpx2", "httpcore"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logs.configure(log_level or cfg.logging.level, log_format)
 
     async def main() -> int:
         stop = asyncio.Event()

@@ -1,12 +1,15 @@
 """`netattach validate FILE... [-]`: check manifests and configs before a node has to run them.
 
 Each file (`-` is standard input) holds YAML or JSON: one document, several separated by `---`,
-or a `kind: List` as `kubectl get -o yaml` prints it. Every document is checked as what it is:
+or a list as `kubectl get -o yaml` prints it (`kind: List`, or the API's `PodList`, ... whose
+items may omit their kind). Every document is checked as what it is:
 
     netattach settings                a mapping with `clusterNetwork` (or with settings keys
                                       only): every key, as the daemon reads them
     NetworkAttachmentDefinition       name and namespace (NAD-NAME); spec.config parsed by the
                                       daemon's own `resolve_delegate` (NAD-BADCONF)
+    MultiNetworkPolicy                parsed by the daemon's own `policy.model.parse_policy`:
+                                      the policy-for annotation, selectors, peers, ports
     Pod, and the pod template of a    the selection annotation, parsed by the daemon's own
     Deployment, DaemonSet, ...        `parse_selections`
     a CNI config or config list       a mapping with `type`, `plugins` or `cniVersion`
@@ -30,6 +33,7 @@ from netattach.attach import delegate, selection
 from netattach.cluster import documents, model
 from netattach.cni import conf, errors
 from netattach.daemon import settings
+from netattach.policy import model as policy_model
 
 STDIN = "-"
 _STDIN_LABEL = "<stdin>"
@@ -56,6 +60,14 @@ _CNI_KEYS = ("type", "plugins", "cniVersion", "cniVersions")
 # and ": " (`networks: `, `networks[0].mac: `); a "; " inside a quoted bad value is not followed
 # by that, so it does not split.
 _SELECTION_SPLIT = re.compile(r"; (?=networks[^\s:]*: )")
+# parse_policy's problems likewise start with their field (or the policy-for annotation's name).
+_POLICY_SPLIT = re.compile(
+    r"; (?=(?:kind|apiVersion|metadata|spec|"
+    + re.escape(policy_model.POLICY_FOR_ANNOTATION)
+    + r")[\s.:\[])"
+)
+# What a policy's problem line may hold: parse_policy quotes whole values, which can be large.
+_PROBLEM_CHARS = 400
 # standard §3.3 (NAD-NAME): NAD names and namespaces are DNS-1123 labels.
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _LABEL_MAX = 63
@@ -177,12 +189,22 @@ def _check_object(
     items = document.get("items")
     if kind.endswith("List") and isinstance(items, list):
         # `kubectl get -o yaml` prints a `kind: List`; the API's own lists are `PodList`, ...
+        # whose items of built-in kinds carry no kind or apiVersion of their own.
+        item_kind = kind.removesuffix("List")
+        api_version = document.get("apiVersion")
         for index, item in enumerate(items):
-            _check_document(item, label, f"{where}.items[{index}]", report)
+            typed = item
+            if item_kind and isinstance(item, Mapping) and "kind" not in item:
+                typed = {"kind": item_kind, **item}
+                if isinstance(api_version, str) and "apiVersion" not in item:
+                    typed["apiVersion"] = api_version
+            _check_document(typed, label, f"{where}.items[{index}]", report)
         return
     subject = f"{label} {kind} {_identity(document, where)}"
     if kind == model.NAD:
         report.results(subject, *_nad_problems(document))
+    elif kind == model.POLICY:
+        report.results(subject, *_policy_problems(document))
     elif kind == model.POD:
         namespace, name = _names(document)
         report.results(subject, _selection_problems(document, namespace, name, ""))
@@ -250,6 +272,60 @@ def _nad_problems(document: Mapping[str, object]) -> tuple[list[str], list[str]]
         if found.name_mismatch is not None:
             warnings.append(found.name_mismatch.removeprefix(nad))
     return problems, warnings
+
+
+# --- MultiNetworkPolicy ------------------------------------------------------------------------
+
+
+def _policy_problems(document: Mapping[str, object]) -> tuple[list[str], list[str]]:
+    """The policy's problems, as the daemon's parser finds them, and warnings."""
+    metadata = document.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return [f"metadata: must be a mapping with a name, got {_show(metadata)}"], []
+    problems = [
+        f"metadata.{key}: must be a string, got {_show(metadata[key])}"
+        for key in ("name", "namespace", "uid")
+        if key in metadata and not isinstance(metadata[key], str)
+    ]
+    annotations = metadata.get("annotations")
+    if annotations is not None and not isinstance(annotations, Mapping):
+        problems.append(f"metadata.annotations: must be a mapping, got {_show(annotations)}")
+    elif isinstance(annotations, Mapping):
+        problems += [
+            f"metadata.annotations[{key!r}]: must be a string, got {_show(value)}"
+            for key, value in annotations.items()
+            if not isinstance(value, str)
+        ]
+    if problems:
+        return problems, []
+    warnings: list[str] = []
+    filled = dict(metadata)
+    # Before the API server has it, a manifest has no namespace (kubectl's) and no uid (the
+    # server's); the directory feed reads manifests as they are and needs the uid (POL-TAG).
+    filled.setdefault("namespace", "default")
+    if not filled.get("uid"):
+        filled["uid"] = "validate-placeholder"
+        warnings.append(
+            "metadata.uid: none; the API server gives one, but a directory feed skips a "
+            "policy without it"
+        )
+    policy: dict[str, object] = {**document, "metadata": filled}
+    try:
+        policy_model.parse_policy(policy)  # type: ignore[arg-type]  # the raw object, checked
+    except errors.InvalidNetworkConfigError as exc:
+        return [_bounded(_policy_field(p)) for p in _POLICY_SPLIT.split(exc.details)], warnings
+    return [], warnings
+
+
+def _policy_field(problem: str) -> str:
+    # The policy-for problems name the annotation but not where it sits.
+    if problem.startswith(policy_model.POLICY_FOR_ANNOTATION):
+        return f"metadata.annotations[{policy_model.POLICY_FOR_ANNOTATION!r}]: {problem}"
+    return problem
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= _PROBLEM_CHARS else text[:_PROBLEM_CHARS] + "..."
 
 
 # --- the selection annotation ------------------------------------------------------------------

@@ -4,12 +4,22 @@ Hand-rolled on asyncio streams because the protocol is one fixed request shape: 
 accepts exactly it, bounded at every step (request line, headers, body, time), answers anything
 else with a 4xx that still carries a CNI error, and never lets one bad client take the daemon
 down.
+
+One read-only route sits beside it for operators (`netattach status`):
+
+    GET /v1/pods[?namespace=NS&name=POD]   →   200 {JSON the `pods` callback returns}
+
+answered by a callback the daemon gives; a query it refuses (`ValueError`) is a 400 with
+`{"error": ...}`. Without the callback the route does not exist (404).
 """
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import logging
 import os
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
@@ -20,6 +30,11 @@ from netattach.daemon import dispatch
 log = logging.getLogger("netattach.server")
 
 Handler = Callable[[Mapping[str, str], bytes], Awaitable[dispatch.Reply]]
+# A read-only query: its parameters in, a JSON-serialisable answer out.
+ReadHandler = Callable[[Mapping[str, str]], Awaitable[object]]
+
+PODS_PATH = "/v1/pods"
+MAX_QUERY_PARAMS = 8
 
 MAX_HEADER_LINE = 8192
 MAX_HEADERS = 64
@@ -33,6 +48,7 @@ _REASONS = {
     408: "Request Timeout",
     411: "Length Required",
     413: "Content Too Large",
+    500: "Internal Server Error",
 }
 
 
@@ -67,8 +83,38 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, 
     raise BadRequestError(400, f"more than {MAX_HEADERS} headers")
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[dict[str, str], bytes]:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Read:
+    """A GET of a read-only route: which route, and its query parameters."""
+
+    path: str
+    query: dict[str, str]
+
+
+def _parse_query(text: str) -> dict[str, str]:
+    try:
+        pairs = urllib.parse.parse_qsl(
+            text, keep_blank_values=True, strict_parsing=bool(text), max_num_fields=MAX_QUERY_PARAMS
+        )
+    except ValueError as exc:
+        raise BadRequestError(400, f"malformed query {text[:80]!r}: {exc}") from exc
+    query: dict[str, str] = {}
+    for key, value in pairs:
+        if key in query:
+            raise BadRequestError(400, f"query parameter {key[:40]!r} given twice")
+        query[key] = value
+    return query
+
+
+async def _read_request(
+    reader: asyncio.StreamReader, reads: Mapping[str, ReadHandler]
+) -> tuple[dict[str, str], bytes] | _Read:
     method, target, headers = await _read_head(reader)
+    path, _, query = target.partition("?")
+    if method == "GET" and path in reads:
+        if headers.get("content-length", "0") != "0" or "transfer-encoding" in headers:
+            raise BadRequestError(400, f"a GET of {path} carries no body")
+        return _Read(path, _parse_query(query))
     if target != wire.PATH:
         raise BadRequestError(
             404, f"no such endpoint {target[:80]!r} (the CNI endpoint is {wire.PATH})"
@@ -90,6 +136,10 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[dict[str, str], b
         raise BadRequestError(400, str(exc)) from exc
 
 
+def _json_body(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def _response(status: int, body: bytes) -> bytes:
     head = (
         f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
@@ -101,9 +151,16 @@ def _response(status: int, body: bytes) -> bytes:
 
 
 class CNIServer:
-    def __init__(self, handler: Handler, *, read_timeout: float = READ_TIMEOUT) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        read_timeout: float = READ_TIMEOUT,
+        pods: ReadHandler | None = None,
+    ) -> None:
         self.handler = handler
         self.read_timeout = read_timeout
+        self.reads: dict[str, ReadHandler] = {} if pods is None else {PODS_PATH: pods}
         self._server: asyncio.base_events.Server | None = None
         self.path: Path | None = None
         self._inflight: set[asyncio.Task[dispatch.Reply]] = set()
@@ -141,7 +198,9 @@ class CNIServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             try:
-                environ, stdin = await asyncio.wait_for(_read_request(reader), self.read_timeout)
+                request = await asyncio.wait_for(
+                    _read_request(reader, self.reads), self.read_timeout
+                )
             except BadRequestError as exc:
                 failure: errors.CNIError = errors.DecodingFailureError(
                     f"bad request to the netattach daemon: {exc.message}"
@@ -163,6 +222,10 @@ class CNIServer:
                 ValueError,
             ):
                 return  # the client went away or sent a line past the limit: nobody to answer
+            if isinstance(request, _Read):
+                writer.write(await self._answer_read(request))
+                return
+            environ, stdin = request
             # The call runs as a task of its own, shielded: closing the server waits for it
             # (bounded) instead of cancelling a delegate half-way.
             call = asyncio.ensure_future(self.handler(environ, stdin))
@@ -179,3 +242,13 @@ class CNIServer:
                 await writer.drain()
                 writer.close()
                 await writer.wait_closed()
+
+    async def _answer_read(self, request: _Read) -> bytes:
+        try:
+            answer = await self.reads[request.path](request.query)
+        except ValueError as exc:
+            return _response(400, _json_body({"error": str(exc)}))
+        except Exception:
+            log.exception("error answering GET %s", request.path)
+            return _response(500, _json_body({"error": "internal error (see the daemon's log)"}))
+        return _response(200, _json_body(answer))

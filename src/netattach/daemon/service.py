@@ -22,6 +22,7 @@ from netattach.cluster import files, kube, model, store
 from netattach.cni import errors, spec
 from netattach.daemon import (
     dispatch,
+    introspect,
     locks,
     metrics,
     orchestrator,
@@ -338,6 +339,9 @@ class Daemon:
 
     async def describe_pods(self, query: Mapping[str, str]) -> object:
         """`GET /v1/pods` on the socket (`netattach status`): the recorded pods, read-only."""
-        from netattach.daemon import introspect
+        state = self.policy.state if self.policy is not None else _no_policy
+        return await introspect.pods_reply(self.orchestrator.records, state, query)
 
-        return await introspect.pods_reply(self.orchestrator.records, lambda _: None, query)
+
+def _no_policy(_container_id: str) -> None:
+    return None

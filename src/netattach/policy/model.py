@@ -17,7 +17,7 @@ from netattach.cluster.model import (
     API_VERSIONS,
     POLICY,
     KubeObject,
-    annotation,
+    meta,
     name_of,
     namespace_of,
     uid_of,
@@ -402,29 +402,44 @@ class _Parser:
         return tuple(out)
 
 
+def _check_metadata(p: _Parser, obj: KubeObject) -> tuple[str, ...]:
+    """Report what is wrong with the policy's metadata; the networks `policy-for` names."""
+    ns, name, uid = namespace_of(obj), name_of(obj), uid_of(obj)
+    # Raw input may hold anything where strings belong: each is reported, never raised on.
+    if not isinstance(ns, str) or not _DNS_LABEL.match(ns):
+        p.bad("metadata.namespace", f"{ns!r} is not a namespace name")
+    if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
+        p.bad("metadata.name", f"{name!r} is not a valid name")
+    if not isinstance(uid, str) or not _UID.match(uid):
+        p.bad("metadata.uid", f"{uid!r} is not a valid UID")
+    networks: tuple[str, ...] = ()
+    annotations = meta(obj).get("annotations")
+    pf = annotations.get(POLICY_FOR_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if not isinstance(annotations, Mapping | None):
+        p.bad("metadata.annotations", f"must be a mapping of strings, not {annotations!r}")
+    elif pf is not None and not isinstance(pf, str):
+        p.bad(f"metadata.annotations[{POLICY_FOR_ANNOTATION!r}]", f"{pf!r} is not a string")
+    elif pf is None or not pf.strip():
+        p.bad("metadata.annotations", f"{POLICY_FOR_ANNOTATION!r} is missing or empty")
+    else:
+        networks, more = _policy_for(pf, ns)
+        p.problems.extend(more)
+    return networks
+
+
 def parse_policy(obj: KubeObject) -> Policy:
     """The policy, or `InvalidNetworkConfigError` listing every problem of it."""
     ns, name, uid = namespace_of(obj), name_of(obj), uid_of(obj)
     label = f"MultiNetworkPolicy {ns or '?'}/{name or '?'}"
+    if not isinstance(ns, str) or not isinstance(name, str):
+        label = f"MultiNetworkPolicy {ns!r}/{name!r}"
     p = _Parser()
     kind, api = obj.get("kind"), obj.get("apiVersion")
     if kind is not None and kind != POLICY:
         p.bad("kind", f"{kind!r} is not {POLICY!r}")
     if api is not None and api != API_VERSIONS[POLICY]:
         p.bad("apiVersion", f"{api!r} is not {API_VERSIONS[POLICY]!r}")
-    if not _DNS_LABEL.match(ns):
-        p.bad("metadata.namespace", f"{ns!r} is not a namespace name")
-    if not _DNS_SUBDOMAIN.match(name):
-        p.bad("metadata.name", f"{name!r} is not a valid name")
-    if not _UID.match(uid):
-        p.bad("metadata.uid", f"{uid!r} is not a valid UID")
-    networks: tuple[str, ...] = ()
-    pf = annotation(obj, POLICY_FOR_ANNOTATION)
-    if pf is None or not pf.strip():
-        p.bad("metadata.annotations", f"{POLICY_FOR_ANNOTATION!r} is missing or empty")
-    else:
-        networks, more = _policy_for(pf, ns)
-        p.problems.extend(more)
+    networks = _check_metadata(p, obj)
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         p.bad("spec", f"must be an object, not {spec!r}")

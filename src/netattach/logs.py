@@ -1,0 +1,126 @@
+"""How netattach's processes log: one `configure()` call sets the level and the line format.
+
+Two formats, chosen on the command line (`--log-format`), never in the settings file:
+
+    text   `2024-05-01T10:00:00.123Z netattach INFO netattach.orchestrator: [ns/pod/uid:net] ...`
+    json   one object per line: `time`, `level`, `logger`, `message`, and `pod`, `uid`,
+           `network` when the line is about a pod, `exception` with the traceback
+
+A line is about a pod when the record carries `pod` (and maybe `uid`, `network`) as `extra`
+(`pod_fields()` builds them), or when its message already starts with the `[ns/pod/uid:network]`
+prefix that `orchestrator.PodRef.prefix` writes (Multus's form). Either way the text line starts
+with that prefix and the JSON line has the fields, so operators grep one shape and log pipelines
+index the other.
+"""
+
+import datetime
+import json
+import logging
+import re
+import sys
+from collections.abc import Mapping
+from typing import Final, Literal, TextIO
+
+LogFormat = Literal["text", "json"]
+FORMATS: Final[tuple[LogFormat, ...]] = ("text", "json")
+LEVELS: Final = ("debug", "info", "warning", "error")
+
+# The HTTP client logs every request at INFO: the feed reports what matters itself.
+_QUIET: Final = ("httpx", "httpx2", "httpcore")
+# `[ns/pod/uid]` or `[ns/pod/uid:network]` at the start of a message; a NAD network is `ns/net`.
+_PREFIX: Final = re.compile(
+    r"\[(?P<namespace>[^/\]\s]*)/(?P<pod>[^/\]\s]+)/(?P<uid>[^:\]\s]*)(?::(?P<network>[^\]\s]+))?\]"
+)
+
+
+def pod_fields(namespace: str, pod: str, uid: str = "", network: str = "") -> dict[str, str]:
+    """The `extra` of a log call about a pod: `log.info("...", extra=pod_fields(...))`."""
+    fields = {"pod": f"{namespace}/{pod}", "uid": uid}
+    if network:
+        fields["network"] = network
+    return fields
+
+
+def prefix(fields: Mapping[str, str]) -> str:
+    """`[ns/pod/uid:network]` from `pod_fields()`."""
+    network = fields.get("network", "")
+    return f"[{fields['pod']}/{fields.get('uid', '')}{':' + network if network else ''}]"
+
+
+def _pod_of(record: logging.LogRecord, message: str) -> dict[str, str]:
+    """The pod fields of a record: its `extra`, else the prefix its message starts with."""
+    pod = getattr(record, "pod", None)
+    if isinstance(pod, str) and pod:
+        fields = {"pod": pod, "uid": str(getattr(record, "uid", "") or "")}
+        network = getattr(record, "network", None)
+        if isinstance(network, str) and network:
+            fields["network"] = network
+        return fields
+    found = _PREFIX.match(message)
+    if found is None:
+        return {}
+    fields = {"pod": f"{found['namespace']}/{found['pod']}", "uid": found["uid"]}
+    if found["network"]:
+        fields["network"] = found["network"]
+    return fields
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    moment = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class TextFormatter(logging.Formatter):
+    """Human-readable lines; a line about a pod starts its message with the pod prefix."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        fields = _pod_of(record, message)
+        if fields and not _PREFIX.match(message):
+            message = f"{prefix(fields)} {message}"
+        line = f"{_timestamp(record)} netattach {record.levelname} {record.name}: {message}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        if record.stack_info:
+            line += "\n" + self.formatStack(record.stack_info)
+        return line
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object per line (newlines inside values are escaped by JSON itself)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        line: dict[str, object] = {
+            "time": _timestamp(record),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": message,
+        }
+        line.update(_pod_of(record, message))
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def configure(level: str, log_format: LogFormat = "text", stream: TextIO | None = None) -> None:
+    """Send every logger's records at `level` and above to `stream` (stderr) in `log_format`.
+
+    Replaces the root logger's handlers, so calling it again (a test, a re-exec) does not
+    double every line.
+    """
+    if level not in LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
+    if log_format not in FORMATS:
+        raise ValueError(f"log format must be one of {', '.join(FORMATS)}, got {log_format!r}")
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler.setFormatter(JSONFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for noisy in _QUIET:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
