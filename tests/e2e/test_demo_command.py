@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -14,13 +15,21 @@ NETATTACH = str(Path(sys.executable).parent / "netattach")
 
 
 @pytest.mark.usefixtures("netns_ready")
-def test_the_demo_tells_its_story_and_leaves_nothing() -> None:
+def test_the_demo_tells_its_story_and_leaves_nothing(tmp_path: Path) -> None:
+    picture = tmp_path / "demo.svg"
     done = subprocess.run(
-        [NETATTACH, "demo"], capture_output=True, text=True, timeout=120, check=False
+        [NETATTACH, "demo", "--picture", str(picture)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[-1] == "==> demo passed"
+    assert lines[-1] == f"==> demo passed; the picture: {picture}"
+    texts = {el.text for el in ElementTree.parse(picture).iter() if el.tag.endswith("text")}
+    for text in ("demo/pod-a", "demo/dataplane", "policy: demo/server-dataplane", "10.92.0.11/24"):
+        assert text in texts
     assert any("eth0  cluster-default        10.90.0." in line for line in lines)
     assert any("dp0   demo/dataplane         10.92.0.10/24" in line for line in lines)
     assert lines.count("    reply received") == 2

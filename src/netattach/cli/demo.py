@@ -31,6 +31,7 @@ PODS = {"pod-a": "na-demo-pod-a", "pod-b": "na-demo-pod-b", "pod-c": "na-demo-po
 READY_TIMEOUT = 60.0
 CONVERGE_TIMEOUT = 20.0  # the directory feed polls each second; the daemon debounces
 STOP_GRACE = 25.0
+PICTURE = Path("/tmp/netattach-demo.svg")  # outlives the demo's own directory
 
 
 class DemoError(Exception):
@@ -217,7 +218,28 @@ def _expect_ping(src: str, dst: str, address: str, network: str, *, passes: bool
     detail(f"ping {src} -> {dst} over {network} ({address}) {word}")
 
 
-def _policy_story(addresses: dict[str, dict[str, str]]) -> None:
+def _draw(picture: Path) -> None:
+    say(f"netattach graph: the pods, their networks and the governed network, in {picture}")
+    done = subprocess.run(
+        [
+            executable("netattach"),
+            "graph",
+            "--namespace",
+            "demo",
+            "--config",
+            str(DEMO_ROOT / "settings.yaml"),
+            "-o",
+            str(picture),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise DemoError(f"netattach graph failed: {done.stderr.strip()}")
+
+
+def _policy_story(addresses: dict[str, dict[str, str]], picture: Path) -> None:
     manifests = DEMO_ROOT / "manifests"
     b_dp, b_st = addresses["pod-b"]["demo/dataplane"], addresses["pod-b"]["demo/storage"]
     say("MultiNetworkPolicy server-dataplane: pod-b (app=server) isolated on demo/dataplane")
@@ -232,6 +254,7 @@ def _policy_story(addresses: dict[str, dict[str, str]]) -> None:
     shutil.copy(DEMO_ROOT / "policies/2-allow-clients.yaml", manifests / "policy.yaml")
     _expect_ping("pod-a", "pod-b", b_dp, "demo/dataplane", passes=True)
     _expect_ping("pod-c", "pod-b", b_dp, "demo/dataplane", passes=False)
+    _draw(picture)
     say("the policy is deleted")
     (manifests / "policy.yaml").unlink()
     _expect_ping("pod-c", "pod-b", b_dp, "demo/dataplane", passes=True)
@@ -239,7 +262,7 @@ def _policy_story(addresses: dict[str, dict[str, str]]) -> None:
     detail("pod-b has no policy table any more")
 
 
-def _story() -> None:
+def _story(picture: Path) -> None:
     containers = {pod: f"demo-{pod}-{secrets.token_hex(4)}" for pod in PODS}
     say(f"start the node daemon in {NODE}: it installs its shim and CNI config when ready")
     with node_daemon() as daemon:
@@ -260,7 +283,7 @@ def _story() -> None:
                 if not ping("pod-a", target):
                     raise DemoError("no reply")
                 detail("reply received")
-            _policy_story(addresses)
+            _policy_story(addresses, picture)
             for pod in PODS:
                 say(f"DEL {pod}, twice (DEL is idempotent)")
                 for _ in range(2):
@@ -277,15 +300,16 @@ def _story() -> None:
     detail("no interface, IP allocation, policy table or record left")
 
 
-def run(*, examples: Path = EXAMPLES, keep: bool = False) -> int:
+def run(*, examples: Path = EXAMPLES, keep: bool = False, picture: Path = PICTURE) -> int:
     if os.geteuid() != 0:
         print("netattach demo needs root (it creates network namespaces)", file=sys.stderr)
         return 2
-    missing = [tool for tool in ("nsenter", "ping", "nft") if shutil.which(tool) is None]
+    missing = [tool for tool in ("nsenter", "ping", "nft", "dot") if shutil.which(tool) is None]
     if missing or not Path("/usr/lib/cni/bridge").exists():
         print(
             "netattach demo needs the CNI plugins in /usr/lib/cni and "
-            f"{', '.join(missing) or 'nsenter, ping, nft'} (run `make demo`, which installs them)",
+            f"{', '.join(missing) or 'nsenter, ping, nft, dot'}"
+            " (run `make demo`, which installs them)",
             file=sys.stderr,
         )
         return 2
@@ -294,7 +318,7 @@ def run(*, examples: Path = EXAMPLES, keep: bool = False) -> int:
     status = 0
     try:
         _prepare(examples)
-        _story()
+        _story(picture)
     except DemoError as exc:
         print(f"    FAILED: {exc}", file=sys.stderr)
         status = 1
@@ -303,5 +327,8 @@ def run(*, examples: Path = EXAMPLES, keep: bool = False) -> int:
             for name in (*PODS.values(), NODE):
                 namespace.remove(name)
             shutil.rmtree(DEMO_ROOT, ignore_errors=True)
-    say("demo passed" if status == 0 else "demo FAILED")
+    if status == 0:
+        say(f"demo passed; the picture: {picture}")
+    else:
+        say("demo FAILED")
     return status

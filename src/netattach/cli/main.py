@@ -8,6 +8,7 @@ source flag they read the cluster of the user's kubeconfig, as kubectl does.
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import netattach
 from netattach import logs
@@ -67,9 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_operator_commands(commands, "daemon")
     demo = commands.add_parser(
-        "demo", help="two pods, a bridge and a macvlan network, through netattach-thin"
+        "demo",
+        help="the node daemon attaches three pods to a bridge and a macvlan network; a policy"
+        " blocks and admits traffic; a picture of it all",
     )
     demo.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
+    demo.add_argument(
+        "--picture",
+        default="/tmp/netattach-demo.svg",
+        metavar="FILE",
+        help="where `netattach graph` draws the pods and networks (.svg, .png or .dot)",
+    )
     daemon = commands.add_parser("daemon", help="run the node daemon behind the CNI shim")
     daemon.add_argument("--config", required=True, help="the netattach settings file")
     daemon.add_argument(
@@ -152,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from netattach.cli import demo
 
-        return demo.run(keep=args.keep)
+        return demo.run(keep=args.keep, picture=Path(args.picture))
     if args.command == "daemon":
         from netattach.cli import daemon as daemon_cmd
 
