@@ -110,12 +110,6 @@ def test_a_bad_level_or_format_is_refused_naming_it() -> None:
 
 
 @pytest.mark.netns
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an ADD refused before any plugin runs (NAD not found, invalid selection, "
-    "namespace isolation, pod not found) answers the runtime and records an Event, but the "
-    "daemon logs nothing (orchestrator.Orchestrator.add re-raises the _plan error unlogged)",
-)
 def test_an_add_refused_before_any_plugin_runs_is_logged_with_the_pod_prefix(
     daemon: DaemonNode,
 ) -> None:

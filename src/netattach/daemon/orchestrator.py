@@ -186,6 +186,7 @@ class Orchestrator:
             try:
                 plan, pod = await self._plan(call, netconf, ref)
             except errors.CNIError as exc:
+                log.error("%s", exc)  # refused before any plugin ran; the message names the pod
                 await self._event(
                     ref, FAILURE_REASONS.get(exc.code, "FailedAttachNetwork"), str(exc), "Warning"
                 )
