@@ -184,7 +184,7 @@ class PolicySync:
                 try:
                     await apply.remove_table(record.netns, timeout=NFT_TIMEOUT)
                 except errors.PolicyApplyError as exc:
-                    log.warning("%s cannot remove the policy table: %s", _prefix(record), exc)
+                    log.warning("%s cannot remove the policy table: %s", record.prefix(), exc)
         self.notify()
 
     def state(self, container_id: str) -> dict[str, object] | None:
@@ -360,12 +360,12 @@ class PolicySync:
                 if script is None:
                     removed = await apply.remove_table(record.netns, timeout=NFT_TIMEOUT)
                     if removed:
-                        log.info("%s policy table removed", _prefix(record))
+                        log.info("%s policy table removed", record.prefix())
                 else:
                     await apply.apply_ruleset(record.netns, script, timeout=NFT_TIMEOUT)
                     log.info(
                         "%s policy applied on %s (%s)",
-                        _prefix(record),
+                        record.prefix(),
                         ", ".join(want.interfaces),
                         ", ".join(want.policies),
                     )
@@ -374,7 +374,7 @@ class PolicySync:
                 self._applied[container_id] = dataclasses.replace(
                     _UNKNOWN, error=str(exc), interfaces=want.interfaces, policies=want.policies
                 )
-                log.error("%s %s", _prefix(record), exc)
+                log.error("%s %s", record.prefix(), exc)
                 if raise_errors:
                     raise
                 self._retry_later()
