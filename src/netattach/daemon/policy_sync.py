@@ -399,8 +399,4 @@ class PolicySync:
             )
 
 
-def _prefix(record: records_mod.PodRecord) -> str:
-    return f"[{record.namespace}/{record.pod}/{record.uid}]"
-
-
 __all__ = ["PolicySync"]
