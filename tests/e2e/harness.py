@@ -30,6 +30,7 @@ from tests.netns_fixtures import PLUGIN_DIR, Node, unique
 ROOT = Path(__file__).resolve().parents[2]
 THIN = ROOT / ".venv" / "bin" / "netattach-thin"
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+POLICY_FOR_ANNOTATION = "k8s.v1.cni.cncf.io/policy-for"
 
 DEFAULT_NETWORK = "cluster-default"
 DEFAULT_SUBNET = "10.80.0.0/24"
@@ -220,16 +221,64 @@ class Cluster:
         self._write_manifest(f"nad-{ns}-{name}.yaml", obj)
 
     def add_pod(
-        self, ns: str, name: str, uid: str, networks: str | Sequence[Mapping[str, Any]] | None
+        self,
+        ns: str,
+        name: str,
+        uid: str,
+        networks: str | Sequence[Mapping[str, Any]] | None,
+        *,
+        labels: Mapping[str, str] | None = None,
+        containers: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         """A Pod with `metadata.uid` and, unless None, the selection annotation (a list is
-        written as its JSON form)."""
+        written as its JSON form), `labels` and `spec.containers`. Writing it again with the
+        same names replaces it (a relabelled pod)."""
         metadata: dict[str, Any] = {"name": name, "namespace": ns, "uid": uid}
+        if labels:
+            metadata["labels"] = dict(labels)
         if networks is not None:
             text = networks if isinstance(networks, str) else json.dumps(list(networks))
             metadata["annotations"] = {NETWORKS_ANNOTATION: text}
-        obj = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata}
+        obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata}
+        if containers is not None:
+            obj["spec"] = {"containers": [dict(c) for c in containers]}
         self._write_manifest(f"pod-{ns}-{name}.yaml", obj)
+
+    def add_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> None:
+        """A Namespace with `labels`; writing it again relabels it."""
+        metadata: dict[str, Any] = {"name": name}
+        if labels:
+            metadata["labels"] = dict(labels)
+        obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+        self._write_manifest(f"ns-{name}.yaml", obj)
+
+    def add_policy(
+        self,
+        ns: str,
+        name: str,
+        spec: Mapping[str, Any],
+        policy_for: str | None,
+        *,
+        uid: str | None = None,
+    ) -> str:
+        """A MultiNetworkPolicy with `spec` and, unless None, the `policy-for` annotation; its
+        UID (`uid-policy-<ns>-<name>` unless given). Writing it again changes it."""
+        policy_uid = uid or f"uid-policy-{ns}-{name}"
+        metadata: dict[str, Any] = {"name": name, "namespace": ns, "uid": policy_uid}
+        if policy_for is not None:
+            metadata["annotations"] = {POLICY_FOR_ANNOTATION: policy_for}
+        obj = {
+            "apiVersion": "k8s.cni.cncf.io/v1beta1",
+            "kind": "MultiNetworkPolicy",
+            "metadata": metadata,
+            "spec": dict(spec),
+        }
+        self._write_manifest(f"policy-{ns}-{name}.yaml", obj)
+        return policy_uid
+
+    def delete_policy(self, ns: str, name: str) -> None:
+        """Remove the MultiNetworkPolicy's manifest (`add_policy`); idempotent."""
+        (self.manifests / f"policy-{ns}-{name}.yaml").unlink(missing_ok=True)
 
     def write_network_file(self, filename: str, config: Mapping[str, Any]) -> Path:
         path = self.networks / filename
@@ -243,10 +292,12 @@ class Cluster:
         networks: str | Sequence[Mapping[str, Any]] | None,
         *,
         uid: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        containers: Sequence[Mapping[str, Any]] | None = None,
     ) -> Pod:
         """A Pod manifest plus a fresh sandbox and container ID for it."""
         pod_uid = uid or f"uid-{name}"
-        self.add_pod(ns, name, pod_uid, networks)
+        self.add_pod(ns, name, pod_uid, networks, labels=labels, containers=containers)
         return Pod(ns, name, pod_uid, self.new_pod_netns(), f"na-ctr-{secrets.token_hex(6)}")
 
     def new_pod_netns(self) -> str:
