@@ -14,6 +14,7 @@ from typing import Any
 
 from netattach import atomic
 from netattach.cni import env, errors
+from netattach.runtime import cache
 
 KIND = "netattachPodV1"
 
@@ -154,7 +155,7 @@ class PodRecords:
     def load(self, container_id: str) -> PodRecord | None:
         path = self.path_for(container_id)
         try:
-            data = path.read_bytes()
+            data = cache.read_record_file(path)
         except FileNotFoundError:
             return None
         except OSError as exc:

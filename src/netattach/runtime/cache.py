@@ -7,7 +7,10 @@ middle of an ADD leaves a record that GC finds and deletes, so nothing it alloca
 """
 
 import dataclasses
+import errno
 import json
+import os
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -69,6 +72,26 @@ def check_key(key: AttachmentKey) -> None:
         raise errors.InvalidNetworkConfigError(problem)
     env.check_container_id(key.container_id)
     env.check_ifname(key.ifname)
+
+
+def read_record_file(path: Path) -> bytes:
+    """The bytes of the regular file at `path`; `OSError` when something else stands there.
+
+    A record's path is only ever a file we wrote, but the state directory outlives us: whatever
+    is found there must not stall the caller. A plain read of a FIFO waits for a writer forever
+    and one of a character device may never end, so the file is opened without blocking and read
+    only when it is a regular file. (The pod records use this too.)
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _parse(path: Path, data: bytes) -> CachedAttachment:
@@ -145,7 +168,7 @@ class AttachmentCache:
         """The record, None when there is none; `CorruptRecordError` when it cannot be read."""
         path = self.path_for(key)
         try:
-            data = path.read_bytes()
+            data = read_record_file(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -171,7 +194,7 @@ class AttachmentCache:
             return
         for path in paths:
             try:
-                yield _parse(path, path.read_bytes())
+                yield _parse(path, read_record_file(path))
             except CorruptRecordError as exc:
                 yield exc
             except OSError as exc:

@@ -7,6 +7,7 @@ call's config is the plugin's raw dict with only the spec's keys injected (`buil
 
 import copy
 import dataclasses
+import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any
 
 from netattach.cni import conf, errors, result, spec, version
 from netattach.runtime import cache, execute, find, invoke
+
+log = logging.getLogger("netattach.runtime")
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -231,7 +234,8 @@ class Runtime:
         if version.at_least(network.cni_version, "0.4.0"):
             try:
                 prev = self.cached_result(network, rt)
-            except errors.CNIError:
+            except errors.CNIError as exc:
+                log.warning("%s; deleting network %r without prevResult", exc, network.name)
                 prev = None
         call = self._call(spec.DEL, rt)
         missing: errors.CNIError | None = None

@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -41,6 +42,16 @@ def build_env(call: Invocation, base: Mapping[str, str] | None = None) -> dict[s
 def stderr_tail(stderr: bytes) -> str:
     tail = stderr[-STDERR_TAIL_BYTES:].decode("utf-8", errors="replace").strip()
     return tail or "(no output on stderr)"
+
+
+def _ending(returncode: int) -> str:
+    """How a plugin process ended: its exit status, or the signal that killed it (a crash)."""
+    if returncode >= 0:
+        return f"exit status {returncode}"
+    try:
+        return f"killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"killed by signal {-returncode}"
 
 
 def _describe(plugin: str, command: str) -> str:
@@ -123,7 +134,7 @@ class Invoker:
                 reported.code, f"{_describe(plugin, command)}: {reported.msg}", reported.details
             )
         return errors.DelegateFailedError(
-            f"{_describe(plugin, command)}: exit status {outcome.returncode} "
+            f"{_describe(plugin, command)}: {_ending(outcome.returncode)} "
             "without a CNI error on stdout",
             stderr_tail(outcome.stderr),
         )
