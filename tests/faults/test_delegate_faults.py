@@ -147,19 +147,12 @@ def test_a_result_for_another_interface_fails_a_requested_ip_with_7(daemon: Daem
 
     assert reply.code == 7
     assert reply.out["msg"] == (
-        f"{prefix(pod, 'net-other-if')} network '{NS}/net-other-if': the result does not give "
-        "interface 'net2' the requested IP 10.99.0.5/24; addresses it does give: none "
-        "(the result's sandbox interfaces are 'eth9')"
+        f"{prefix(pod, 'net-other-if')} network '{NS}/net-other-if': the result gives the "
+        "sandbox no interface 'net2' (CNI_IFNAME); the result's sandbox interfaces are 'eth9'"
     )
 
 
 @pytest.mark.req("RT-ADDFAIL")
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a delegate result for an interface the pod does not have (eth9 for CNI_IFNAME "
-    "net2) is accepted when the selection requests no ips/mac (attach/delegate.verify_result "
-    "returns early), and the network-status then names eth9",
-)
 def test_a_result_for_another_interface_fails_the_add_with_7(daemon: DaemonNode) -> None:
     """Nothing requested but the interface name (CNI_IFNAME). (Checking only the name would be
     wrong: the reference `loopback` plugin always answers for `lo`, which the pod does have.)"""

@@ -829,7 +829,9 @@ def test_an_annotation_of_64_kib_is_read_and_one_byte_more_is_refused() -> None:
 
     assert parse(padded(65536)) == (sel("net-a"),)
     assert problems(padded(65537)) == [
-        "networks: the annotation has 65537 bytes, more than the limit of 65536"
+        "networks: the annotation has 65537 bytes, more than the limit of 65536: "
+        + repr(padded(65537))[:80]
+        + "..."
     ]
 
 
@@ -837,7 +839,9 @@ def test_an_annotation_of_64_kib_is_read_and_one_byte_more_is_refused() -> None:
 def test_the_size_limit_counts_utf8_bytes() -> None:
     text = "é" * 40000  # 40000 characters, 80000 bytes
     assert problems(text) == [
-        "networks: the annotation has 80000 bytes, more than the limit of 65536"
+        "networks: the annotation has 80000 bytes, more than the limit of 65536: "
+        + repr(text)[:80]
+        + "..."
     ]
 
 
@@ -864,7 +868,9 @@ def test_hostile_annotations_are_refused_fast(text: str) -> None:
 @pytest.mark.req("SEL-LIMITS")
 def test_nesting_is_measured_before_parsing() -> None:
     assert problems("[" * 65_000) == [
-        "networks: the JSON nests 65000 levels deep, more than the limit of 8"
+        "networks: the JSON nests 65000 levels deep, more than the limit of 8: "
+        + repr("[" * 100)[:80]
+        + "..."
     ]
 
 
@@ -889,7 +895,7 @@ def test_nesting_8_deep_is_read_and_9_is_refused() -> None:
     (found,) = parse(nested(8))
     assert found.cni_args == {"x": [[[[[]]]]]}
     assert problems(nested(9)) == [
-        "networks: the JSON nests 9 levels deep, more than the limit of 8"
+        f"networks: the JSON nests 9 levels deep, more than the limit of 8: {nested(9)!r}"
     ]
 
 
@@ -903,11 +909,12 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
 def test_64_selections_are_read_and_65_are_refused() -> None:
     assert len(parse(",".join(["net-a"] * 64))) == 64
     assert len(parse(json.dumps([{"name": "net-a"}] * 64))) == 64
-    assert problems(",".join(["net-a"] * 65)) == [
-        "networks: 65 selections, more than the limit of 64"
+    comma, listed = ",".join(["net-a"] * 65), json.dumps([{"name": "net-a"}] * 65)
+    assert problems(comma) == [
+        f"networks: 65 selections, more than the limit of 64: {repr(comma)[:80]}..."
     ]
-    assert problems(json.dumps([{"name": "net-a"}] * 65)) == [
-        "networks: 65 selections, more than the limit of 64"
+    assert problems(listed) == [
+        f"networks: 65 selections, more than the limit of 64: {repr(listed)[:80]}..."
     ]
 
 

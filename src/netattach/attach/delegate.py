@@ -284,9 +284,10 @@ def verify_result(
     network (when `network` is given), the interface and everything missing in the message. The
     caller deletes the attachment again (RT-ADDFAIL).
     """
+    subject = f"network {network!r}: " if network else ""
+    _check_interface_name(result, ifname, subject)
     if not ips and not mac:
         return
-    subject = f"network {network!r}: " if network else ""
     if result is None:
         raise errors.InvalidNetworkConfigError(
             f"{subject}the delegates returned no result, so the requested "
@@ -305,6 +306,25 @@ def verify_result(
         raise errors.InvalidNetworkConfigError(
             f"{subject}the result does not give interface {ifname!r} the requested "
             f"{', '.join(missing)}; addresses it does give: {got}{note}"
+        )
+
+
+def _check_interface_name(result: cni_result.Result | None, ifname: str, subject: str) -> None:
+    """A result that lists sandbox interfaces must name `ifname` (CNI_IFNAME) among them.
+
+    Otherwise the delegate made (or claims) an interface the pod did not ask for: the status
+    would name an interface the pod lacks. Exempt: results without sandbox interfaces (IPAM
+    only, 0.1.0/0.2.0) and the reference `loopback` plugin, which answers for `lo` whatever
+    CNI_IFNAME says.
+    """
+    if result is None or isinstance(result, cni_result.Result020):
+        return
+    names = [iface.name for iface in result.interfaces if iface.sandbox]
+    if names and ifname not in names and set(names) != {"lo"}:
+        shown = ", ".join(repr(name) for name in names)
+        raise errors.InvalidNetworkConfigError(
+            f"{subject}the result gives the sandbox no interface {ifname!r} (CNI_IFNAME); "
+            f"the result's sandbox interfaces are {shown}"
         )
 
 

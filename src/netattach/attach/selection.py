@@ -176,7 +176,7 @@ def _parse(text: str, pod_namespace: str, problems: list[str]) -> tuple[Selectio
     if size > MAX_ANNOTATION_BYTES:
         problems.append(
             f"networks: the annotation has {size} bytes, more than the limit of "
-            f"{MAX_ANNOTATION_BYTES}"
+            f"{MAX_ANNOTATION_BYTES}: {_show(text)}"
         )
         return ()
     if not text.strip():
@@ -192,7 +192,9 @@ def _parse(text: str, pod_namespace: str, problems: list[str]) -> tuple[Selectio
 def _parse_comma(text: str, pod_namespace: str, problems: list[str]) -> tuple[Selection, ...]:
     count = text.count(",") + 1
     if count > MAX_SELECTIONS:
-        problems.append(f"networks: {count} selections, more than the limit of {MAX_SELECTIONS}")
+        problems.append(
+            f"networks: {count} selections, more than the limit of {MAX_SELECTIONS}: {_show(text)}"
+        )
         return ()
     selections: list[Selection] = []
     for index, item in enumerate(text.split(",")):
@@ -243,7 +245,7 @@ def _parse_comma_item(
 def _parse_json(text: str, pod_namespace: str, problems: list[str]) -> tuple[Selection, ...]:
     depth = _nesting_depth(text)
     if depth > MAX_DEPTH:
-        problems.append(_depth_problem(depth))
+        problems.append(f"{_depth_problem(depth)}: {_show(text)}")
         return ()
     try:
         raw = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
@@ -257,7 +259,10 @@ def _parse_json(text: str, pod_namespace: str, problems: list[str]) -> tuple[Sel
         problems.append(f"networks: the JSON form is a list of objects, not {_show(raw)}")
         return ()
     if len(raw) > MAX_SELECTIONS:
-        problems.append(f"networks: {len(raw)} selections, more than the limit of {MAX_SELECTIONS}")
+        problems.append(
+            f"networks: {len(raw)} selections, more than the limit of {MAX_SELECTIONS}: "
+            f"{_show(text)}"
+        )
         return ()
     problems.extend(_bounds_problems(raw))
     if problems:
@@ -718,7 +723,7 @@ def _finite_float(text: str) -> float:
 def _show(value: object) -> str:
     """`value` quoted for an error message: repr for a string, JSON otherwise; cut when long."""
     if isinstance(value, str):
-        shown = repr(value)
+        shown = repr(value[: _SHOW_CHARS + 1])  # a 10 MB value is not copied to be cut
     else:
         try:
             shown = json.dumps(value)
