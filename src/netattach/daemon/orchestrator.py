@@ -13,9 +13,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from netattach.attach import delegate, status
+from netattach.attach import delegate, selection, status
 from netattach.cluster import model
 from netattach.cni import conf, env, errors, result, spec
+from netattach.daemon import hotplug
 from netattach.daemon import locks as locks_mod
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
@@ -198,6 +199,7 @@ class Orchestrator:
                 namespace=ref.namespace,
                 pod=ref.name,
                 uid=ref.uid,
+                selection=None if pod is None else hotplug.selection_text(pod),
             )
             made: list[records_mod.AttachmentRecord] = []
             results: list[result.Result] = []
@@ -516,3 +518,253 @@ class Orchestrator:
                 f"the cluster default network is not available: {exc.msg}", exc.details
             ) from exc
         await self.runtime.get_status_network_list(network)
+
+    # -- hot-plug (RT-HOTPLUG) ------------------------------------------------------------------
+
+    async def replug(self, container_id: str) -> bool:
+        """Make a running pod's attachments match its selection annotation now (RT-HOTPLUG).
+
+        Under the container's lock, so never beside its ADD, CHECK or DEL. Attachments that stay
+        are not touched; the ones no longer selected are deleted, newest first; then the new ones
+        are added, each named in the record before it runs (as ADD does), so whatever a crash
+        interrupts, the pod's DEL still undoes it. A new attachment that fails is undone alone
+        and reported (a Warning Event); the other changes stand. The default network is never
+        touched. Returns False when some attachment failed; raises the error of a selection
+        that cannot be planned, in which case nothing changed (a Warning Event says why).
+        """
+        async with self.locks.hold(container_id):
+            found = self._replug_target(container_id)
+            if found is None:
+                return True
+            record, pod = found
+            ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
+            text = hotplug.selection_text(pod)
+            try:
+                plan, chosen = self._replan(record, pod, text)
+                change = hotplug.build_change(record, plan, chosen)
+                self._check_installed(change.add)
+            except errors.CNIError as exc:
+                failed = with_prefix(exc, ref.prefix())
+                log.error("%s; the pod's attachments stay as they are", failed)
+                reason = FAILURE_REASONS.get(failed.code, "FailedAttachNetwork")
+                await self._event(ref, reason, str(failed), "Warning")
+                raise failed from exc
+            before = self._entries(record)
+            call = _replug_call(record)
+            record, stuck = await self._unplug(call, ref, record, change.remove)
+            removed = [att for att in change.remove if att not in stuck]
+            if stuck:
+                # Their names are still taken: the new attachments are named around them.
+                busy = frozenset(att.ifname for att in stuck)
+                change = hotplug.build_change(record, plan, chosen, busy=busy)
+            record, made, failures = await self._plug(call, ref, record, change)
+            record = dataclasses.replace(record, attachments=_replugged(record, change, made))
+            self.records.save(record)
+            if self.policy is not None and (made or removed):
+                try:
+                    await self.policy.enforce(record, pod)
+                except errors.CNIError as exc:
+                    log.error("%s %s", ref.prefix(), exc)
+                    await self._event(ref, "PolicyApplyFailed", str(exc), "Warning")
+            entries = self._entries(record)
+            await self.sink.publish_status(ref.namespace, ref.name, entries, uid=ref.uid)
+            await self._events_replugged(
+                ref, before=before, removed=removed, after=entries, change=change, made=made
+            )
+            if stuck or failures:
+                return False
+            # Only now: a pass after a crash or a failed status write finds the pod changed.
+            self.records.save(dataclasses.replace(record, selection=text))
+            return True
+
+    def _replug_target(
+        self, container_id: str
+    ) -> tuple[records_mod.PodRecord, model.KubeObject] | None:
+        """The completed record of a running Kubernetes pod, and the pod the view holds."""
+        try:
+            record = self.records.load(container_id)
+        except records_mod.CorruptPodRecordError as exc:
+            log.error("%s; not hot-plugged", exc)
+            return None
+        if record is None or not record.complete or not record.pod:
+            return None
+        if not any(att.is_default for att in record.attachments):
+            return None
+        if not os.path.exists(record.netns):
+            return None  # the sandbox is gone: the sweep deletes it
+        pod = self.view.lookup_pod(record.namespace, record.pod)
+        if pod is None:
+            return None
+        uid = model.uid_of(pod)
+        if record.uid and uid and uid != record.uid:
+            return None  # a namesake, not this container's pod
+        return record, pod
+
+    def _replan(
+        self, record: records_mod.PodRecord, pod: model.KubeObject, text: str
+    ) -> tuple[list[plan_mod.PlannedAttachment], tuple[selection.Selection, ...]]:
+        default = next(att for att in record.attachments if att.is_default)
+        plan = plan_mod.build_plan(
+            pod=pod,
+            default_ifname=default.ifname,
+            runtime_config=default.capability_args,
+            view=self.view,
+            cfg=self.settings.networks,
+        )
+        chosen = selection.parse_selections(text, pod_namespace=record.namespace, pod=record.pod)
+        return plan, chosen
+
+    async def _unplug(
+        self,
+        call: env.Environment,
+        ref: PodRef,
+        record: records_mod.PodRecord,
+        remove: Sequence[records_mod.AttachmentRecord],
+    ) -> tuple[records_mod.PodRecord, list[records_mod.AttachmentRecord]]:
+        """DEL each of `remove`, newest first; the record forgets each once it is gone. Returns
+        the record and the attachments whose DEL failed (they stay recorded for the pod's DEL)."""
+        stuck: list[records_mod.AttachmentRecord] = []
+        for att in reversed(remove):
+            one = dataclasses.replace(record, attachments=(att,))
+            failures = await self._delete_attachments(call, one)
+            if failures:
+                stuck.append(att)
+                await self._event(ref, "FailedRemovingInterface", str(failures[-1]), "Warning")
+                continue
+            left = tuple(a for a in record.attachments if a.ifname != att.ifname)
+            record = dataclasses.replace(record, attachments=left)
+            self.records.save(record)
+        return record, stuck
+
+    async def _plug(
+        self,
+        call: env.Environment,
+        ref: PodRef,
+        record: records_mod.PodRecord,
+        change: hotplug.Change,
+    ) -> tuple[
+        records_mod.PodRecord, dict[int, records_mod.AttachmentRecord], list[errors.CNIError]
+    ]:
+        """ADD each new attachment of `change` in selection order. Returns the record, the
+        attachments made by their position in `change.wanted`, and the failures."""
+        made: dict[int, records_mod.AttachmentRecord] = {}
+        failures: list[errors.CNIError] = []
+        for index, planned in enumerate(change.wanted):
+            if not isinstance(planned, plan_mod.PlannedAttachment):
+                continue
+            try:
+                intent = self._intent(planned, record.attachments)
+            except errors.CNIError as exc:
+                failure = with_prefix(exc, ref.prefix(planned.status_name))
+                await self._plug_failed(ref, failure, failures)
+                continue
+            record = dataclasses.replace(record, attachments=(*record.attachments, intent))
+            self.records.save(record)
+            try:
+                res = await self.runtime.add_network_list(
+                    planned.network, _runtime_conf(call, record.netns, intent)
+                )
+                delegate.verify_result(
+                    res,
+                    ifname=planned.ifname,
+                    ips=planned.ips,
+                    mac=planned.mac,
+                    network=planned.status_name,
+                )
+                await self._apply_default_route(record.netns, [planned])
+            except Exception as exc:
+                failure = _as_cni_error(exc, ref.prefix(planned.status_name))
+                undo = await self._delete_attachments(
+                    call, dataclasses.replace(record, attachments=(intent,))
+                )
+                if not undo:  # else it stays recorded, for the pod's DEL to free
+                    record = dataclasses.replace(record, attachments=record.attachments[:-1])
+                    self.records.save(record)
+                await self._plug_failed(ref, failure, failures)
+                continue
+            made[index] = dataclasses.replace(intent, result=res.to_raw())
+            record = dataclasses.replace(
+                record, attachments=(*record.attachments[:-1], made[index])
+            )
+            self.records.save(record)
+        return record, made, failures
+
+    async def _plug_failed(
+        self, ref: PodRef, failure: errors.CNIError, failures: list[errors.CNIError]
+    ) -> None:
+        log.error("%s", failure)
+        failures.append(failure)
+        await self._event(ref, "FailedAddingInterface", str(failure), "Warning")
+
+    async def _events_replugged(
+        self,
+        ref: PodRef,
+        *,
+        before: Sequence[Mapping[str, object]],
+        removed: Sequence[records_mod.AttachmentRecord],
+        after: Sequence[Mapping[str, object]],
+        change: hotplug.Change,
+        made: Mapping[int, records_mod.AttachmentRecord],
+    ) -> None:
+        for att in removed:
+            shown = _shown_ips(before, att.ifname)
+            message = f"Remove {att.ifname} [{shown}] from {att.status_name}"
+            await self._event(ref, "RemovedInterface", message)
+        for index, planned in enumerate(change.wanted):
+            if index not in made or not isinstance(planned, plan_mod.PlannedAttachment):
+                continue
+            if planned.warning:
+                await self._event(ref, "NetworkNameMismatch", planned.warning, "Warning")
+            shown = _shown_ips(after, planned.ifname)
+            message = f"Add {planned.ifname} [{shown}] from {planned.status_name}"
+            await self._event(ref, "AddedInterface", message)
+
+
+def _replug_call(record: records_mod.PodRecord) -> env.Environment:
+    """The CNI environment of a hot-plugged attachment: the pod's sandbox, and CNI_ARGS as the
+    kubelet passes them."""
+    args = [
+        ("IgnoreUnknown", "1"),
+        (POD_NAMESPACE, record.namespace),
+        (POD_NAME, record.pod),
+        ("K8S_POD_INFRA_CONTAINER_ID", record.container_id),
+    ]
+    if record.uid:
+        args.append((POD_UID, record.uid))
+    return env.Environment(
+        command=spec.ADD, container_id=record.container_id, netns=record.netns, args=tuple(args)
+    )
+
+
+def _replugged(
+    record: records_mod.PodRecord,
+    change: hotplug.Change,
+    made: Mapping[int, records_mod.AttachmentRecord],
+) -> tuple[records_mod.AttachmentRecord, ...]:
+    """The record's attachments in the new selection's order: the default network first, then
+    what is kept or was made, then what could not be deleted (the pod's DEL retries them)."""
+    placed: list[records_mod.AttachmentRecord] = []
+    for index, wanted in enumerate(change.wanted):
+        if isinstance(wanted, records_mod.AttachmentRecord):
+            placed.append(wanted)
+        elif index in made:
+            placed.append(made[index])
+    names = {att.ifname for att in placed}
+    defaults = [att for att in record.attachments if att.is_default]
+    rest = [a for a in record.attachments if not a.is_default and a.ifname not in names]
+    return (*defaults, *placed, *rest)
+
+
+def _as_cni_error(exc: Exception, prefix: str) -> errors.CNIError:
+    if isinstance(exc, errors.CNIError):
+        return with_prefix(exc, prefix)
+    log.exception("%s unexpected failure", prefix)
+    return errors.InternalError(f"{prefix} internal error", f"{type(exc).__name__}: {exc}")
+
+
+def _shown_ips(entries: Sequence[Mapping[str, object]], ifname: str) -> str:
+    for entry in entries:
+        if entry.get("interface") == ifname:
+            ips = entry.get("ips", [])
+            return ", ".join(str(ip) for ip in ips) if isinstance(ips, list) else ""
+    return ""

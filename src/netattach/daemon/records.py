@@ -80,6 +80,9 @@ class PodRecord:
     uid: str
     attachments: tuple[AttachmentRecord, ...] = ()
     complete: bool = False  # True once every attachment succeeded and ADD answered
+    # The selection annotation's text the attachments were planned from ("" for none; None for
+    # unknown, as in records written before this field): hot-plug compares it with the pod's.
+    selection: str | None = None
 
     def prefix(self) -> str:
         return f"[{self.namespace}/{self.pod}/{self.uid}]"
@@ -94,6 +97,7 @@ class PodRecord:
             "uid": self.uid,
             "complete": self.complete,
             "attachments": [a.to_raw() for a in self.attachments],
+            **({} if self.selection is None else {"selection": self.selection}),
         }
 
 
@@ -122,6 +126,9 @@ def _parse(path: Path, data: bytes) -> PodRecord:
         attachments = raw["attachments"]
         if not isinstance(attachments, list):
             raise TypeError("attachments is not a list")
+        selection = raw.get("selection")
+        if selection is not None and not isinstance(selection, str):
+            raise TypeError("selection is not a string")
         return PodRecord(
             container_id=_text(raw, "containerId"),
             netns=_text(raw, "netns"),
@@ -130,6 +137,7 @@ def _parse(path: Path, data: bytes) -> PodRecord:
             uid=_text(raw, "uid"),
             complete=_flag(raw, "complete", default=False),
             attachments=tuple(AttachmentRecord.from_raw(a) for a in attachments),
+            selection=selection,
         )
     except (KeyError, TypeError) as exc:
         raise CorruptPodRecordError(path, f"bad field: {exc}") from exc

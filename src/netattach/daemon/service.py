@@ -22,6 +22,7 @@ from netattach.cluster import files, kube, model, store
 from netattach.cni import errors, spec
 from netattach.daemon import (
     dispatch,
+    hotplug,
     introspect,
     locks,
     metrics,
@@ -125,6 +126,12 @@ class Daemon:
             locks=locks.ContainerLocks(cfg.runtime.state_dir),
             policy=self.policy,
         )
+        self.hotplug: hotplug.HotPlug | None = None
+        if cfg.daemon.hotplug.enabled:
+            self.hotplug = hotplug.HotPlug(
+                view=self.view, records=pod_records, replug=self.orchestrator.replug
+            )
+            self.view.listeners.append(self.hotplug.notify)
         self.server = server.CNIServer(self.handle, pods=self.describe_pods)
         self.health = metrics.HealthServer(ready=self.ready, before_scrape=self._sample)
         self._ready = False
@@ -323,6 +330,9 @@ class Daemon:
             else:
                 readiness.cancel()
             tasks.append(asyncio.create_task(self._sweep_forever()))
+            if self.hotplug is not None:
+                # Only once ready: a new attachment is planned with the default network.
+                tasks.append(asyncio.create_task(self.hotplug.run()))
             await stopping
             return 0
         finally:

@@ -14,7 +14,8 @@ explicitly (as kopf passes its settings), never a global:
         │                             maxConcurrentDelegates, cleanupOnExit
         ├── readiness: ReadinessSettings   readiness.mode, .indicatorFile, .timeout
         ├── metrics: MetricsSettings       metrics.address, .enabled
-        └── policy: PolicySettings         policy.enabled
+        ├── policy: PolicySettings         policy.enabled
+        └── hotplug: HotPlugSettings       hotplug.enabled
 
     load_settings(path)               the daemon: a file
     settings_from_cni_config(raw)     the thin plugin: its CNI config names the file
@@ -93,11 +94,13 @@ KEYS: Final = (
     "metrics",
     "cleanupOnExit",
     "policy",
+    "hotplug",
 )
 _FEED_KEYS: Final = ("directory", "kubernetes")
 _READINESS_KEYS: Final = ("mode", "indicatorFile", "timeout")
 _METRICS_KEYS: Final = ("address", "enabled")
 _POLICY_KEYS: Final = ("enabled",)
+_HOTPLUG_KEYS: Final = ("enabled",)
 _KUBERNETES_KEYS: Final = ("kubeconfig",)
 _CNI_CONFIG_KEYS: Final = ("configFile", "settings")
 
@@ -243,6 +246,14 @@ class PolicySettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class HotPlugSettings:
+    """Dynamic networks (RT-HOTPLUG): an edit of a running pod's selection annotation adds and
+    removes its attachments to match."""
+
+    enabled: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class DaemonSettings:
     """The node daemon's own settings: who it is, where it listens, what it installs."""
 
@@ -257,6 +268,7 @@ class DaemonSettings:
     metrics: MetricsSettings = MetricsSettings()
     cleanup_on_exit: bool = False
     policy: PolicySettings = PolicySettings()
+    hotplug: HotPlugSettings = HotPlugSettings()
 
 
 def default_node_name() -> str:
@@ -407,6 +419,7 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
     metrics = _metrics(raw.get("metrics"), key("metrics"), problems)
     cleanup = _flag(raw.get("cleanupOnExit"), key("cleanupOnExit"), problems)
     policy = _policy(raw.get("policy"), key("policy"), problems)
+    hotplug = _hotplug(raw.get("hotplug"), key("hotplug"), problems)
     if len(problems) > start or cluster_network is None or feed is None or node_name is None:
         return None
     return Settings(
@@ -437,6 +450,7 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
             metrics=MetricsSettings() if metrics is None else metrics,
             cleanup_on_exit=False if cleanup is None else cleanup,
             policy=PolicySettings() if policy is None else policy,
+            hotplug=HotPlugSettings() if hotplug is None else hotplug,
         ),
         source=source,
     )
@@ -755,6 +769,20 @@ def _policy(value: object, key: str, problems: list[str]) -> PolicySettings | No
     if len(problems) > start:
         return None
     return PolicySettings(enabled=True if enabled is None else enabled)
+
+
+def _hotplug(value: object, key: str, problems: list[str]) -> HotPlugSettings | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        problems.append(f"{key}: must be a mapping such as {{enabled: true}}, got {_show(value)}")
+        return None
+    start = len(problems)
+    _check_keys(value, _HOTPLUG_KEYS, f"{key}.", problems)
+    enabled = _flag(value.get("enabled"), f"{key}.enabled", problems)
+    if len(problems) > start:
+        return None
+    return HotPlugSettings(enabled=True if enabled is None else enabled)
 
 
 def _address(value: object, key: str, problems: list[str]) -> str | None:
