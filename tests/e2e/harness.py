@@ -329,9 +329,11 @@ class Cluster:
         uid: str | None = None,
         ifname: str = "eth0",
         config: Mapping[str, Any] | None = None,
+        ignore_unknown: bool = True,
     ) -> Reply:
         """One call of the thin plugin inside the node namespace; `uid` None passes the pod's
-        default uid (`uid-<pod>`), "" passes none."""
+        default uid (`uid-<pod>`), "" passes none; `ignore_unknown=False` leaves
+        `IgnoreUnknown=1` out of CNI_ARGS (a runtime that does not send it)."""
         environ = {
             "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
             "CNI_COMMAND": command,
@@ -344,7 +346,8 @@ class Cluster:
         if ifname and command not in ("GC", "STATUS", "VERSION"):
             environ["CNI_IFNAME"] = ifname
         if ns or pod:
-            args = ["IgnoreUnknown=1", f"K8S_POD_NAMESPACE={ns}", f"K8S_POD_NAME={pod}"]
+            args = ["IgnoreUnknown=1"] if ignore_unknown else []
+            args += [f"K8S_POD_NAMESPACE={ns}", f"K8S_POD_NAME={pod}"]
             pod_uid = f"uid-{pod}" if uid is None else uid
             if pod_uid:
                 args.append(f"K8S_POD_UID={pod_uid}")

@@ -574,3 +574,18 @@ def test_config_named_unlike_its_nad_proceeds_with_a_warning(cluster: Cluster) -
 
     assert cluster.delete(pod).rc == 0
     assert cluster.leftovers() == NOTHING
+
+
+@pytest.mark.req("RT-DEL", "KUBE-ARGS")
+def test_cni_args_without_ignore_unknown_still_attach_and_detach(cluster: Cluster) -> None:
+    """The reference plugins refuse CNI_ARGS keys they do not know (K8S_POD_*) unless
+    `IgnoreUnknown` is set: netattach sets it for its delegates when the runtime did not."""
+    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    pod = cluster.pod("blue", "web", "net-a")
+
+    added = cluster.run("ADD", pod, ignore_unknown=False)
+    assert added.rc == 0, added
+    assert sorted(cluster.interfaces(pod.netns)) == ["eth0", "net1"]
+    deleted = cluster.run("DEL", pod, ignore_unknown=False)
+    assert (deleted.rc, deleted.out) == (0, None), deleted
+    assert cluster.leftovers() == NOTHING

@@ -236,12 +236,6 @@ def test_a_directory_in_place_of_a_cache_file_fails_del_clearly_after_freeing_ev
 
 
 @pytest.mark.req("RT-ATOMIC")
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an attachment whose recorded config no longer parses is never deleted: "
-    "orchestrator._delete_attachments fails it (code 7) without trying the attachment's "
-    "cache record, so its address and interface leak",
-)
 def test_an_unparsable_config_in_the_pod_record_still_frees_that_attachment(
     daemon: DaemonNode,
 ) -> None:

@@ -119,11 +119,16 @@ def with_prefix(exc: errors.CNIError, prefix: str) -> errors.CNIError:
 def _runtime_conf(
     call: env.Environment, netns: str, att: records_mod.AttachmentRecord
 ) -> chain.RuntimeConf:
+    args = call.args
+    if not any(key == "IgnoreUnknown" for key, _ in args):
+        # The K8S_POD_* keys mean nothing to most delegates, which refuse unknown keys unless
+        # told to ignore them (Multus adds it too): without it a DEL could never succeed.
+        args = (("IgnoreUnknown", "1"), *args)
     return chain.RuntimeConf(
         container_id=call.container_id,
         ifname=att.ifname,
         netns=netns,
-        args=call.args,
+        args=args,
         capability_args=att.capability_args,
     )
 
@@ -407,10 +412,19 @@ class Orchestrator:
         netns = call.netns or (record.netns if os.path.exists(record.netns) else "")  # noqa: ASYNC240 (one stat)
         for att in reversed(record.attachments):
             try:
+                try:
+                    network = _network(att)
+                except errors.CNIError as exc:
+                    # RT-ATOMIC: the pod record's copy is unreadable; the runtime's own record
+                    # of this attachment (written at its ADD) still says what to DEL.
+                    log.warning("%s %s; deleting from the attachment cache", ref.prefix(), exc)
+                    if await self.runtime.del_container(call.container_id, ifname=att.ifname):
+                        continue
+                    raise
                 # netattach goes on past a plugin that fails DEL (and reports it) so the others
                 # still free their addresses: a deliberate deviation from "stop the list".
                 await self.runtime.del_network_list(
-                    _network(att), _runtime_conf(call, netns, att), keep_going=True
+                    network, _runtime_conf(call, netns, att), keep_going=True
                 )
             except errors.CNIError as exc:
                 failure = with_prefix(exc, ref.prefix(att.status_name))

@@ -308,28 +308,34 @@ class Runtime:
         if failures:
             raise _combined(f"GC of network {network.name!r}", failures)
 
-    async def del_container(self, container_id: str) -> None:
-        """DEL every recorded attachment of a container, from the records alone.
+    async def del_container(self, container_id: str, *, ifname: str | None = None) -> int:
+        """DEL every recorded attachment of a container (of its `ifname` only, when given), from
+        the records alone; the number of attachments found.
 
         For when the caller's own bookkeeping is lost (a corrupt pod record): each attachment's
         record holds the config and arguments its ADD used. Every failure is reported; none
         stops the others.
         """
         failures: list[errors.CNIError] = []
+        found = 0
         for entry in list(self.cache.entries()):
             if isinstance(entry, cache.CorruptRecordError):
                 continue
             if entry.key.container_id != container_id:
                 continue
+            if ifname is not None and entry.key.ifname != ifname:
+                continue
             network = self._recorded_network(entry, None)
             if network is None:
                 continue
+            found += 1
             try:
                 await self.del_network_list(network, _rt_of(entry))
             except errors.CNIError as exc:
                 failures.append(exc)
         if failures:
             raise _combined(f"DEL of container {container_id}", failures)
+        return found
 
     @staticmethod
     def _recorded_network(
