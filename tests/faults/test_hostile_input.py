@@ -220,12 +220,6 @@ def test_a_10_mb_annotation_is_refused_with_its_manifest_and_attaches_nothing(
 
 
 @pytest.mark.req("SEL-LIMITS")
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the ADD of a pod whose manifest the directory feed refused (10 MB) says only "
-    "'pod not found'; when the ADD's own re-read (service.DirectoryView.fetch_pod) is what "
-    "meets the file, the refusal is not even logged",
-)
 def test_a_10_mb_annotation_is_refused_saying_why(daemon: DaemonNode) -> None:
     pod, manifest = huge_pod(daemon)
     try:

@@ -285,7 +285,10 @@ class Orchestrator:
         if (pod is None or stale) and isinstance(self.view, PodFetcher):
             # KUBE-CACHE: a pod created a moment ago (or recreated under the same name) may not
             # have reached the watch yet: read it directly before calling it missing or stale.
-            pod = await self.view.fetch_pod(ref.namespace, ref.name) or pod
+            try:
+                pod = await self.view.fetch_pod(ref.namespace, ref.name) or pod
+            except errors.CNIError as exc:
+                raise with_prefix(exc, ref.prefix()) from exc
         if pod is None:
             raise errors.UnknownContainerError(f"{ref.prefix()} pod not found")
         uid = model.uid_of(pod)

@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,14 +81,25 @@ class DirectoryView(store.ClusterStore):
     re-read the manifests once before the pod counts as missing (the feed polls every second,
     and a pod written just before its ADD must not get "pod not found")."""
 
-    reload: Callable[[], object] | None = None
+    reload: Callable[[], Sequence[object]] | None = None
 
     async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None:
-        if self.reload is not None:
-            # On the loop thread, on purpose: the reload swaps the store's contents and must not
-            # race the loop's readers. It runs only on a miss and reads a few small files.
-            self.reload()
-        return self.lookup_pod(namespace, name)
+        """The pod after a re-read; a pod still missing while manifests were skipped is an
+        error that names them (the pod's own manifest may be one: too large, not YAML...)."""
+        if self.reload is None:
+            return self.lookup_pod(namespace, name)
+        # On the loop thread, on purpose: the reload swaps the store's contents and must not
+        # race the loop's readers. It runs only on a miss and reads a few small files.
+        problems = self.reload()
+        for problem in problems:
+            log.warning("manifest skipped: %s", problem)
+        pod = self.lookup_pod(namespace, name)
+        if pod is None and problems:
+            raise errors.UnknownContainerError(
+                "pod not found",
+                "the directory feed skipped: " + "; ".join(str(p) for p in problems),
+            )
+        return pod
 
 
 class Daemon:
