@@ -261,3 +261,40 @@ def test_a_pod_of_another_namespace_or_a_namesake_is_not_governed(node: Node) ->
         "error": None,
     }
     assert node.sync.state(namesake.container_id) is None  # not a pod of the view
+
+
+@pytest.mark.req("POL-UPDATE")
+def test_a_policy_updated_into_an_invalid_one_stays_in_force_as_it_was(
+    node: Node, caplog: pytest.LogCaptureFixture
+) -> None:
+    web = node.add(pod("ns1", "web", {"app": "web"}), {BLUE: "10.91.0.2/24"})
+    valid = policy("deny", {"podSelector": {}, "policyTypes": ["Ingress"]})
+    valid["metadata"]["resourceVersion"] = "1"
+    node.view.upsert(valid)
+    node.converge()
+    before = node.table(web)
+    assert before is not None
+
+    broken = policy("deny", {"podSelector": {}, "policyTypes": ["Sideways"]})
+    broken["metadata"]["resourceVersion"] = "2"
+    node.view.upsert(broken)
+    with caplog.at_level("WARNING", logger="netattach.policy"):
+        node.converge()
+    assert node.table(web) == before
+    (report,) = [r.getMessage() for r in caplog.records if "ns1/deny" in r.getMessage()]
+    assert "'Sideways'" in report
+    assert report.endswith("its last valid version stays in force")
+    assert node.sync.state(web.container_id) == {
+        "applied": True,
+        "interfaces": ["net1"],
+        "policies": ["ns1/deny"],
+        "error": None,
+    }
+
+    node.view.remove("MultiNetworkPolicy", "ns1", "deny")
+    node.converge()
+    assert node.table(web) is None
+    # recreated invalid (no valid version since): skipped, nothing enforced
+    node.view.upsert(broken)
+    node.converge()
+    assert node.table(web) is None

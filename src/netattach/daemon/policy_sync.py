@@ -93,6 +93,7 @@ class PolicySync:
         self._dirty = asyncio.Event()
         self._reported: dict[str, str] = {}  # policy key -> the problem last reported
         self._parsed: dict[tuple[str, str, str], Policy | errors.CNIError] = {}
+        self._last_good: dict[tuple[str, str], Policy] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.passes = 0
 
@@ -229,13 +230,18 @@ class PolicySync:
         return out
 
     def _policies(self) -> list[Policy]:
-        """The valid policies of the view; each invalid one reported once per content."""
+        """The valid policies of the view; each invalid one reported once per content.
+
+        A policy updated into an invalid one keeps being enforced as its last valid version
+        (same UID) until it is fixed or deleted: an edit with a typo must not open the pods it
+        isolates. One invalid since the daemon started has no such version and is skipped.
+        """
         good: list[Policy] = []
         seen: set[tuple[str, str, str]] = set()
         for obj in self._view.objects(model.POLICY):
+            name = (model.namespace_of(obj), model.name_of(obj))
             key = (
-                model.namespace_of(obj),
-                model.name_of(obj),
+                *name,
                 model.meta(obj).get("resourceVersion", "") or json.dumps(obj, sort_keys=True),
             )
             seen.add(key)
@@ -245,19 +251,30 @@ class PolicySync:
                     parsed = parse_policy(obj)
                 except errors.CNIError as exc:
                     parsed = exc
-                    self._report_invalid(obj, exc)
+                    self._report_invalid(obj, exc, self._last_good.get(name))
                 self._parsed[key] = parsed
             if isinstance(parsed, Policy):
+                self._last_good[name] = parsed
                 good.append(parsed)
+            elif (last := self._last_good.get(name)) is not None and last.uid == model.uid_of(obj):
+                good.append(last)
         for stale in set(self._parsed) - seen:
             del self._parsed[stale]
+        for gone in set(self._last_good) - {key[:2] for key in seen}:
+            del self._last_good[gone]
         good.sort(key=lambda p: (p.namespace, p.name, p.uid))
         return good
 
-    def _report_invalid(self, obj: model.KubeObject, exc: errors.CNIError) -> None:
+    def _report_invalid(
+        self, obj: model.KubeObject, exc: errors.CNIError, last: Policy | None
+    ) -> None:
         ns, name = model.namespace_of(obj), model.name_of(obj)
         message = f"{exc.msg}: {exc.details}" if exc.details else exc.msg
-        log.warning("MultiNetworkPolicy %s/%s skipped: %s", ns, name, message)
+        if last is not None and last.uid == model.uid_of(obj):
+            message += "; its last valid version stays in force"
+            log.warning("MultiNetworkPolicy %s/%s: %s", ns, name, message)
+        else:
+            log.warning("MultiNetworkPolicy %s/%s skipped: %s", ns, name, message)
         if self._events is not None:
             # record_event only queues: the task ends at once; a reference keeps it alive.
             task = asyncio.get_running_loop().create_task(
@@ -384,7 +401,7 @@ class PolicySync:
             self._applied[container_id] = want
 
     def _policy_names(self, uids: Iterable[str]) -> list[str]:
-        by_uid = {p.uid: p.key for p in (v for v in self._parsed.values() if isinstance(v, Policy))}
+        by_uid = {p.uid: p.key for p in self._last_good.values()}
         return [by_uid.get(uid, uid) for uid in uids]
 
     async def _warn_pod(self, record: records_mod.PodRecord, message: str) -> None:
