@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netattach.cluster.model import KubeObject
-from netattach.policy.compile import allows, compile_pod
+from netattach.policy.compile import ViewCache, allows, compile_pod, compile_pods, pod_key
 from netattach.policy.model import Policy, parse_policy
 
 NET = "ns-a/net"
@@ -277,6 +277,9 @@ PEERS = [f"10.0.0.{i}" for i in (1, 2, 3, 4, 5, 6, 9, 20)] + [
 ]
 
 
+_SHARED_VIEWS = ViewCache()
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pods=pods_st,
@@ -307,6 +310,8 @@ def test_compiled_rules_match_direct_evaluation(
     target = pods[0]
     rules = compile_pod(target, nss, pods, parsed)
     assert "eth0" not in rules
+    # A cache shared by every example (pods of the same name, other content) changes nothing.
+    assert compile_pods([target], nss, pods, parsed, cache=_SHARED_VIEWS)[pod_key(target)] == rules
     for direction, peer, proto, port in queries:
         expected = evaluate(target, pods, nss, policies, direction, peer, proto, port)
         got = allows(rules.get("net1"), direction, peer, proto, port)  # type: ignore[arg-type]

@@ -94,6 +94,7 @@ class PolicySync:
         self._reported: dict[str, str] = {}  # policy key -> the problem last reported
         self._parsed: dict[tuple[str, str, str], Policy | errors.CNIError] = {}
         self._last_good: dict[tuple[str, str], Policy] = {}
+        self._views = compile.ViewCache()
         self._tasks: set[asyncio.Task[None]] = set()
         self.passes = 0
 
@@ -147,7 +148,7 @@ class PolicySync:
         peers = self._peers(records)
         targets = [self._target(pod, record) for record, pod in local]
         compiled = compile.compile_pods(
-            targets, self._view.objects(model.NAMESPACE), peers, policies
+            targets, self._view.objects(model.NAMESPACE), peers, policies, cache=self._views
         )
         for (record, _), target in zip(local, targets, strict=True):
             rules = compiled[compile.pod_key(target)]
@@ -171,7 +172,11 @@ class PolicySync:
         target = self._target(pod, record)
         others = [r for r in self._load_records() if r.container_id != record.container_id]
         rules = compile.compile_pods(
-            [target], self._view.objects(model.NAMESPACE), self._peers([record, *others]), policies
+            [target],
+            self._view.objects(model.NAMESPACE),
+            self._peers([record, *others]),
+            policies,
+            cache=self._views,
         )[compile.pod_key(target)]
         await self._apply(record, rules, raise_errors=True)
         self.notify()  # the others may allow (or deny) the newcomer

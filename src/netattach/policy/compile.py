@@ -337,15 +337,62 @@ def compile_pod(
     return compile_pods([pod], namespaces, pods, policies)[pod_key(pod)]
 
 
+class ViewCache:
+    """Pods as compile reads them, kept between compiles by what they hold.
+
+    Reading a pod (its network-status JSON, its addresses) is most of a compile's cost for a
+    large cluster, and from one pass to the next almost every pod is unchanged. Each `views`
+    call keeps exactly the pods it was given, so the cache never outgrows the cluster.
+    """
+
+    def __init__(self) -> None:
+        self._views: dict[tuple[object, ...], _PodView] = {}
+
+    def views(self, pods: Iterable[KubeObject]) -> list[_PodView]:
+        fresh: dict[tuple[object, ...], _PodView] = {}
+        out = []
+        for pod in pods:
+            key = _view_key(pod)
+            view = fresh.get(key) or self._views.get(key) or _view(pod)
+            fresh[key] = view
+            out.append(view)
+        self._views = fresh
+        return out
+
+
+def _view_key(pod: KubeObject) -> tuple[object, ...]:
+    containers = (pod.get("spec") or {}).get("containers")
+    return (
+        namespace_of(pod),
+        name_of(pod),
+        tuple(sorted(labels(pod).items())),
+        annotation(pod, STATUS_ANNOTATION),
+        repr(containers) if containers else "",
+    )
+
+
 def compile_pods(
     targets: Iterable[KubeObject],
     namespaces: Sequence[KubeObject],
     pods: Sequence[KubeObject],
     policies: Sequence[Policy],
+    *,
+    cache: ViewCache | None = None,
 ) -> dict[str, dict[str, InterfaceRules]]:
-    """`compile_pod` for each of `targets` ("ns/name" -> rules), reading the cluster once."""
-    compiler = _Compiler([_view(p) for p in pods], namespace_labels(namespaces), policies)
+    """`compile_pod` for each of `targets` ("ns/name" -> rules), reading the cluster once.
+
+    `cache`: reuse the pod views of an earlier compile (the daemon passes one per node)."""
+    targets = list(targets)
+    if not any(_selected(pod, policies) for pod in targets):
+        return {pod_key(pod): {} for pod in targets}  # no peer needs reading
+    views = cache.views(pods) if cache is not None else [_view(p) for p in pods]
+    compiler = _Compiler(views, namespace_labels(namespaces), policies)
     return {pod_key(pod): compiler.compile(_view(pod)) for pod in targets}
+
+
+def _selected(pod: KubeObject, policies: Sequence[Policy]) -> bool:
+    ns, pod_labels = namespace_of(pod), labels(pod)
+    return any(p.namespace == ns and p.pod_selector.matches(pod_labels) for p in policies)
 
 
 def allows(
