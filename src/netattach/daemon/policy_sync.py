@@ -37,7 +37,7 @@ from netattach.policy.model import Policy, parse_policy
 
 log = logging.getLogger("netattach.policy")
 
-DEBOUNCE = 0.2  # quiet time before a pass: a burst of changes makes one pass
+DEBOUNCE = 0.05  # quiet time before a pass: a burst of changes (a relist) makes one pass
 RETRY_DELAY = 5.0  # a failed apply is tried again after this long
 NFT_TIMEOUT = 10.0
 
