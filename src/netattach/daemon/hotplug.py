@@ -31,6 +31,7 @@ from typing import Protocol
 from netattach.attach import selection as selection_mod
 from netattach.cluster import model
 from netattach.cni import errors
+from netattach.daemon import passes
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
 
@@ -243,15 +244,9 @@ class HotPlug:
         while not await self._view.wait_synced(SYNC_WAIT):
             log.warning("hot-plug waits for the cluster view to sync")
         self._dirty.set()
-        while True:
-            await self._dirty.wait()
-            await asyncio.sleep(DEBOUNCE)
-            self._dirty.clear()
-            try:
-                await self.converge()
-            except Exception:
-                # A bug here must not end hot-plug: the next change tries again.
-                log.exception("hot-plug pass failed")
+        await passes.debounced_passes(
+            self._dirty, self.converge, debounce=DEBOUNCE, log=log, what="hot-plug"
+        )
 
     def pending(self) -> list[tuple[str, str]]:
         """(container, the pod's selection text) of each record whose pod selects something

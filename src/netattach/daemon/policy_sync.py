@@ -30,7 +30,7 @@ from typing import Protocol
 
 from netattach.cluster import model, store
 from netattach.cni import errors
-from netattach.daemon import metrics
+from netattach.daemon import metrics, passes
 from netattach.daemon import records as records_mod
 from netattach.policy import apply, compile, render
 from netattach.policy.model import Policy, parse_policy
@@ -107,16 +107,14 @@ class PolicySync:
     async def run(self) -> None:
         """Reconcile every recorded pod, then converge after every change, until cancelled."""
         await self.reconcile()
-        while True:
-            await self._dirty.wait()
-            await asyncio.sleep(DEBOUNCE)
-            self._dirty.clear()
-            try:
-                await self.converge()
-            except Exception:
-                # A bug here must not end enforcement: the next change tries again.
-                log.exception("policy pass failed")
-                self._retry_later()
+        await passes.debounced_passes(
+            self._dirty,
+            self.converge,
+            debounce=DEBOUNCE,
+            log=log,
+            what="policy",
+            after_failure=self._retry_later,
+        )
 
     def _retry_later(self) -> None:
         asyncio.get_running_loop().call_later(RETRY_DELAY, self._dirty.set)

@@ -758,31 +758,28 @@ def _metrics(value: object, key: str, problems: list[str]) -> MetricsSettings | 
 
 
 def _policy(value: object, key: str, problems: list[str]) -> PolicySettings | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        problems.append(f"{key}: must be a mapping such as {{enabled: true}}, got {_show(value)}")
-        return None
-    start = len(problems)
-    _check_keys(value, _POLICY_KEYS, f"{key}.", problems)
-    enabled = _flag(value.get("enabled"), f"{key}.enabled", problems)
-    if len(problems) > start:
-        return None
-    return PolicySettings(enabled=True if enabled is None else enabled)
+    enabled = _switch(value, key, _POLICY_KEYS, problems)
+    return None if enabled is None else PolicySettings(enabled=enabled)
 
 
 def _hotplug(value: object, key: str, problems: list[str]) -> HotPlugSettings | None:
+    enabled = _switch(value, key, _HOTPLUG_KEYS, problems)
+    return None if enabled is None else HotPlugSettings(enabled=enabled)
+
+
+def _switch(value: object, key: str, known: tuple[str, ...], problems: list[str]) -> bool | None:
+    """A `{enabled: BOOL}` section: its flag (True when left out); None when absent or bad."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
         problems.append(f"{key}: must be a mapping such as {{enabled: true}}, got {_show(value)}")
         return None
     start = len(problems)
-    _check_keys(value, _HOTPLUG_KEYS, f"{key}.", problems)
+    _check_keys(value, known, f"{key}.", problems)
     enabled = _flag(value.get("enabled"), f"{key}.enabled", problems)
     if len(problems) > start:
         return None
-    return HotPlugSettings(enabled=True if enabled is None else enabled)
+    return True if enabled is None else enabled
 
 
 def _address(value: object, key: str, problems: list[str]) -> str | None:

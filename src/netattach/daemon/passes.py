@@ -1,0 +1,33 @@
+"""The debounced loop of the daemon's background passes (policy enforcement, hot-plug).
+
+A change anywhere sets an event; the loop waits for a short quiet time so that a burst of
+changes (a relist, a manifest rewrite) makes one pass, then runs the pass. A pass that fails
+with a bug is logged and the loop goes on: the next change tries again.
+"""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+
+async def debounced_passes(
+    dirty: asyncio.Event,
+    one_pass: Callable[[], Awaitable[None]],
+    *,
+    debounce: float,
+    log: logging.Logger,
+    what: str,
+    after_failure: Callable[[], None] | None = None,
+) -> None:
+    """Run `one_pass` after each time `dirty` is set (coalesced over `debounce` seconds),
+    until cancelled."""
+    while True:
+        await dirty.wait()
+        await asyncio.sleep(debounce)
+        dirty.clear()
+        try:
+            await one_pass()
+        except Exception:
+            log.exception("%s pass failed", what)
+            if after_failure is not None:
+                after_failure()
