@@ -35,11 +35,33 @@ test: lint typecheck layers pytest
 demo: venv
 	$(BIN)/netattach demo
 
+.PHONY: bench-quick bench-breakdown bench-policy bench-policy-latency
+
 bench-runtime: venv
 	$(BIN)/python -m bench.runtime_latency
 
+# Every scenario in one run (root, ~10 min on 2 cores): floor, thick (directory and Kubernetes
+# feeds), thin and NETATTACH_BENCH_PEER; prints a table, writes bench/results/<date>.json.
 bench: venv shim
-	$(BIN)/python -m bench.pod_latency
+	$(BIN)/python -m bench
+
+# The same with tiny sizes (a smoke run, ~1 min).
+bench-quick: venv
+	$(BIN)/python -m bench --quick
+
+# Where thick mode's time goes: the daemon under timing probes, without fsync, and under strace.
+bench-breakdown: venv shim
+	@command -v strace >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends strace >/dev/null; }
+	$(BIN)/python -m bench.breakdown
+
+# Policy compile + render at scale (1,000 MultiNetworkPolicies over 500 pods; no root needed).
+bench-policy: venv
+	$(BIN)/python -m bench.policy_scale
+
+# From a MultiNetworkPolicy change to its enforcement in the pod's netns, both feeds (root).
+bench-policy-latency: venv
+	$(BIN)/python -m bench.policy_latency
 
 # The daemon's memory on the Kubernetes feed, idle and with 5,000 pods + 1,000 NADs cached (root).
 bench-memory: venv

@@ -23,20 +23,18 @@ import datetime
 import hashlib
 import json
 import os
-import secrets
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from tests.e2e.kube_harness import RemoteKubeApi, wait_until
 
-from netattach.netns import links, namespace
+from bench import daemons
+from bench import guard as guard_mod
+from netattach.netns import links
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -232,16 +230,6 @@ def daemon_pid(proc: subprocess.Popen[bytes]) -> int:
     return int(children[0])
 
 
-def memory(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM of `pid`, in KiB."""
-    found: dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            found[key] = int(value.split()[0])
-    return found
-
-
 def synced(api: RemoteKubeApi) -> bool:
     reply = api.http_get(METRICS_PORT, "/metrics")
     if reply.get("status") != 200:
@@ -251,11 +239,13 @@ def synced(api: RemoteKubeApi) -> bool:
     )
 
 
-def run_daemon(api: RemoteKubeApi, node_path: str, settings: Path, log: Path) -> dict[str, Any]:
+def run_daemon(
+    guard: guard_mod.Guard, api: RemoteKubeApi, node_path: str, settings: Path, log: Path
+) -> dict[str, Any]:
     """Start the daemon, time its sync and readiness, sample its memory, stop it."""
     with log.open("ab") as stream:
         started = time.monotonic()
-        proc = subprocess.Popen(
+        proc = guard.spawn(
             [
                 "nsenter",
                 f"--net={node_path}",
@@ -290,7 +280,7 @@ def run_daemon(api: RemoteKubeApi, node_path: str, settings: Path, log: Path) ->
         time.sleep(SETTLE)
         samples = []
         for _ in range(SAMPLES):
-            samples.append(memory(pid))
+            samples.append(daemons.memory(pid))
             time.sleep(0.5)
         return {
             "pid_was_nsenter": pid != proc.pid,
@@ -300,13 +290,7 @@ def run_daemon(api: RemoteKubeApi, node_path: str, settings: Path, log: Path) ->
             "hwm_kib": max(s["VmHWM"] for s in samples),
         }
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        guard_mod.stop_process(proc)
 
 
 def list_requests(api: RemoteKubeApi) -> dict[str, int]:
@@ -319,52 +303,48 @@ def list_requests(api: RemoteKubeApi) -> dict[str, int]:
     return counts
 
 
-def measure(pods: int, nads: int, namespaces: int) -> dict[str, Any]:
-    tag = secrets.token_hex(2)
-    node_name = f"na-bmn-{tag}"
-    work = Path(tempfile.mkdtemp(prefix="na-bm-"))
-    node = namespace.create(node_name)
-    api: RemoteKubeApi | None = None
-    try:
-        links.set_up(node, "lo")
-        api = RemoteKubeApi.launch(node, bookmark_interval=30.0)
-        kubeconfig = api.write_kubeconfig(work / "kubeconfig")
-        settings = write_settings(work, node_name, kubeconfig)
-        log = work / "daemon.log"
+def measure(guard: guard_mod.Guard, pods: int, nads: int, namespaces: int) -> dict[str, Any]:
+    """Idle, then loaded; everything made is registered with `guard` (undone by the caller)."""
+    node_name = guard.name("mem")
+    work = guard.work / "memory"
+    work.mkdir()
+    node = guard.netns("mem")
+    links.set_up(node, "lo")
+    api = RemoteKubeApi.launch(node, bookmark_interval=30.0)
+    guard.extra_pids.append(api.proc.pid)
+    guard.on_undo("stop the fake API of the memory run", api.close)
+    kubeconfig = api.write_kubeconfig(work / "kubeconfig")
+    settings = write_settings(work, node_name, kubeconfig)
+    log = work / "daemon.log"
 
-        idle = run_daemon(api, node, settings, log)
-        began = time.monotonic()
-        sizes = load(api, node_name, pods, nads, namespaces)
-        load_s = time.monotonic() - began
-        api.clear_requests()
-        loaded = run_daemon(api, node, settings, log)
-        loaded["list_requests"] = list_requests(api)
-        problems = [
-            line
-            for line in log.read_text(errors="replace").splitlines()
-            if " ERROR " in line or "Traceback" in line
-        ]
-        if problems:
-            raise RuntimeError("the daemon logged errors:\n" + "\n".join(problems[:20]))
-        objects = pods + nads + namespaces
-        return {
-            "pods": pods,
-            "nads": nads,
-            "namespaces": namespaces,
-            "pod_bytes_avg": round(sizes["pod_bytes"]),
-            "nad_bytes_avg": round(sizes["nad_bytes"]),
-            "api_load_s": round(load_s, 2),
-            "idle": idle,
-            "loaded": loaded,
-            "delta_rss_kib": loaded["rss_kib"] - idle["rss_kib"],
-            "per_object_bytes": round(1024 * (loaded["rss_kib"] - idle["rss_kib"]) / objects),
-            "python": sys.version.split()[0],
-        }
-    finally:
-        if api is not None:
-            api.close()
-        namespace.remove(node_name)
-        shutil.rmtree(work, ignore_errors=True)
+    idle = run_daemon(guard, api, node, settings, log)
+    began = time.monotonic()
+    sizes = load(api, node_name, pods, nads, namespaces)
+    load_s = time.monotonic() - began
+    api.clear_requests()
+    loaded = run_daemon(guard, api, node, settings, log)
+    loaded["list_requests"] = list_requests(api)
+    problems = [
+        line
+        for line in log.read_text(errors="replace").splitlines()
+        if " ERROR " in line or "Traceback" in line
+    ]
+    if problems:
+        raise RuntimeError("the daemon logged errors:\n" + "\n".join(problems[:20]))
+    objects = pods + nads + namespaces
+    return {
+        "pods": pods,
+        "nads": nads,
+        "namespaces": namespaces,
+        "pod_bytes_avg": round(sizes["pod_bytes"]),
+        "nad_bytes_avg": round(sizes["nad_bytes"]),
+        "api_load_s": round(load_s, 2),
+        "idle": idle,
+        "loaded": loaded,
+        "delta_rss_kib": loaded["rss_kib"] - idle["rss_kib"],
+        "per_object_bytes": round(1024 * (loaded["rss_kib"] - idle["rss_kib"]) / objects),
+        "python": sys.version.split()[0],
+    }
 
 
 def main() -> int:
@@ -376,7 +356,15 @@ def main() -> int:
     if os.geteuid() != 0:
         print("bench.daemon_memory needs root (network namespaces)", file=sys.stderr)
         return 2
-    result = measure(args.pods, args.nads, args.namespaces)
+    with guard_mod.Guard() as guard:
+        try:
+            result = measure(guard, args.pods, args.nads, args.namespaces)
+        finally:
+            guard.undo()
+            left = guard.leftovers()
+    if left:
+        print("bench.daemon_memory left behind: " + "; ".join(left), file=sys.stderr)
+        return 1
     idle, loaded = result["idle"], result["loaded"]
     print(
         f"netattach daemon on the Kubernetes feed: {args.pods} pods on its node "

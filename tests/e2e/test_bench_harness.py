@@ -1,0 +1,376 @@
+"""`python -m bench --quick`: the benchmark harness as `make bench` runs it, with tiny sizes.
+
+The harness runs in a subprocess, as root, with every scenario: real plugins in real namespaces,
+both daemons, the fake API, the thin plugin and a peer meta-plugin (netattach-thin standing in
+for Multus, through NETATTACH_BENCH_PEER). Afterwards the JSON must have its shape, and nothing
+the run made may be left: no namespace or host link with its tag, no process of it (daemons,
+fake API, runner, delegates), no work directory (which held every host-local allocation, record
+and cache file, all found empty by the harness before it removed them). Interrupted runs leave
+nothing either: SIGINT and SIGTERM are undone by the run itself, SIGKILL by the next run's sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench import breakdown
+from bench import guard as guard_mod
+
+from netattach.netns import namespace
+from tests.e2e.daemon_harness import RUNTIME_PATH, SHIM_TIMEOUT, DaemonNode, daemon, shim_zipapp
+from tests.e2e.harness import ROOT
+
+pytestmark = pytest.mark.netns
+
+__all__ = ["daemon", "shim_zipapp"]  # the fixtures this module uses
+
+RUN_TIMEOUT = 280.0
+PEER_TEMPLATE = {
+    "cniVersion": "1.0.0",
+    "name": "netattach",
+    "type": "netattach-thin",
+    "settings": {
+        "clusterNetwork": "@DEFAULT_NETWORK@",
+        "networksDir": "@NETWORKS_DIR@",
+        "binDirs": ["@CNI_PATH@"],
+        "stateDir": "@STATE_DIR@",
+        "feed": {"directory": "@MANIFESTS_DIR@"},
+    },
+}
+CONTENDERS = ["floor", "thick-dir", "thick-kube", "thin", "peer"]
+SUMMARY_KEYS = {"n", "min", "p50", "p90", "p99", "max", "mean", "stdev"}
+TAG_LINE = re.compile(rb"bench: run ([0-9a-f]{4}):")
+
+
+def bench_env(tmp_path: Path) -> dict[str, str]:
+    template = tmp_path / "peer.json"
+    template.write_text(json.dumps(PEER_TEMPLATE))
+    return {
+        **os.environ,
+        "NETATTACH_BENCH_PEER": str(Path(sys.executable).parent / "netattach-thin"),
+        "NETATTACH_BENCH_PEER_CONF": str(template),
+    }
+
+
+def leftovers(tag: str) -> list[str]:
+    """What a run with `tag` left: namespaces, host links, processes, its directory and file."""
+    marker = f"na-{tag}-"
+    found = [f"netns {n}" for n in namespace.names() if marker in n]
+    found += [f"link {n}" for n in os.listdir("/sys/class/net") if marker in n]
+    work = f"/tmp/na-bench-{tag}"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if work.encode() in cmdline or f"CNI_CONTAINERID={marker}".encode() in environ:
+            found.append(f"process {entry.name}: {cmdline[:100]!r}")
+    if Path(work).exists():
+        found.append(f"directory {work}")
+    for path in (guard_mod.STATE_DIR / f"{tag}.json", *guard_mod.STATE_DIR.glob(f".{tag}.*")):
+        if path.exists():
+            found.append(f"state file {path}")
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """Every living process below `pid` (daemons, the fake API, the runner, delegates)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier}
+        found |= frontier
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    living = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            living.add(pid)
+    return living
+
+
+def wait_no_leftovers(tag: str, timeout: float = 20.0) -> list[str]:
+    """Leftovers once processes had `timeout` seconds to exit (a SIGTERM from their parent's
+    death takes a moment); empty when everything is gone."""
+    deadline = time.monotonic() + timeout
+    while (found := leftovers(tag)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found
+
+
+def check_summary(where: str, summary: dict[str, Any], n: int) -> None:
+    assert set(summary) == SUMMARY_KEYS, where
+    assert summary["n"] == n, where
+    assert 0 < summary["min"] <= summary["p50"] <= summary["p99"] <= summary["max"], where
+
+
+@pytest.mark.req("RT-DEL")
+@pytest.mark.timeout(RUN_TIMEOUT + 60)
+def test_quick_run_measures_every_scenario_and_leaves_nothing(
+    netns_ready: None, tmp_path: Path
+) -> None:
+    out = tmp_path / "result.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--output", str(out)],
+        cwd=ROOT,
+        env=bench_env(tmp_path),
+        capture_output=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    log = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
+    assert done.returncode == 0, log
+    result = json.loads(out.read_text())
+
+    assert result["cleanup"] == {
+        "undo_failures": [],
+        "leftovers": [],
+        "leaks": [],
+        "clean": True,
+    }, log
+    assert wait_no_leftovers(result["tag"]) == []
+    assert re.fullmatch(r"[0-9a-f]{40}", result["git"]["commit"])
+    assert result["machine"]["cpus"] >= 1
+    assert result["contenders"] == CONTENDERS
+
+    runs = result["options"]["runs"]
+    kinds = set(result["latency"])
+    assert kinds >= {"bridge", "ptp"}
+    assert kinds == {"bridge", "ptp", "macvlan"} or any("macvlan" in n for n in result["notes"])
+    for kind, by_count in result["latency"].items():
+        assert list(by_count) == [str(c) for c in result["options"]["counts"]]
+        for count, by_who in by_count.items():
+            assert list(by_who) == CONTENDERS
+            for who, ops in by_who.items():
+                for op in ("add", "del"):
+                    check_summary(f"{kind} x{count} {who} {op}", ops[op], runs)
+                    assert len(ops["samples_ms"][op]) == runs
+            overhead = result["overhead"][kind][count]
+            assert list(overhead) == CONTENDERS[1:]
+            floor_p50 = by_who["floor"]["add"]["p50"]
+            thick = overhead["thick-dir"]
+            assert thick["add_p50_ms"] == pytest.approx(
+                by_who["thick-dir"]["add"]["p50"] - floor_p50
+            )
+            assert thick["add_p50_ratio"] == pytest.approx(
+                by_who["thick-dir"]["add"]["p50"] / floor_p50
+            )
+
+    assert list(result["throughput"]) == [str(n) for n in result["options"]["bursts"]]
+    largest = str(max(result["options"]["bursts"]))
+    for size, by_who in result["throughput"].items():
+        assert set(by_who) == {"floor", "thick-dir", "thick-kube", "peer"}
+        for who, burst in by_who.items():
+            assert burst["pods"] == int(size)
+            assert burst["add_pods_per_s"] > 0
+            assert burst["del_pods_per_s"] > 0
+            if who.startswith("thick") and size == largest:
+                memory = burst["memory_kib"]
+                assert memory["peak_hwm"] >= memory["rss_before"] > 0
+                assert memory["polls"] > 0
+
+    memory = result["memory"]
+    assert memory["pods"] == result["options"]["memory_pods"]
+    assert memory["idle"]["rss_kib"] > 0
+    assert memory["loaded"]["rss_kib"] > 0
+    assert set(result["shim_startup"]) >= {"zipapp"}
+    for summary in result["shim_startup"].values():
+        check_summary("shim", summary, result["options"]["shim_runs"])
+
+    policy = result["policy"]
+    assert policy["policies"] == result["options"]["policies"]
+    assert policy["pods_with_table"] > 0
+    assert policy["set_elements"] > 0
+    assert policy["per_peer_per_port_rules"] >= policy["allow_rules"] > 0
+
+    table = done.stdout.decode()
+    for heading in ("pod ADD/DEL latency", "throughput", "daemon memory", "shim start-up"):
+        assert heading in table
+
+
+def start_and_wait_for_latency(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A full-size run, once it has started measuring latency (everything set up); its tag."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench", "--output", str(tmp_path / "unused.json")],
+        cwd=ROOT,
+        env=bench_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    tag = ""
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b"bench: latency" not in seen:
+        assert time.monotonic() < deadline, seen.decode(errors="replace")
+        ready, _, _ = select.select([proc.stderr], [], [], 1.0)
+        if ready:
+            chunk = os.read(proc.stderr.fileno(), 4096)
+            assert chunk, f"the run ended early: {seen.decode(errors='replace')}"
+            seen += chunk
+            match = TAG_LINE.search(seen)
+            tag = match.group(1).decode() if match else tag
+    assert tag, seen
+    assert any(f"na-{tag}-" in n for n in namespace.names())  # it did make things
+    return proc, tag
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_run_removes_everything(
+    netns_ready: None, tmp_path: Path, signum: signal.Signals
+) -> None:
+    proc, tag = start_and_wait_for_latency(tmp_path)
+    time.sleep(1.0)  # somewhere in the middle of a round
+    children = descendants(proc.pid)
+    assert len(children) >= 4  # two daemons, the fake API, the runner (and their nsenters)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert wait_no_leftovers(tag) == [], err.decode(errors="replace")
+    assert alive(children) == set()
+
+
+def test_killed_run_is_swept_by_the_next(netns_ready: None, tmp_path: Path) -> None:
+    proc, tag = start_and_wait_for_latency(tmp_path)
+    children = descendants(proc.pid)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert any(f"na-{tag}-" in n for n in namespace.names()), "SIGKILL leaves namespaces"
+    deadline = time.monotonic() + 30
+    while alive(children) and time.monotonic() < deadline:  # told by PR_SET_PDEATHSIG
+        time.sleep(0.2)
+    assert alive(children) == set()
+    # (a benchmark starting meanwhile may sweep first: either way, nothing may be left)
+    guard_mod.sweep_dead_runs()
+    assert wait_no_leftovers(tag) == []
+
+
+def test_breakdown_phases_add_up_to_the_handling_time() -> None:
+    """bench.breakdown's exclusive times: each probe's time minus the probes inside it, so a
+    request's phases sum to its handler's span (here 10 ms: 1 lock, 6 delegate, of which
+    4 in the process, 2 record save, of which 1.5 in fsync)."""
+    ms = 1e-3
+    spans = [
+        ("handle", "ADD:c1", 0.0, 10 * ms),
+        ("lock", "ADD:c1", 0.0, 1 * ms),
+        ("delegate (with slot wait)", "ADD:c1", 1 * ms, 7 * ms),
+        ("delegate process", "ADD:c1", 2 * ms, 6 * ms),
+        ("pod record save", "ADD:c1", 7 * ms, 9 * ms),
+        ("fsync", "ADD:c1", 7.5 * ms, 9 * ms),
+        ("connection", "-", -1 * ms, 11 * ms),
+        ("fsync", "-", 3 * ms, 4 * ms),  # no request: the feed's own work
+    ]
+    phases = breakdown.exclusive_times(spans)
+    assert phases["ADD:c1"] == pytest.approx(
+        {
+            "handle": 1.0,
+            "lock": 1.0,
+            "delegate (with slot wait)": 2.0,
+            "delegate process": 4.0,
+            "pod record save": 0.5,
+            "fsync": 1.5,
+        }
+    )
+    assert sum(phases["ADD:c1"].values()) == pytest.approx(10.0)
+    assert breakdown.connection_overhead(spans) == {"ADD:c1": pytest.approx(2.0)}
+
+
+# -- found by the benchmark ------------------------------------------------------------------------
+
+BACKLOG_BURST = 160
+
+
+def listen_queue(daemon: DaemonNode) -> int:
+    """Connections waiting in the daemon's accept queue (ss: Recv-Q of the listening socket)."""
+    done = subprocess.run(
+        ["nsenter", f"--net={daemon.cluster.node.path}", "--", "ss", "-xlH"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    )
+    for line in done.stdout.splitlines():
+        fields = line.split()  # Netid State Recv-Q Send-Q Local-Address Port Peer ...
+        if str(daemon.socket) in fields:
+            return int(fields[2])
+    return 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a burst of CNI calls larger than the daemon's accept backlog (asyncio's default "
+    "100, daemon/server.py CNIServer.start) fails at once with code 11: the shim's connect on "
+    "its timeout-mode socket gets EAGAIN and gives up (shim/main.py exchange)",
+)
+def test_a_burst_beyond_the_accept_backlog_is_served(daemon: DaemonNode) -> None:
+    """`make bench`'s 200-pod burst: ~half the shims failed with 'connect failed: Resource
+    temporarily unavailable'. Here the daemon is stopped (SIGSTOP) while 160 shims connect, so
+    the backlog fills deterministically; once it runs again, every call must succeed."""
+    daemon.start()
+    environ = {
+        "PATH": RUNTIME_PATH,
+        "CNI_COMMAND": "DEL",
+        "CNI_IFNAME": "eth0",
+        "CNI_PATH": str(daemon.bin_dir),
+        "NETATTACH_SHIM_TIMEOUT": SHIM_TIMEOUT,
+    }
+    stdin = json.dumps(daemon.runtime_config()).encode()
+    os.kill(daemon.pid, signal.SIGSTOP)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i in range(BACKLOG_BURST):
+            proc = subprocess.Popen(
+                ["nsenter", f"--net={daemon.cluster.node.path}", "--", str(daemon.installed_shim)],
+                env={**environ, "CNI_CONTAINERID": f"na-burst-{i}"},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            assert proc.stdin is not None
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+            procs.append(proc)
+        deadline = time.monotonic() + 120
+        # every shim either waits in the accept queue or has given up already
+        while listen_queue(daemon) + sum(p.poll() is not None for p in procs) < BACKLOG_BURST:
+            assert time.monotonic() < deadline, "the shims did not all reach connect()"
+            time.sleep(0.2)
+    finally:
+        os.kill(daemon.pid, signal.SIGCONT)
+    refused = []
+    for proc in procs:
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        if proc.wait(timeout=60) != 0:
+            refused.append(out.decode(errors="replace"))
+        proc.stdout.close()
+        assert proc.stderr is not None
+        proc.stderr.close()
+    assert refused == [], f"{len(refused)} of {BACKLOG_BURST} refused, e.g. {refused[0]}"
