@@ -323,12 +323,6 @@ def listen_queue(daemon: DaemonNode) -> int:
     return 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a burst of CNI calls larger than the daemon's accept backlog (asyncio's default "
-    "100, daemon/server.py CNIServer.start) fails at once with code 11: the shim's connect on "
-    "its timeout-mode socket gets EAGAIN and gives up (shim/main.py exchange)",
-)
 def test_a_burst_beyond_the_accept_backlog_is_served(daemon: DaemonNode) -> None:
     """`make bench`'s 200-pod burst: ~half the shims failed with 'connect failed: Resource
     temporarily unavailable'. Here the daemon is stopped (SIGSTOP) while 160 shims connect, so

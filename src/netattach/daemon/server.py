@@ -19,6 +19,7 @@ import dataclasses
 import json
 import logging
 import os
+import socket
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -172,8 +173,10 @@ class CNIServer:
         os.chmod(path.parent, 0o700)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # noqa: ASYNC240 (start-up) -- a socket left by a daemon that died
+        # The kernel's largest accept queue (net.core.somaxconn), not asyncio's 100: after a
+        # node reboot hundreds of pods' shims connect at once, and a full queue refuses at once.
         self._server = await asyncio.start_unix_server(
-            self._serve, path=str(path), limit=MAX_HEADER_LINE * 2
+            self._serve, path=str(path), limit=MAX_HEADER_LINE * 2, backlog=socket.SOMAXCONN
         )
         os.chmod(path, 0o600)
         self.path = path

@@ -36,6 +36,9 @@ DEFAULT_TIMEOUT = 300.0
 TIMEOUT_ENV = "NETATTACH_SHIM_TIMEOUT"
 # Linux sockaddr_un.sun_path is 108 bytes including the terminating NUL.
 SUN_PATH_MAX_BYTES = 107
+# A full accept queue: the first pause, and the longest, between connect attempts (seconds).
+CONNECT_RETRY_FIRST = 0.005
+CONNECT_RETRY_MAX = 0.2
 _RECV_BYTES = 65536
 
 
@@ -129,7 +132,7 @@ def exchange(path: str, body: bytes, timeout: float) -> tuple[int, bytes]:
     try:
         try:
             sock.settimeout(timeout)
-            sock.connect(path)
+            connect(sock, path, deadline)
             step = "send the request"
             try:
                 sock.sendall(head.encode("ascii") + body)
@@ -150,6 +153,22 @@ def exchange(path: str, body: bytes, timeout: float) -> tuple[int, bytes]:
                 _describe("send the request", send_error, deadline)
             ) from send_error
         raise DaemonUnreachableError(str(exc)) from exc
+
+
+def connect(sock: socket.socket, path: str, deadline: float) -> None:
+    """Connect, waiting while the daemon's accept queue is full: a UNIX socket refuses a
+    connection to a full queue at once (EAGAIN) instead of waiting, so a burst of pods would
+    fail with "try again" though the daemon is only busy. Growing pauses, until the deadline."""
+    pause = CONNECT_RETRY_FIRST
+    while True:
+        try:
+            sock.connect(path)
+            return
+        except BlockingIOError:
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, CONNECT_RETRY_MAX)
 
 
 def receive_all(sock: socket.socket, deadline: float) -> bytes:
