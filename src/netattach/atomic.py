@@ -1,6 +1,10 @@
 """Atomic files: write beside, fsync, rename over, fsync the directory (stdlib only).
 
 A reader sees the old file or the new one, never half of either, even across a power cut.
+`durable=False` keeps the atomic rename and skips the two fsyncs: for a file whose loss in a
+power cut costs nothing but a little redundant work (a cache entry, a status that is published
+again, the "complete" mark of a record whose every attachment is already durably named), since
+the page cache survives any crash of the process itself.
 """
 
 import contextlib
@@ -9,7 +13,7 @@ import secrets
 from pathlib import Path
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = True) -> None:
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
@@ -20,7 +24,8 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -28,7 +33,8 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    fsync_directory(directory)
+    if durable:
+        fsync_directory(directory)
 
 
 def fsync_directory(directory: Path) -> None:
@@ -39,13 +45,14 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def remove(path: Path) -> bool:
-    """Delete `path` durably; False when it was already gone."""
+def remove(path: Path, *, durable: bool = True) -> bool:
+    """Delete `path` (durably unless told otherwise); False when it was already gone."""
     try:
         path.unlink()
     except FileNotFoundError:
         return False
-    fsync_directory(path.parent)
+    if durable:
+        fsync_directory(path.parent)
     return True
 
 

@@ -455,3 +455,49 @@ def test_wrongly_typed_netns_and_cni_args_are_corrupt(
     path.write_bytes(data)
     with pytest.raises(cache.CorruptRecordError):
         store.load(KEY)
+
+
+@pytest.mark.req("RT-ATOMIC")
+def test_only_durable_writes_and_removals_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fsync = os.fsync
+    synced: list[int] = []
+
+    def counting(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    path = tmp_path / "record"
+    atomic.write_atomic(path, b"durable")
+    assert len(synced) == 2  # the file, then its directory
+    atomic.write_atomic(path, b"cheap", durable=False)
+    assert atomic.remove(path, durable=False)
+    assert len(synced) == 2
+    atomic.write_atomic(path, b"again", durable=False)
+    assert path.read_bytes() == b"again"
+    assert atomic.remove(path)
+    assert len(synced) == 3  # the directory
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_runtime_cache_does_not_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its entries refine what the caller's durable record names (the daemon's pod record)."""
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    store = cache.AttachmentCache(tmp_path)
+    key = cache.AttachmentKey(network_name="net", container_id="ctr", ifname="net1")
+    store.save(
+        cache.CachedAttachment(
+            key=key,
+            netns="/run/netns/x",
+            config={"cniVersion": "1.0.0", "name": "net", "plugins": []},
+            cni_args=(),
+            capability_args={},
+            result=None,
+        )
+    )
+    assert store.load(key) is not None
+    store.delete(key)
+    assert synced == []

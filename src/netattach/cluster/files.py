@@ -231,7 +231,11 @@ class DirectoryFeed:
                 f"network-status of {namespace}/{pod} is not JSON", str(exc)
             ) from exc
         try:
-            await asyncio.to_thread(atomic.write_atomic, path, text.encode(), mode=STATUS_MODE)
+            # Not fsynced: a status lost in a power cut is published again by the pod's next
+            # ADD, and the pod's record, not this file, is what DEL reads.
+            await asyncio.to_thread(
+                atomic.write_atomic, path, text.encode(), mode=STATUS_MODE, durable=False
+            )
         except OSError as exc:
             raise errors.IOFailureError(
                 f"cannot write network-status of {namespace}/{pod}", str(exc)
@@ -241,7 +245,7 @@ class DirectoryFeed:
         """Delete the pod's status file; nothing to do when there is none."""
         path = self.status_path(namespace, pod)
         try:
-            await asyncio.to_thread(atomic.remove, path)  # False when already gone
+            await asyncio.to_thread(atomic.remove, path, durable=False)  # False: already gone
         except OSError as exc:
             raise errors.IOFailureError(
                 f"cannot remove network-status of {namespace}/{pod}", str(exc)

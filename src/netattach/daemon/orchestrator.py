@@ -229,7 +229,8 @@ class Orchestrator:
                 current = ""
                 await self._apply_default_route(call.netns, plan)
                 record = dataclasses.replace(record, attachments=tuple(made), complete=True)
-                self.records.save(record)
+                # Every attachment is already named by a durable version: this one need not be.
+                self.records.save(record, durable=False)
                 if self.policy is not None and ref.name:
                     # Before the runtime hears of success: a governed pod never runs unprotected.
                     await self.policy.enforce(record, pod)

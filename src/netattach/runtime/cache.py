@@ -158,7 +158,9 @@ class AttachmentCache:
     def save(self, entry: CachedAttachment) -> None:
         data = json.dumps(entry.to_raw(), separators=(",", ":")).encode()
         try:
-            atomic.write_atomic(self.path_for(entry.key), data)
+            # Not fsynced: the caller's own record of the attachment is the durable one (the
+            # daemon's pod record); after a power cut a lost entry means a DEL without prevResult.
+            atomic.write_atomic(self.path_for(entry.key), data, durable=False)
         except OSError as exc:
             raise errors.IOFailureError(
                 f"cannot write attachment record for {entry.key.filename()!r}", str(exc)
@@ -180,7 +182,7 @@ class AttachmentCache:
 
     def delete(self, key: AttachmentKey) -> None:
         try:
-            atomic.remove(self.path_for(key))
+            atomic.remove(self.path_for(key), durable=False)  # back after a power cut: one more DEL
         except OSError as exc:
             raise errors.IOFailureError(
                 f"cannot remove attachment record {key.filename()!r}", str(exc)
