@@ -41,6 +41,9 @@ class Interrupted(BaseException):
     """SIGTERM or SIGHUP arrived: unwind like KeyboardInterrupt does."""
 
 
+TAGGED_GRACE = 15.0  # seconds a process of the run may take to finish after the run stopped
+
+
 def die_with_parent() -> None:
     """For `preexec_fn`: SIGTERM this child when the benchmark's main thread dies, even by
     SIGKILL (the daemons are exec'd by nsenter, which keeps the setting). The signals held
@@ -135,7 +138,7 @@ class Guard:
         self.work.mkdir(mode=0o755)
         self._dirs.append(str(self.work))
         self._save()
-        self.on_undo(f"remove {self.work}", lambda: shutil.rmtree(self.work, ignore_errors=True))
+        self.on_undo(f"remove {self.work}", lambda: self._remove_tree(self.work))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -176,8 +179,24 @@ class Guard:
         path.mkdir(parents=True, exist_ok=True)
         self._dirs.append(str(path))
         self._save()
-        self.on_undo(f"remove {path}", lambda: shutil.rmtree(path, ignore_errors=True))
+        self.on_undo(f"remove {path}", lambda: self._remove_tree(path))
         return path
+
+    def _remove_tree(self, path: Path) -> None:
+        self._settle()  # nothing of the run may write into it after it is gone
+        shutil.rmtree(path, ignore_errors=True)
+
+    def _settle(self) -> None:
+        """Let the run's stragglers end (a plugin or netattach-thin its runner started just
+        before it was stopped finishes its call on its own), then kill what is left."""
+        deadline = time.monotonic() + TAGGED_GRACE
+        while (tagged := _tagged_processes(self.tag, str(self.work))) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+        for pid, _ in tagged:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
         """A long-lived child (stopped at undo, SIGTERMed if the benchmark dies first)."""
@@ -237,7 +256,9 @@ class Guard:
             if proc.poll() is None:
                 found.append(f"process {proc.pid} ({proc.args!r})")
         found += [f"process {pid}" for pid in self.extra_pids if _alive(pid)]
-        found += _tagged_processes(self.tag, str(self.work))
+        found += [
+            f"process {pid} ({text})" for pid, text in _tagged_processes(self.tag, str(self.work))
+        ]
         found += [f"directory {d}" for d in self._dirs if Path(d).exists()]
         for path in (self._record, *STATE_DIR.glob(f".{self.tag}.*.tmp")):
             if path.exists():
@@ -257,10 +278,10 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _tagged_processes(tag: str, work: str) -> list[str]:
-    """Processes whose command line names the work directory or whose CNI_CONTAINERID has the
-    tag (a delegate left running)."""
-    found: list[str] = []
+def _tagged_processes(tag: str, work: str) -> list[tuple[int, str]]:
+    """(pid, command line) of the processes whose command line names the work directory or
+    whose CNI_CONTAINERID has the tag (a delegate left running)."""
+    found: list[tuple[int, str]] = []
     mine = os.getpid()
     wanted_env = f"-{tag}-".encode()
     for entry in Path("/proc").iterdir():
@@ -274,7 +295,7 @@ def _tagged_processes(tag: str, work: str) -> list[str]:
         containers = [v for v in environ.split(b"\0") if v.startswith(b"CNI_CONTAINERID=")]
         if work.encode() in cmdline or any(wanted_env in v for v in containers):
             text = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
-            found.append(f"process {entry.name} ({text[:120]})")
+            found.append((int(entry.name), text[:120]))
     return found
 
 
