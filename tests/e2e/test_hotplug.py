@@ -13,6 +13,7 @@ import asyncio
 import ipaddress
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -492,6 +493,57 @@ def test_the_policy_table_follows_a_hotplugged_interface(daemon: DaemonNode) -> 
     assert not pings(peer, address(status, "net2"))  # nobody reaches web on net-b
 
     deleted_leaving_nothing(daemon, web, peer)
+
+
+# The last plugin of a network's list: it passes the result on and, at ADD, notes the pod's
+# netattach table as it is at that moment (the interface exists, its ADD has not answered).
+SNAPSHOT = """#!{python}
+import json, os, subprocess, sys
+conf = json.load(sys.stdin)
+command = os.environ.get("CNI_COMMAND")
+if command == "ADD":
+    table = subprocess.run(
+        ["nsenter", "--net=" + os.environ["CNI_NETNS"], "nft", "list", "table", "inet",
+         "netattach"],
+        capture_output=True, text=True,
+    ).stdout
+    with open({log!r}, "a") as out:
+        out.write(json.dumps({{"netns": os.environ["CNI_NETNS"], "table": table}}) + "\\n")
+    json.dump(conf.get("prevResult") or {{"cniVersion": conf["cniVersion"]}}, sys.stdout)
+elif command == "VERSION":
+    json.dump({{"cniVersion": "1.0.0", "supportedVersions": ["0.4.0", "1.0.0"]}}, sys.stdout)
+"""
+
+
+@pytest.mark.req("RT-HOTPLUG", "POL-SELECT")
+def test_a_hotplugged_interface_is_governed_before_its_add_answers(daemon: DaemonNode) -> None:
+    """No window without policy: when the new attachment's last plugin runs, the pod's table
+    already names the interface (the daemon applied it before the first plugin ran)."""
+    cluster = daemon.cluster
+    log = cluster.root / "snapshots.jsonl"
+    plugin = cluster.bin / "na-snapshot"
+    plugin.write_text(SNAPSHOT.format(python=sys.executable, log=str(log)))
+    plugin.chmod(0o755)
+    bridge_nads(cluster, "net-a")
+    net_b = bridge_list(None, host_local(cluster.ipam, SUBNETS["net-b"]))
+    net_b["plugins"].append({"type": "na-snapshot"})
+    cluster.add_nad(NS, "net-b", net_b)
+    ingress_denied = {"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"]}
+    cluster.add_policy(NS, "deny-web", ingress_denied, "net-b")
+    web = cluster.pod(NS, "web", "net-a", labels={"app": "web"})
+    daemon.start()
+    attached(daemon, web)
+
+    cluster.add_pod(NS, "web", web.uid, "net-a,net-b", labels={"app": "web"})
+
+    wait_status(
+        cluster, web, [(DEFAULT_NETWORK, "eth0"), (f"{NS}/net-a", "net1"), (f"{NS}/net-b", "net2")]
+    )
+    (seen,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert seen["netns"] == web.netns
+    assert table_interfaces(seen["table"]) == {"net2"}
+
+    deleted_leaving_nothing(daemon, web)
 
 
 # -- the Kubernetes feed ---------------------------------------------------------------------------

@@ -679,6 +679,10 @@ class Orchestrator:
             record = dataclasses.replace(record, attachments=(*record.attachments, intent))
             self.records.save(record)
             try:
+                if self.policy is not None:
+                    # Govern the interface before it exists (nft matches it by name), so no
+                    # packet reaches it unfiltered; refined with its address once it is made.
+                    await self.policy.enforce(record)
                 res = await self.runtime.add_network_list(
                     planned.network, _runtime_conf(call, record.netns, intent)
                 )
