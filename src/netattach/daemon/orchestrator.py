@@ -41,7 +41,8 @@ class ClusterView(Protocol):
 
 @runtime_checkable
 class EventRecorder(Protocol):
-    """A sink that can also record Kubernetes Events on the pod (KUBE-EVENTS)."""
+    """A sink that can also record Kubernetes Events on the pod (KUBE-EVENTS), or on another
+    object of the namespace (`kind`: a MultiNetworkPolicy, say) named `pod`."""
 
     async def record_event(
         self,
@@ -52,6 +53,7 @@ class EventRecorder(Protocol):
         message: str,
         type_: str = "Normal",
         uid: str = "",
+        kind: str = model.POD,
     ) -> None: ...
 
 

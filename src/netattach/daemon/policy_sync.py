@@ -26,11 +26,10 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
 
 from netattach.cluster import model, store
 from netattach.cni import errors
-from netattach.daemon import metrics, passes
+from netattach.daemon import metrics, orchestrator, passes
 from netattach.daemon import records as records_mod
 from netattach.policy import apply, compile, render
 from netattach.policy.model import Policy, parse_policy
@@ -42,22 +41,6 @@ RETRY_DELAY = 5.0  # a failed apply is tried again after this long
 NFT_TIMEOUT = 10.0
 
 StatusEntries = Callable[[records_mod.PodRecord], list[dict[str, object]]]
-
-
-class PolicyEvents(Protocol):
-    """Where Warnings about policies and pods go (the Kubernetes feed; absent otherwise)."""
-
-    async def record_event(
-        self,
-        namespace: str,
-        pod: str,
-        *,
-        reason: str,
-        message: str,
-        type_: str = "Normal",
-        uid: str = "",
-        kind: str = model.POD,
-    ) -> None: ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -80,7 +63,7 @@ class PolicySync:
         view: store.ClusterStore,
         records: records_mod.PodRecords,
         status_entries: StatusEntries,
-        events: PolicyEvents | None = None,
+        events: orchestrator.EventRecorder | None = None,  # Warnings on policies and pods
         status_file: Callable[[str, str], list[dict[str, object]] | None] | None = None,
     ) -> None:
         self._view = view
