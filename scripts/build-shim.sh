@@ -16,17 +16,23 @@
 # also needs a C compiler and the interpreter's headers (gcc; pyenv and python3-dev have them).
 #
 # Why Nuitka: it starts 20 ms sooner than PyInstaller's one-dir (whose bootloader sets up an
-# embedded interpreter and unpacks its own importers first), within 6 ms of the zipapp on the
-# host's python3. Measured with `measure` on this project's 2-core machine, 2026-11-22 (Python
+# embedded interpreter and unpacks its own importers first). Nuitka's own runtime costs ~14 ms
+# before the first line of the shim runs (a compiled `print("hi")` takes 20.4 ms here): the zipapp
+# on the host's python3 is faster still, for hosts that have one. The shim imports `_json` and
+# `_socket` rather than `json` and `socket` (see netattach/quickjson.py), which took ~8 ms off
+# every form. Measured with `measure` on this project's 2-core machine, 2026-11-22 (Python
 # 3.11.7, Nuitka 4.3.3, PyInstaller 6.22.3; Nuitka's --lto or no_docstrings gained < 2 ms):
 #                                                               mean  median    min
-#   python3.11 -I -S -c pass  (the interpreter alone: a floor)   7.0     6.8    6.5
-#   python3.11 -I -S -m netattach.shim  (source, .pyc cached)   23.6    22.9   22.0
-#   Nuitka standalone  (`executable`)                           27.6    27.4   26.6
-#   PyInstaller one-dir                                         47.8    48.0   43.9
-#   python3.11 netattach-shim.pyz  (Debian's python3)           22.0    22.0   21.4
-#   python3.11 -I -S netattach-shim.pyz                         20.7    20.6   19.1
-#   python3.9 netattach-shim.pyz  (no matching .pyc: compiles)  30.7    30.7   29.7
+#   python3.11 -I -S -c pass  (the interpreter alone: a floor)   6.4     6.3    6.0
+#   Nuitka standalone  (`executable`)                           19.8    19.7   18.6
+#   PyInstaller one-dir  (before the import trim)               47.8    48.0   43.9
+#   python3.11 -I -S netattach-shim.pyz                         12.3    12.2   11.9
+#   /usr/bin/python3 netattach-shim.pyz  (Debian's 3.11.2)      14.3    14.2   13.6
+#   python3.9 netattach-shim.pyz  (no matching .pyc: compiles)  26.9    27.1   25.3
+#
+# The zipapp's shebang is `/usr/bin/env python3`: a PATH whose python3 is a wrapper script
+# (pyenv's shims) costs ~70 ms more per call; install it where the runtime's PATH finds the real
+# interpreter, or run it as `python3 -I -S netattach-shim.pyz` from a one-line wrapper.
 #
 # Build time, same machine: Nuitka 50 s with an empty cache (~/.cache/Nuitka), 19 s with it
 # warm; PyInstaller 4 s; zipapp well under a second.
@@ -50,7 +56,8 @@ usage() {
 stage_sources() {
   local stage="$1"
   mkdir -p "$stage/netattach/cni" "$stage/netattach/shim"
-  cp "$SRC/netattach/__init__.py" "$SRC/netattach/wire.py" "$stage/netattach/"
+  cp "$SRC/netattach/__init__.py" "$SRC/netattach/wire.py" "$SRC/netattach/quickjson.py" \
+    "$stage/netattach/"
   cp "$SRC/netattach/cni/__init__.py" "$SRC/netattach/cni/spec.py" "$SRC/netattach/cni/errors.py" \
     "$stage/netattach/cni/"
   cp "$SRC"/netattach/shim/*.py "$stage/netattach/shim/"

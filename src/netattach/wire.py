@@ -8,10 +8,11 @@
 Every reply the daemon sends — 200 for a CNI outcome (a result or a CNI error), 4xx for a request
 it cannot read, 503 while it is not ready — carries that body, so the shim's job is only: print
 `stdout`, exit with `exitCode`. Only `CNI_*` variables travel; the shim's other environment stays
-on the host. Standard library only, no dataclasses: the shim imports this module.
+on the host. Standard library only, no dataclasses and no `json` (see `quickjson`): the shim
+imports this module.
 """
 
-import json
+from netattach import quickjson
 
 PATH = "/cni"
 CONTENT_TYPE = "application/json"
@@ -28,12 +29,12 @@ def encode_request(environ: dict[str, str], stdin: bytes) -> bytes:
     # surrogateescape: a config that is not UTF-8 still reaches the daemon byte for byte,
     # which then reports it as a decoding failure (code 6) instead of the shim guessing.
     text = stdin.decode("utf-8", errors="surrogateescape")
-    return json.dumps({"env": env, "stdin": text}).encode("utf-8", errors="surrogateescape")
+    return quickjson.dumps({"env": env, "stdin": text}).encode("utf-8", errors="surrogateescape")
 
 
 def decode_request(body: bytes) -> tuple[dict[str, str], bytes]:
     try:
-        raw = json.loads(body.decode("utf-8", errors="surrogateescape"))
+        raw = quickjson.loads(body.decode("utf-8", errors="surrogateescape"))
     except (ValueError, RecursionError) as exc:
         raise WireError(f"request body is not JSON: {str(exc)[:120]}") from exc
     if not isinstance(raw, dict):
@@ -50,14 +51,14 @@ def decode_request(body: bytes) -> tuple[dict[str, str], bytes]:
 
 def encode_reply(exit_code: int, stdout: bytes) -> bytes:
     text = stdout.decode("utf-8", errors="surrogateescape")
-    return json.dumps({"exitCode": exit_code, "stdout": text}).encode(
+    return quickjson.dumps({"exitCode": exit_code, "stdout": text}).encode(
         "utf-8", errors="surrogateescape"
     )
 
 
 def decode_reply(body: bytes) -> tuple[int, bytes]:
     try:
-        raw = json.loads(body.decode("utf-8", errors="surrogateescape"))
+        raw = quickjson.loads(body.decode("utf-8", errors="surrogateescape"))
     except (ValueError, RecursionError) as exc:
         raise WireError(f"reply body is not JSON: {str(exc)[:120]}") from exc
     if not isinstance(raw, dict):

@@ -18,13 +18,14 @@ later): standard library only, and only its cheap parts — no `asyncio`, `datac
 tests import it under `python -I -S` and check what is absent from `sys.modules`.
 """
 
-import json
+# `_socket` and `quickjson`, not `socket` and `json`: the same C code without the Python layers
+# (`enum`, `selectors`, `re`), which cost ~10 ms of start-up (tests/shim/test_imports.py).
+import _socket
 import os
-import socket
 import sys
 import time
 
-from netattach import wire
+from netattach import quickjson, wire
 from netattach.cni import errors, spec
 
 # The config key that names the daemon's socket, and the socket the DaemonSet creates.
@@ -53,20 +54,20 @@ def main() -> int:
     if not isinstance(cni_version, str) or not cni_version:
         cni_version = spec.CURRENT_VERSION
     if os.environ.get(spec.ENV_COMMAND) == spec.VERSION:
-        return _print(json.dumps(build_version_reply(cni_version)).encode(), 0)
+        return _print(quickjson.dumps(build_version_reply(cni_version)).encode(), 0)
     try:
         path = lookup_socket(config)
         code, stdout = fetch_reply(path, wire.encode_request(dict(os.environ), stdin))
     except errors.CNIError as exc:
         # CNI spec "Error": the error object goes to stdout and the plugin exits non-zero.
-        return _print(json.dumps(exc.to_raw(cni_version)).encode(), 1)
+        return _print(quickjson.dumps(exc.to_raw(cni_version)).encode(), 1)
     return _print(stdout, code)
 
 
 def parse_config(stdin: bytes) -> dict[str, object]:
     """The config as a dict, or {} when it is not a JSON object (the daemon reports that one)."""
     try:
-        raw = json.loads(stdin.decode("utf-8", errors="surrogateescape"))
+        raw = quickjson.loads(stdin.decode("utf-8", errors="surrogateescape"))
     except (ValueError, RecursionError):
         return {}
     return raw if isinstance(raw, dict) else {}
@@ -82,14 +83,14 @@ def lookup_socket(config: dict[str, object]) -> str:
     if not isinstance(path, str) or not path.startswith("/"):
         raise errors.InvalidNetworkConfigError(
             f"{SOCKET_KEY} must be an absolute path to the netattach daemon's socket",
-            f"got {json.dumps(path)[:200]}",
+            f"got {quickjson.dumps(path)[:200]}",
         )
     encoded = path.encode("utf-8", errors="surrogateescape")
     if b"\0" in encoded or len(encoded) > SUN_PATH_MAX_BYTES:
         raise errors.InvalidNetworkConfigError(
             f"{SOCKET_KEY} is not a usable UNIX socket path (at most {SUN_PATH_MAX_BYTES} bytes,"
             " no NUL)",
-            f"got {json.dumps(path)[:200]}",
+            f"got {quickjson.dumps(path)[:200]}",
         )
     return path
 
@@ -128,7 +129,7 @@ def exchange(path: str, body: bytes, timeout: float) -> tuple[int, bytes]:
     )
     step = "connect"
     send_error: OSError | None = None  # a local annotation: never evaluated, so fine on 3.9
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         try:
             sock.settimeout(timeout)
@@ -155,7 +156,7 @@ def exchange(path: str, body: bytes, timeout: float) -> tuple[int, bytes]:
         raise DaemonUnreachableError(str(exc)) from exc
 
 
-def connect(sock: socket.socket, path: str, deadline: float) -> None:
+def connect(sock: _socket.socket, path: str, deadline: float) -> None:
     """Connect, waiting while the daemon's accept queue is full: a UNIX socket refuses a
     connection to a full queue at once (EAGAIN) instead of waiting, so a burst of pods would
     fail with "try again" though the daemon is only busy. Growing pauses, until the deadline."""
@@ -171,7 +172,7 @@ def connect(sock: socket.socket, path: str, deadline: float) -> None:
             pause = min(pause * 2, CONNECT_RETRY_MAX)
 
 
-def receive_all(sock: socket.socket, deadline: float) -> bytes:
+def receive_all(sock: _socket.socket, deadline: float) -> bytes:
     """Everything up to EOF (the request said `Connection: close`), within the deadline."""
     chunks: list[bytes] = []
     while True:
