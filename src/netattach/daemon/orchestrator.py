@@ -208,14 +208,22 @@ class Orchestrator:
                 uid=ref.uid,
                 selection=None if pod is None else hotplug.selection_text(pod),
             )
+            intents: list[records_mod.AttachmentRecord] = []
             made: list[records_mod.AttachmentRecord] = []
             results: list[result.Result] = []
             current = ""
             try:
                 for planned in plan:
                     current = planned.status_name
-                    made.append(self._intent(planned, made))
-                    self.records.save(dataclasses.replace(record, attachments=tuple(made)))
+                    intents.append(self._intent(planned, intents))
+                current = ""
+                # One durable write names every attachment before the first plugin runs: after a
+                # crash at any point, DEL finds all that may hold resources (a DEL of one that
+                # never ran is a DEL of nothing, which every plugin must accept).
+                self.records.save(dataclasses.replace(record, attachments=tuple(intents)))
+                for planned, intent in zip(plan, intents, strict=True):
+                    current = planned.status_name
+                    made.append(intent)
                     res = await self.runtime.add_network_list(
                         planned.network, _runtime_conf(call, call.netns, made[-1])
                     )
@@ -231,7 +239,7 @@ class Orchestrator:
                 current = ""
                 await self._apply_default_route(call.netns, plan)
                 record = dataclasses.replace(record, attachments=tuple(made), complete=True)
-                # Every attachment is already named by a durable version: this one need not be.
+                # Every attachment is already named by the durable version: this one need not be.
                 self.records.save(record, durable=False)
                 if self.policy is not None and ref.name:
                     # Before the runtime hears of success: a governed pod never runs unprotected.
