@@ -142,8 +142,7 @@ def test_a_full_state_directory_fails_add_cleanly_and_del_still_frees(
 
     no_space(reply)
     assert reply.out["msg"] == (
-        f"[{NS}/before/{before.uid}] cannot write the record of container "
-        f"{before.container_id}"
+        f"[{NS}/before/{before.uid}] cannot write the record of container {before.container_id}"
     )
     assert cluster.interfaces(before.netns) == {}
     assert cluster.leftovers() == held
