@@ -782,6 +782,114 @@ def test_run_reports_problems_of_a_reload(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+# --- the parse cache (the thin plugin's) ---------------------------------------------------------
+
+
+def cached_feed(directory: Path, cache: Path) -> tuple[files.DirectoryFeed, store.ClusterStore]:
+    cluster = store.ClusterStore()
+    return files.DirectoryFeed(directory, cluster, parse_cache=cache), cluster
+
+
+def loaded(directory: Path, cache: Path | None) -> tuple[list[object], list[str]]:
+    """What a fresh feed loads: every object (sorted) and every problem, as text."""
+    cluster = store.ClusterStore()
+    problems = files.DirectoryFeed(directory, cluster, parse_cache=cache).load()
+    objects = sorted(
+        json.dumps(obj, sort_keys=True)
+        for kind in model.API_VERSIONS
+        for obj in cluster.objects(kind)
+    )
+    return list(objects), [str(p) for p in problems]
+
+
+@pytest.fixture
+def manifests(tmp_path: Path) -> Path:
+    directory = tmp_path / "manifests"
+    directory.mkdir()
+    write(directory, "ns.yaml", NAMESPACE)
+    write(directory, "pod.yaml", POD)
+    write(directory, "nad.yaml", NAD)
+    write(
+        directory, "bad.yaml", "\n---\n".join([doc(model.POD, "fine"), doc(model.POD, "Bad_Name")])
+    )
+    write(directory, "broken.yaml", "key: [unclosed\n")
+    return directory
+
+
+def test_a_cached_load_is_the_same_load_without_parsing_again(
+    manifests: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "state" / "manifest-cache.json"
+    uncached = loaded(manifests, None)
+    assert loaded(manifests, cache) == uncached  # the first load writes the cache
+    assert cache.exists()
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+
+    def no_parsing(data: bytes, *, is_json: bool) -> list[object]:
+        raise AssertionError("parsed an unchanged file")
+
+    monkeypatch.setattr(documents, "parse_documents", no_parsing)
+    assert loaded(manifests, cache) == uncached
+    assert len(uncached[1]) == 2  # the bad document and the broken file, from the cache too
+
+
+def test_a_changed_added_or_removed_file_is_seen_through_the_cache(
+    manifests: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "manifest-cache.json"
+    loaded(manifests, cache)
+    write(manifests, "pod.yaml", POD.replace("name: web", "name: web-2"))
+    write(manifests, "more.yaml", doc(model.POD, "extra", "blue"))
+    (manifests / "nad.yaml").unlink()
+    feed, cluster = cached_feed(manifests, cache)
+
+    feed.load()
+
+    assert names(cluster, model.POD) == {("blue", "web-2"), ("blue", "extra"), ("default", "fine")}
+    assert names(cluster, model.NAD) == set()
+    assert loaded(manifests, cache) == loaded(manifests, None)
+    assert sorted(json.loads(cache.read_text())["files"]) == [
+        "bad.yaml",
+        "broken.yaml",
+        "more.yaml",
+        "ns.yaml",
+        "pod.yaml",
+    ]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"",
+        b"{not json",
+        b"[]",
+        b'{"kind": "netattachManifestCacheV1", "directory": "/elsewhere", "files": {}}',
+        b'{"kind": "netattachManifestCacheV1", "directory": "DIR", "files": {"pod.yaml": 1}}',
+        b'{"kind": "netattachManifestCacheV1", "directory": "DIR", "files": {"pod.yaml":'
+        b' {"stamp": [1, 2], "found": []}}}',
+        b'{"kind": "netattachManifestCacheV1", "directory": "DIR", "files": {"pod.yaml":'
+        b' {"stamp": [1, 2, 3, 4], "found": [[1, 7]]}}}',
+    ],
+)
+def test_a_damaged_or_foreign_cache_is_ignored_and_rewritten(
+    manifests: Path, tmp_path: Path, damage: bytes
+) -> None:
+    cache = tmp_path / "manifest-cache.json"
+    cache.write_bytes(damage.replace(b"DIR", str(manifests).encode()))
+
+    assert loaded(manifests, cache) == loaded(manifests, None)
+    assert json.loads(cache.read_text())["directory"] == str(manifests)
+
+
+def test_a_cache_that_cannot_be_written_costs_only_the_parsing(
+    manifests: Path, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # the cache's directory is a file: every write fails
+
+    assert loaded(manifests, blocked / "manifest-cache.json") == loaded(manifests, None)
+
+
 # --- status files --------------------------------------------------------------------------------
 
 ENTRIES: list[dict[str, object]] = [

@@ -14,6 +14,12 @@ raised. A file that cannot be read whole (unreadable, larger than `MAX_FILE_BYTE
 nested deeper than `MAX_DEPTH`, or aliases expanding past `MAX_VALUES_PER_FILE`) contributes
 nothing and is reported once.
 
+A feed given a `parse_cache` file (the thin plugin, which reads the directory on every call)
+keeps there what each file parsed to, keyed by the file's stamp (name, mtime, ctime, size,
+inode): an unchanged file is not parsed again. The cache is an optimisation only: one that is
+missing, unreadable or of another directory is rebuilt, and one that cannot be written is
+skipped.
+
 Errors raised (status files only):
     errors.InvalidEnvironmentError   a namespace or pod name that is not a DNS-1123 label
     errors.IOFailureError            a status file could not be written or removed
@@ -32,7 +38,7 @@ import stat
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from netattach import atomic
 from netattach.cluster import documents, model, store
@@ -74,6 +80,9 @@ class ManifestProblem:
 
 
 _FileRefusedError = documents.DocumentsRefusedError
+_PARSE_CACHE_KIND: Final = "netattachManifestCacheV1"
+# A file's documents as parsed and checked: (1-based document index, object or problem message).
+_Parsed = list[tuple[int, "model.KubeObject | str"]]
 
 
 class _NotJSONError(Exception):
@@ -96,9 +105,12 @@ class _Snapshot:
 class DirectoryFeed:
     """Feeds `store` from the manifests in `directory`; keeps pod status files beside them."""
 
-    def __init__(self, directory: Path, store: store.ClusterStore) -> None:
+    def __init__(
+        self, directory: Path, store: store.ClusterStore, *, parse_cache: Path | None = None
+    ) -> None:
         self.directory = directory
         self._store = store
+        self._parse_cache = parse_cache
         self._fingerprint: _Fingerprint = None
         self._loaded = False
         self._problems: tuple[ManifestProblem, ...] = ()
@@ -181,13 +193,21 @@ class DirectoryFeed:
         # Stamped before reading: a file changed while being read differs from its stamp, so the
         # next poll reads it again.
         fingerprint = _fingerprint_of(entries)
+        stamps = {stamp[0]: stamp for stamp in fingerprint}
+        cached = self._read_parse_cache()
+        parsed: dict[str, tuple[_FileStamp, _Parsed]] = {}
         kept: dict[tuple[str, str, str], tuple[model.KubeObject, str]] = {}
         problems: list[ManifestProblem] = []
         for entry in entries:
             path = str(Path(self.directory, entry.name))
-            for document, found in _load_file(path):
-                if isinstance(found, ManifestProblem):
-                    problems.append(found)
+            stamp = stamps[entry.name]
+            hit = cached.get(entry.name)
+            contents = hit[1] if hit is not None and hit[0] == stamp else list(_load_file(path))
+            if stamp[1] != -1:  # a file that could not be stat'ed is read again every time
+                parsed[entry.name] = (stamp, contents)
+            for document, found in contents:
+                if isinstance(found, str):
+                    problems.append(ManifestProblem(path=path, document=document, message=found))
                     continue
                 key = (found["kind"], model.namespace_of(found), model.name_of(found))
                 where = f"{path} document {document}"
@@ -202,11 +222,44 @@ class DirectoryFeed:
                     )
                     del kept[key]  # the winner takes the later position too
                 kept[key] = (found, where)
+        if parsed != cached:
+            self._write_parse_cache(parsed)
         return _Snapshot(
             objects=[obj for obj, _ in kept.values()],
             problems=tuple(problems),
             fingerprint=fingerprint,
         )
+
+    def _read_parse_cache(self) -> dict[str, tuple[_FileStamp, _Parsed]]:
+        if self._parse_cache is None:
+            return {}
+        try:
+            raw = json.loads(self._parse_cache.read_bytes())
+            if raw.get("kind") != _PARSE_CACHE_KIND or raw.get("directory") != str(self.directory):
+                return {}
+            return {
+                str(name): _cached_file(str(name), entry) for name, entry in raw["files"].items()
+            }
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            return {}  # missing or damaged: every file is parsed again, and the cache rewritten
+
+    def _write_parse_cache(self, parsed: dict[str, tuple[_FileStamp, _Parsed]]) -> None:
+        if self._parse_cache is None:
+            return
+        raw = {
+            "kind": _PARSE_CACHE_KIND,
+            "directory": str(self.directory),
+            "files": {
+                name: {"stamp": list(stamp[1:]), "found": [list(pair) for pair in contents]}
+                for name, (stamp, contents) in parsed.items()
+            },
+        }
+        try:
+            atomic.write_atomic(
+                self._parse_cache, json.dumps(raw, separators=(",", ":")).encode(), durable=False
+            )
+        except OSError as exc:
+            log.debug("manifest parse cache %s not written: %s", self._parse_cache, exc)
 
     # -- status files ---------------------------------------------------------------------------
 
@@ -288,21 +341,32 @@ def _fingerprint_of(entries: list[os.DirEntry[str]]) -> frozenset[_FileStamp]:
     return frozenset(stamps)
 
 
-def _load_file(path: str) -> Iterator[tuple[int, model.KubeObject | ManifestProblem]]:
-    """The file's objects of our kinds and its problems, each with its 1-based document index."""
+def _cached_file(name: str, entry: Any) -> tuple[_FileStamp, _Parsed]:
+    """One file's entry of the parse cache (ValueError, TypeError, KeyError when damaged)."""
+    mtime, ctime, size, inode = (int(n) for n in entry["stamp"])
+    contents: _Parsed = []
+    for document, found in entry["found"]:
+        if not isinstance(found, str | dict):
+            raise TypeError(f"cached document of {name!r} is a {type(found).__name__}")
+        contents.append(
+            (int(document), found if isinstance(found, str) else cast(model.KubeObject, found))
+        )
+    return (name, mtime, ctime, size, inode), contents
+
+
+def _load_file(path: str) -> Iterator[tuple[int, model.KubeObject | str]]:
+    """The file's objects of our kinds and its problems (messages), each with its 1-based
+    document index (0: the whole file)."""
     try:
         documents = _parse_file(path)
     except _FileRefusedError as exc:
-        yield exc.document, ManifestProblem(path=path, document=exc.document, message=exc.message)
+        yield exc.document, exc.message
         return
     for index, document in enumerate(documents, start=1):
         if document is None:
             continue  # an empty document, as between two `---`
         for found in _objects_of(document):
-            if isinstance(found, str):
-                yield index, ManifestProblem(path=path, document=index, message=found)
-            else:
-                yield index, found
+            yield index, found
 
 
 def _parse_file(path: str) -> list[Any]:

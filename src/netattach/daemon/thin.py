@@ -1,8 +1,9 @@
 """The thin plugin: the whole orchestrator in the process the runtime executes.
 
-No daemon, no cache kept between calls: each call loads the settings and the manifest
-directory, runs, and exits. Simple to deploy and the reference for what the daemon must do
-faster; `bench/` measures what it costs.
+No daemon: each call loads the settings and the manifest directory, runs, and exits. What each
+manifest file parsed to is kept in `<stateDir>/manifest-cache.json` (keyed by the file's stamp),
+so a call parses only the files changed since the last one. Simple to deploy and the reference
+for what the daemon must do faster; `bench/` measures what it costs.
 """
 
 import asyncio
@@ -16,6 +17,8 @@ from netattach.daemon import dispatch, locks, orchestrator, records, settings
 from netattach.runtime import chain
 
 log = logging.getLogger("netattach.thin")
+
+PARSE_CACHE = "manifest-cache.json"
 
 
 class _NoStatus:
@@ -38,8 +41,9 @@ def build_orchestrator(
     reads, so any feed will do; with the Kubernetes feed no API is contacted."""
     view = store.ClusterStore()
     sink: orchestrator.StatusSink
+    state_dir = cfg.runtime.state_dir
     if isinstance(cfg.feed, settings.DirectoryFeed):
-        feed = files.DirectoryFeed(cfg.feed.path, view)
+        feed = files.DirectoryFeed(cfg.feed.path, view, parse_cache=state_dir / PARSE_CACHE)
         for problem in feed.load():
             log.warning("%s", problem)
         sink = feed
@@ -50,7 +54,6 @@ def build_orchestrator(
             f"{cfg.source}: the thin plugin needs feed.directory",
             "the Kubernetes feed is served by the node daemon",
         )
-    state_dir = cfg.runtime.state_dir
     return orchestrator.Orchestrator(
         settings=cfg,
         view=view,
