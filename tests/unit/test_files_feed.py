@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import netattach
 from netattach.cluster import documents, files, model, store
 from netattach.cni import errors
 
@@ -857,28 +858,49 @@ def test_a_changed_added_or_removed_file_is_seen_through_the_cache(
     ]
 
 
+CACHE_HEAD = b'{"kind": "netattachManifestCacheV1", "netattach": "VERSION", "directory": '
+
+
 @pytest.mark.parametrize(
     "damage",
     [
         b"",
         b"{not json",
         b"[]",
-        b'{"kind": "netattachManifestCacheV1", "directory": "/elsewhere", "files": {}}',
-        b'{"kind": "netattachManifestCacheV1", "directory": "DIR", "files": {"pod.yaml": 1}}',
-        b'{"kind": "netattachManifestCacheV1", "directory": "DIR", "files": {"pod.yaml":'
-        b' {"stamp": [1, 2], "found": []}}}',
-        b'{"kind": "netattachManifestCacheV1", "directory": "DIR", "files": {"pod.yaml":'
-        b' {"stamp": [1, 2, 3, 4], "found": [[1, 7]]}}}',
+        CACHE_HEAD + b'"/elsewhere", "files": {}}',
+        CACHE_HEAD + b'"DIR", "files": {"pod.yaml": 1}}',
+        CACHE_HEAD + b'"DIR", "files": {"pod.yaml": {"stamp": [1, 2], "found": []}}}',
+        CACHE_HEAD + b'"DIR", "files": {"pod.yaml": {"stamp": [1, 2, 3, 4], "found": [[1, 7]]}}}',
     ],
 )
 def test_a_damaged_or_foreign_cache_is_ignored_and_rewritten(
     manifests: Path, tmp_path: Path, damage: bytes
 ) -> None:
     cache = tmp_path / "manifest-cache.json"
+    damage = damage.replace(b"VERSION", netattach.__version__.encode())
     cache.write_bytes(damage.replace(b"DIR", str(manifests).encode()))
 
     assert loaded(manifests, cache) == loaded(manifests, None)
     assert json.loads(cache.read_text())["directory"] == str(manifests)
+
+
+@pytest.mark.parametrize(("version", "seen"), [(None, "stale"), ("0.0.0", "web")])
+def test_a_cache_is_trusted_only_from_this_version_of_netattach(
+    manifests: Path, tmp_path: Path, version: str | None, seen: str
+) -> None:
+    cache = tmp_path / "manifest-cache.json"
+    loaded(manifests, cache)
+    raw = json.loads(cache.read_text())
+    ((_, cached_pod),) = raw["files"]["pod.yaml"]["found"]
+    cached_pod["metadata"]["name"] = "stale"  # what an older netattach might have made of it
+    if version is not None:
+        raw["netattach"] = version
+    cache.write_text(json.dumps(raw))
+    feed, cluster = cached_feed(manifests, cache)
+
+    feed.load()
+
+    assert ("blue", seen) in names(cluster, model.POD)
 
 
 def test_a_cache_that_cannot_be_written_costs_only_the_parsing(

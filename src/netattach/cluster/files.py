@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, cast
 
-from netattach import atomic
+from netattach import __version__, atomic
 from netattach.cluster import documents, model, store
 from netattach.cni import errors
 
@@ -235,20 +235,26 @@ class DirectoryFeed:
             return {}
         try:
             raw = json.loads(self._parse_cache.read_bytes())
-            if raw.get("kind") != _PARSE_CACHE_KIND or raw.get("directory") != str(self.directory):
-                return {}
+            if any(raw.get(key) != value for key, value in self._parse_cache_header().items()):
+                return {}  # another directory's, or another version's (its checks may differ)
             return {
                 str(name): _cached_file(str(name), entry) for name, entry in raw["files"].items()
             }
         except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
             return {}  # missing or damaged: every file is parsed again, and the cache rewritten
 
+    def _parse_cache_header(self) -> dict[str, str]:
+        return {
+            "kind": _PARSE_CACHE_KIND,
+            "netattach": __version__,
+            "directory": str(self.directory),
+        }
+
     def _write_parse_cache(self, parsed: dict[str, tuple[_FileStamp, _Parsed]]) -> None:
         if self._parse_cache is None:
             return
         raw = {
-            "kind": _PARSE_CACHE_KIND,
-            "directory": str(self.directory),
+            **self._parse_cache_header(),
             "files": {
                 name: {"stamp": list(stamp[1:]), "found": [list(pair) for pair in contents]}
                 for name, (stamp, contents) in parsed.items()
