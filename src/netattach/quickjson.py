@@ -7,8 +7,9 @@ this module drives it directly. Same output as `json.dumps(value)` (ASCII, `", "
 same values as `json.loads(text)` for the JSON the shim exchanges; NaN and Infinity are refused
 both ways. An interpreter without `_json` gets the `json` module, as the slow path.
 
-Errors: `ValueError` (a `json.JSONDecodeError` when the text is not JSON, which imports `json`
-then — the error path may be slow) and `RecursionError` for absurd nesting, as `json` raises.
+Errors: `ValueError` (`json.JSONDecodeError` when the text is not JSON: such text is handed to
+`json` itself, so the error path imports it and is slow) and `RecursionError` for absurd
+nesting, as `json` raises.
 """
 
 from __future__ import annotations
@@ -40,17 +41,22 @@ class _DecoderSettings:
     parse_constant = staticmethod(_refuse_constant)
 
 
+def _slow_loads(text: str) -> object:
+    import json  # the slow path only: see the module's docstring
+
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
+def _slow_dumps(value: object) -> str:
+    import json
+
+    return json.dumps(value, allow_nan=False)
+
+
 try:
     import _json
 except ImportError:  # PyPy and the like: the json module does the same job
-    import json
-
-    def dumps(value: object) -> str:
-        return json.dumps(value, allow_nan=False)
-
-    def loads(text: str) -> object:
-        return json.loads(text, parse_constant=_refuse_constant)
-
+    loads, dumps = _slow_loads, _slow_dumps
 else:
     # typeshed types the argument as a JSONDecoder; the scanner only reads the six attributes.
     _scan: Callable[[str, int], tuple[object, int]] = _json.make_scanner(
@@ -73,8 +79,6 @@ else:
 
     def dumps(value: object) -> str:
         """`json.dumps(value, allow_nan=False)`."""
-        if isinstance(value, str):  # the C encoder only takes containers and scalars other than str
-            return str(_json.encode_basestring_ascii(value))
         return "".join(_encode(value, 0))
 
     def loads(text: str) -> object:
@@ -82,21 +86,11 @@ else:
         start = len(text) - len(text.lstrip(_WHITESPACE))
         try:
             value, end = _scan(text, start)
-        except StopIteration as stop:
-            raise _decode_error("Expecting value", text, stop.value) from None
-        except SystemError:
-            # Up to Python 3.11, `_json` raises its errors as `json.decoder.JSONDecodeError`
-            # looked up in `sys.modules` without importing it, and fails thus when it is absent.
-            import json.decoder  # noqa: F401 - only on the error path: see the module's docstring
-
-            value, end = _scan(text, start)  # raises that error now
-        end += len(text[end:]) - len(text[end:].lstrip(_WHITESPACE))
-        if end != len(text):
-            raise _decode_error("Extra data", text, end)
+        except (StopIteration, SystemError):
+            # Not JSON: `json` says why, in its own words. (SystemError: up to Python 3.11
+            # `_json` raises its errors as `json.decoder.JSONDecodeError` only once something
+            # else has imported that.)
+            return _slow_loads(text)
+        if text[end:].strip(_WHITESPACE):
+            return _slow_loads(text)  # "Extra data"
         return value
-
-
-def _decode_error(message: str, text: str, position: int) -> ValueError:
-    import json  # only on the error path: see the module's docstring
-
-    return json.JSONDecodeError(message, text, position)

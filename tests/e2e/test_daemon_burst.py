@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -236,6 +237,44 @@ def test_temporaries_of_writes_a_kill_9_interrupted_are_removed(daemon: DaemonNo
     daemon.start()
     reply = daemon.shim("DEL", pod)
     assert (reply.rc, reply.out) == (0, None), reply
+    assert cluster.leftovers() == NOTHING
+    assert state_files(cluster) == []
+
+
+@pytest.mark.req("RT-ATOMIC", "RT-DEL")
+def test_the_record_names_every_planned_attachment_before_the_first_runs(
+    daemon: DaemonNode, tmp_path: Path
+) -> None:
+    """The one durable write of an ADD comes before any plugin: killed while the first selected
+    network's plugin runs, the daemon leaves a record naming all three attachments, and the DEL
+    after its restart frees what was made and DELs the one that never ran, as a DEL of nothing."""
+    cluster = daemon.cluster
+    log = tmp_path / "probe.log"
+    slow = host_local(cluster.ipam, "10.81.0.0/24")
+    cluster.add_nad("blue", "net-a", bridge_list(None, slow, probe(log, sleep=2)))
+    cluster.add_nad("blue", "net-b", bridge_list(None, host_local(cluster.ipam, "10.82.0.0/24")))
+    pod = cluster.pod("blue", "web", "net-a,net-b")
+    daemon.start()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        adding = pool.submit(daemon.shim, "ADD", pod)
+        wait_for("net-a's probe to start", lambda: bool(cluster.probe_log(log)), 30, every=0.01)
+        record = json.loads((cluster.state / "pods" / f"{pod.container_id}.json").read_text())
+        daemon.kill()
+        assert adding.result().code == 11
+
+    assert [a["statusName"] for a in record["attachments"]] == [
+        DEFAULT_NETWORK,
+        "blue/net-a",
+        "blue/net-b",
+    ]
+    assert not record["complete"]
+    cids = {pod.container_id}
+    # Delegates the daemon had started are in their own sessions: they finish on their own.
+    wait_for("the orphaned probe to finish", lambda: not plugin_processes(cids), 30, every=0.1)
+    daemon.start()
+    reply = daemon.shim("DEL", pod)
+    assert (reply.rc, reply.out) == (0, None), daemon.log_text()
     assert cluster.leftovers() == NOTHING
     assert state_files(cluster) == []
 

@@ -52,6 +52,18 @@ class Shim:
         )
 
 
+def run_isolated(code: str) -> subprocess.CompletedProcess[str]:
+    """`code` run as the shim runs, `python -I -S` (no site, no PYTHON* variables), with src/
+    on the path; not checked, so a test can read a failure's traceback."""
+    prelude = f"import sys; sys.path.insert(0, {str(SRC)!r}); "
+    return subprocess.run(
+        [sys.executable, "-I", "-S", "-c", prelude + code],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def _build(*args: str) -> None:
     done = subprocess.run(
         ["bash", str(BUILD_SCRIPT), *args],

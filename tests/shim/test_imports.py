@@ -8,10 +8,9 @@ of its start-up (the C parts underneath, `_json` and `_socket`, are what it uses
 """
 
 import json
-import subprocess
 import sys
 
-from tests.shim.conftest import SRC
+from tests.shim.conftest import run_isolated
 
 ABSENT = (
     "argparse",
@@ -48,16 +47,14 @@ NETATTACH = {
 
 def imported_by_the_shim() -> list[str]:
     """The modules loaded once the shim has answered a VERSION call (its whole run, in-process)."""
-    code = (
-        f"import io, os, sys; sys.path.insert(0, {str(SRC)!r}); import netattach.shim.main; "
+    done = run_isolated(
+        "import io, os; import netattach.shim.main; "
         "os.environ['CNI_COMMAND'] = 'VERSION'; "
         'sys.stdin = io.TextIOWrapper(io.BytesIO(b\'{"cniVersion": "1.0.0"}\')); '
         "netattach.shim.main.main(); loaded = sorted(sys.modules); "
         "import json; print(json.dumps(loaded), file=sys.stderr)"
     )
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True
-    )
+    assert done.returncode == 0, done.stderr
     assert done.stdout.startswith('{"cniVersion": "1.0.0", "supportedVersions": [')
     modules = json.loads(done.stderr)
     assert isinstance(modules, list)

@@ -861,6 +861,7 @@ def test_a_changed_added_or_removed_file_is_seen_through_the_cache(
 CACHE_HEAD = b'{"kind": "netattachManifestCacheV1", "netattach": "VERSION", "directory": '
 
 
+@pytest.mark.req("RT-ATOMIC")
 @pytest.mark.parametrize(
     "damage",
     [

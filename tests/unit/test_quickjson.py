@@ -8,15 +8,13 @@ back for every text `json` accepts, and an error for every text it refuses; and 
 import json
 import math
 import re
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netattach import quickjson
-from tests.shim.conftest import SRC
+from tests.shim.conftest import run_isolated
 
 # Any text, lone surrogates included: the shim carries undecodable config bytes that way.
 TEXT = st.text(st.characters(codec=None, exclude_categories=()))
@@ -89,13 +87,7 @@ def test_a_value_json_cannot_write_is_refused_by_its_type_name() -> None:
 
 def test_the_first_error_of_a_fresh_interpreter_is_json_s_own() -> None:
     # Before 3.12 `_json` finds JSONDecodeError only if `json.decoder` was imported already.
-    code = (
-        f"import sys; sys.path.insert(0, {str(SRC)!r}); from netattach import quickjson; "
-        "quickjson.loads('{not json')"
-    )
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=False
-    )
+    done = run_isolated("from netattach import quickjson; quickjson.loads('{not json')")
 
     assert done.stderr.splitlines()[-1] == (
         "json.decoder.JSONDecodeError: Expecting property name enclosed in double quotes: "
@@ -110,15 +102,11 @@ def test_deep_nesting_is_a_recursion_error_as_in_json() -> None:
 
 def test_without_the_accelerator_the_json_module_gives_the_same_answers() -> None:
     # `sys.modules["_json"] = None` makes `import _json` fail, as on an interpreter without it.
-    code = (
-        f"import sys; sys.path.insert(0, {str(SRC)!r}); sys.modules['_json'] = None; "
-        "from netattach import quickjson; "
+    done = run_isolated(
+        "sys.modules['_json'] = None; from netattach import quickjson; "
         "value = {'a': [1, 2.5, None, True, 'x\\udcff']}; "
         "text = quickjson.dumps(value); assert quickjson.loads(text) == value, text; "
         "print(text); quickjson.loads('NaN')"
-    )
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=False
     )
 
     assert done.stdout == '{"a": [1, 2.5, null, true, "x\\udcff"]}\n'
