@@ -34,13 +34,6 @@ __all__ = ["shim_zipapp"]
 NS = "blue"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Every test of the tier needs root and network namespaces: a skip is a failure in CI.
-    for item in items:
-        if "tests/node/" in str(item.path):
-            item.add_marker(pytest.mark.netns)
-
-
 @pytest.fixture(scope="session")
 def node_host() -> Iterator[NodeHost]:
     reason = netns_unavailable_reason() or containerd.unavailable_reason()

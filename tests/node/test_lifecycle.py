@@ -18,6 +18,9 @@ from tests.e2e.harness import DEFAULT_SUBNET, NOTHING, bridge_list, host_local
 from tests.node.cri.client import CriError
 from tests.node.harness import Kubelet, NodeDaemon, NodeHost, PodSandbox, refusal
 
+# root, network namespaces, containerd: under NETATTACH_REQUIRE_NETNS=1 a skip is a failure
+pytestmark = pytest.mark.netns
+
 NS = "blue"
 NET_A = "10.91.0.0/24"
 

@@ -18,6 +18,9 @@ from tests.node.api_view import api_events, api_status, nad_object, pod_object, 
 from tests.node.cri.client import CriError
 from tests.node.harness import Kubelet, NodeDaemon, refusal
 
+# root, network namespaces, containerd: under NETATTACH_REQUIRE_NETNS=1 a skip is a failure
+pytestmark = pytest.mark.netns
+
 NS = "blue"
 NET_A = "10.91.0.0/24"
 NET_B = "10.92.0.0/24"

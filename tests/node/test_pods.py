@@ -23,6 +23,9 @@ from tests.e2e.kube_harness import RemoteKubeApi
 from tests.node.api_view import api_events, api_status, nad_object, pod_object, shown
 from tests.node.harness import Kubelet, NodeDaemon, PodSandbox
 
+# root, network namespaces, containerd: under NETATTACH_REQUIRE_NETNS=1 a skip is a failure
+pytestmark = pytest.mark.netns
+
 NS = "blue"
 STATUS_TIMEOUT = 20.0
 
@@ -95,6 +98,9 @@ def test_a_pod_created_by_containerd_gets_exactly_its_networks_directory_feed(
     kubelet.teardown(sandbox.id)
 
     assert_nothing_left(daemon, kubelet)
+    # reference/real-world.md: every teardown is at least two DELs (stop, then remove)
+    assert daemon.requests("ADD", "0") == 1.0
+    assert (daemon.requests("DEL", "0") or 0.0) >= 2.0
 
 
 # -- the Kubernetes feed ---------------------------------------------------------------------------
