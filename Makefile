@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench bench-memory clean shim
+.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench bench-memory clean shim image
 
 deps:
 	@scripts/install-deps.sh
@@ -72,6 +72,12 @@ shim: venv
 	@$(BIN)/python -c 'import nuitka, PyInstaller' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[build]'
 	PYTHON=$(BIN)/python scripts/build-shim.sh executable dist
 	PYTHON=$(BIN)/python scripts/build-shim.sh zipapp dist/netattach-shim.pyz
+
+# The node image as an OCI archive, dist/netattach-image.tar, with no container registry: a Debian
+# root filesystem (mmdebstrap) holding netattach and its shim, packed by umoci (root, ~3 min).
+# Load it with `ctr -n k8s.io images import dist/netattach-image.tar` (docs/deploy.md).
+image: venv
+	PYTHON=$(BIN)/python scripts/build-image.sh dist/netattach-image.tar
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

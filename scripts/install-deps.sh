@@ -5,7 +5,8 @@
 # interpreter cannot make a virtualenv; gcc and python3-dev for the shim's Nuitka build;
 # containerd and runc for tests/node (a real runtime creating pod sandboxes; the tier starts its
 # own containerd on its own socket: the package's service is not used) and libc6-dev for its
-# static `pause` program.
+# static `pause` program; mmdebstrap and umoci for `make image` (the node image, built from Debian's
+# packages with no container registry).
 set -euo pipefail
 
 need=()
@@ -21,6 +22,8 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || [ -e /usr/lib/aarch64-linux-gnu/libc.a ] || need+=(libc6-dev)
 command -v containerd >/dev/null 2>&1 || need+=(containerd)
 command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+command -v umoci >/dev/null 2>&1 || need+=(umoci)
 python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_path("include"), "Python.h")))' \
   >/dev/null 2>&1 || need+=(python3-dev)
 
