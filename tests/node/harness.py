@@ -55,6 +55,11 @@ class NodeHost:
     def daemon_socket(self) -> Path:
         return self.base / "run" / "netattach.sock"
 
+    def network_ready(self) -> bool:
+        """containerd's NetworkReady condition: it has loaded a CNI config from its conf_dir."""
+        ready, _ = self.containerd.cri.conditions().get("NetworkReady", (False, ""))
+        return ready
+
     def node_links(self) -> list[str]:
         return sorted(name for name in links.read_interfaces(self.node.path) if name != "lo")
 
@@ -148,6 +153,7 @@ class NodeDaemon(DaemonNode):
         if ready:
             wait_for("/readyz to answer 200", lambda: self.http("/readyz").status == 200, 20.0)
             wait_for("the installed conflist", self.conflist.exists, 10.0)
+            wait_for("containerd's NetworkReady", self.host.network_ready, 10.0)
 
     def terminate_quietly(self) -> None:
         """SIGTERM and wait; the socket is gone when this returns."""

@@ -224,6 +224,7 @@ def test_the_daemonset_container_from_the_image_attaches_the_pods_containerd_cre
             wait_for("the DaemonSet's readiness probe (/readyz) to pass", ready, READY_TIMEOUT)
             conflist = installed_conflist(node_host)
             assert conflist is not None, log.read_text(errors="replace")
+            wait_for("containerd's NetworkReady", node_host.network_ready, 10.0)
             (plugin,) = conflist["plugins"]
             assert plugin["daemonSocket"] == settings["daemonSocket"]
             assert Path(settings["daemonSocket"]).is_socket()

@@ -3,8 +3,8 @@
 The messages come from the project's own `api.proto` (the subset of k8s.io/cri-api v1 the tier
 uses), compiled by `grpc_tools.protoc` into a directory keyed by the file's digest the first
 time they are needed; the calls go through plain `grpc` unary-unary stubs over containerd's UNIX
-socket. Callers see typed values only: `SandboxSpec` in; `SandboxStatus`, `Sandbox` and
-`CriError` (the gRPC status code's name and its details) out. No protobuf type leaks.
+socket. Callers see typed values only: `SandboxSpec` in; `SandboxStatus`, `Sandbox`, runtime
+conditions and `CriError` (the gRPC status code's name and its details) out. No protobuf type leaks.
 """
 
 from __future__ import annotations
@@ -219,6 +219,15 @@ class RuntimeClient:
             additional_ips=tuple(item.ip for item in status.network.additional_ips),
             netns=_netns_path(reply.info),
         )
+
+    def conditions(self, *, timeout: float | None = None) -> dict[str, tuple[bool, str]]:
+        """Status: each runtime condition (RuntimeReady, NetworkReady) -> (status, message)."""
+        pb = self._pb
+        reply = self._call("Status", pb.StatusRequest(), pb.StatusResponse, timeout)
+        return {
+            condition.type: (condition.status, condition.message)
+            for condition in reply.status.conditions
+        }
 
     def list(self, *, timeout: float | None = None) -> list[Sandbox]:
         pb = self._pb
