@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import ipaddress
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from tests.e2e.daemon_harness import wait_for
 from tests.e2e.harness import DEFAULT_SUBNET, NOTHING, bridge_list, host_local
-from tests.node.cri.client import CriError
+from tests.e2e.kube_harness import RemoteKubeApi
+from tests.node.api_view import api_status, nad_object, pod_object
+from tests.node.cri.client import CriError, SandboxSpec
 from tests.node.harness import Kubelet, NodeDaemon, NodeHost, PodSandbox, refusal
 
 # root, network namespaces, containerd: under NETATTACH_REQUIRE_NETNS=1 a skip is a failure
@@ -109,20 +114,14 @@ def test_with_the_daemon_stopped_containerd_reports_the_socket_and_recovers_when
     assert_nothing_left(daemon, kubelet)
 
 
-@pytest.mark.req("RT-SERIAL")
-def test_twenty_sandboxes_created_in_parallel_then_torn_down_in_parallel(
-    daemon: NodeDaemon, kubelet: Kubelet
+def twenty_in_parallel(
+    daemon: NodeDaemon,
+    kubelet: Kubelet,
+    specs: list[SandboxSpec],
+    status_of: Callable[[str], list[dict[str, Any]] | None],
 ) -> None:
-    cluster = daemon.cluster
-    cluster.add_nad(NS, "net-a", bridge_list(None, host_local(cluster.ipam, NET_A)))
-    specs = []
-    for index in range(20):
-        uid = str(uuid.uuid4())
-        name = f"web-{index}"
-        cluster.add_pod(NS, name, uid, "net-a")
-        specs.append(kubelet.spec(NS, name, uid, "net-a"))
-    daemon.start()
-
+    """Run `specs` at once, check each pod's interfaces, addresses and status, tear all down at
+    once, and check nothing is left."""
     sandboxes = kubelet.run_many(specs)
 
     assert len({sandbox.id for sandbox in sandboxes}) == 20
@@ -135,14 +134,53 @@ def test_twenty_sandboxes_created_in_parallel_then_torn_down_in_parallel(
         assert ipaddress.ip_interface(eth0) in ipaddress.ip_network(DEFAULT_SUBNET)
         assert ipaddress.ip_interface(net1) in ipaddress.ip_network(NET_A)
         addresses.update((eth0, net1))
-        status = cluster.status(NS, sandbox.spec.name)
-        assert status is not None
-        assert [e["interface"] for e in status] == ["eth0", "net1"]
+        status = wait_for(
+            f"the network-status of {sandbox.spec.name}",
+            lambda name=sandbox.spec.name: status_of(name),
+            20.0,
+        )
+        assert [(e["interface"], e["ips"]) for e in status] == [
+            ("eth0", [eth0]),
+            ("net1", [net1]),
+        ]
     # every pod its own address on each network, and host-local's books agree
     assert len(addresses) == 40
-    assert len(cluster.allocations()) == 40
+    assert len(daemon.cluster.allocations()) == 40
     assert daemon.requests("ADD", "0") == 20.0
 
     kubelet.teardown_many([sandbox.id for sandbox in sandboxes])
 
     assert_nothing_left(daemon, kubelet)
+
+
+@pytest.mark.req("RT-SERIAL")
+def test_twenty_sandboxes_created_then_torn_down_in_parallel_directory_feed(
+    daemon: NodeDaemon, kubelet: Kubelet
+) -> None:
+    cluster = daemon.cluster
+    cluster.add_nad(NS, "net-a", bridge_list(None, host_local(cluster.ipam, NET_A)))
+    specs = []
+    for index in range(20):
+        uid = str(uuid.uuid4())
+        name = f"web-{index}"
+        cluster.add_pod(NS, name, uid, "net-a")
+        specs.append(kubelet.spec(NS, name, uid, "net-a"))
+    daemon.start()
+
+    twenty_in_parallel(daemon, kubelet, specs, lambda name: cluster.status(NS, name))
+
+
+@pytest.mark.req("RT-SERIAL")
+def test_twenty_sandboxes_created_then_torn_down_in_parallel_kubernetes_feed(
+    kube_api: RemoteKubeApi, kube_daemon: NodeDaemon, kubelet: Kubelet
+) -> None:
+    cluster = kube_daemon.cluster
+    kube_api.create(nad_object("net-a", NS, bridge_list(None, host_local(cluster.ipam, NET_A))))
+    specs = []
+    for index in range(20):
+        name = f"web-{index}"
+        pod = kube_api.create(pod_object(name, NS, cluster.node.name, "net-a"))
+        specs.append(kubelet.spec(NS, name, pod["metadata"]["uid"], "net-a"))
+    kube_daemon.start()
+
+    twenty_in_parallel(kube_daemon, kubelet, specs, lambda name: api_status(kube_api, NS, name))
