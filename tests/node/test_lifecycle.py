@@ -1,5 +1,6 @@
 """What happens around the pods' lives on a real node: containerd restarting under running
-sandboxes, the daemon being down while containerd asks, and a burst of pods.
+sandboxes, the daemon being down while containerd asks (and, with `cleanupOnExit`, away during
+an upgrade), and a burst of pods.
 
 reference/real-world.md: containerd makes no CNI call at all when it restarts with sandboxes
 running; with the daemon stopped every call answers 11 naming the socket, containerd does not
@@ -10,6 +11,8 @@ retries by stopping it again later).
 from __future__ import annotations
 
 import ipaddress
+import json
+import shutil
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +22,9 @@ import pytest
 from tests.e2e.daemon_harness import wait_for
 from tests.e2e.harness import DEFAULT_SUBNET, NOTHING, bridge_list, host_local
 from tests.e2e.kube_harness import RemoteKubeApi
+from tests.netns_fixtures import unique
 from tests.node.api_view import api_status, nad_object, pod_object
+from tests.node.containerd import CNI_PLUGINS
 from tests.node.cri.client import CriError, SandboxSpec
 from tests.node.harness import Kubelet, NodeDaemon, NodeHost, PodSandbox, refusal
 
@@ -184,3 +189,64 @@ def test_twenty_sandboxes_created_then_torn_down_in_parallel_kubernetes_feed(
     kube_daemon.start()
 
     twenty_in_parallel(kube_daemon, kubelet, specs, lambda name: api_status(kube_api, NS, name))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=pytest.fail.Exception,
+    reason="containerd falls back to the default network's own conflist once "
+    "00-netattach.conflist is removed: the pod starts without its selected networks",
+)
+def test_with_cleanup_on_exit_no_pod_starts_while_the_daemon_is_away(
+    node_host: NodeHost, daemon: NodeDaemon, kubelet: Kubelet
+) -> None:
+    """docs/deploy.md, Upgrade: with `cleanupOnExit: true` the daemon removes its conflist on
+    exit, "so the runtime reports the node's network not ready and starts no pod until the new
+    daemon is ready". On a node the default network's own conflist (flannel's
+    10-flannel.conflist) is in the same directory, and containerd loads the first one it finds."""
+    containerd = node_host.containerd
+    cluster = daemon.cluster
+    cluster.add_nad(NS, "net-a", bridge_list(None, host_local(cluster.ipam, NET_A)))
+    uid = str(uuid.uuid4())
+    cluster.add_pod(NS, "web", uid, "net-a")
+    node_default = containerd.cni_conf_dir / "10-default.conflist"
+    node_default.write_text(
+        json.dumps(
+            {
+                "cniVersion": "1.0.0",
+                "name": "node-default",
+                "plugins": [
+                    {
+                        "type": "bridge",
+                        "bridge": unique("br"),
+                        "ipam": {
+                            "type": "host-local",
+                            "subnet": "10.79.0.0/24",
+                            "dataDir": str(cluster.ipam),
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    added = [containerd.cni_bin_dir / name for name in ("bridge", "host-local")]
+    for path in added:
+        shutil.copy2(CNI_PLUGINS / path.name, path)
+    try:
+        daemon.settings["cleanupOnExit"] = True
+        daemon.start()
+        daemon.terminate_quietly()
+        assert not daemon.conflist.exists()
+
+        try:
+            sandbox = kubelet.run(kubelet.spec(NS, "web", uid, "net-a"))
+        except CriError:
+            return  # what the docs promise: no pod until the daemon is back
+        # what happens instead: the pod runs, on the node's default network alone
+        kernel = kubelet.interfaces(sandbox)
+        pytest.fail(f"the pod started without netattach, with {sorted(kernel)} only")
+    finally:
+        kubelet.remove_all()
+        node_default.unlink()
+        for path in added:
+            path.unlink()
