@@ -19,7 +19,8 @@ these VMs lacks CAP_SYS_RESOURCE: runc would fail every sandbox), runc's state u
 (its default is /run/containerd/runc), the sandbox image the tier built.
 
 containerd 1.6 puts its shims' sockets under `/run/containerd/s/<hash of our socket path>`
-whatever the config says; each shim removes its own when it exits.
+whatever the config says; each shim removes its own when it exits, and `close()` removes the
+directories again when this containerd made them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ START_TIMEOUT = 60.0
 STOP_GRACE = 15.0
 CNI_PLUGINS = Path(os.environ.get("NETATTACH_TEST_CNI_PATH", "/usr/lib/cni"))
 K8S_NAMESPACE = "k8s.io"
+DEFAULT_STATE = Path("/run/containerd")
 
 
 def _toml(value: str | bool | int) -> str:
@@ -80,7 +82,11 @@ class Containerd:
         self.cni_conf_dir = base / "cni" / "net.d"
         self.config = base / "config.toml"
         self.log = base / "containerd.log"
+        self.runc_root = self.state / "runc"
         self.proc: subprocess.Popen[bytes] | None = None
+        # containerd 1.6 puts shim sockets in /run/containerd/s whatever its config says: made
+        # by us when missing, removed again at close when empty
+        self.made_default_state = not DEFAULT_STATE.exists()
         for directory in (self.root, self.state, self.cni_bin_dir, self.cni_conf_dir):
             directory.mkdir(parents=True, exist_ok=True)
         loopback = self.cni_bin_dir / "loopback"
@@ -130,7 +136,7 @@ class Containerd:
                     f"{runc}.options",
                     {
                         "BinaryName": "runc",
-                        "Root": str(self.state / "runc"),
+                        "Root": str(self.runc_root),
                         "SystemdCgroup": False,
                     },
                 ),
@@ -268,3 +274,7 @@ class Containerd:
             for point in self.mounts():
                 subprocess.run(["umount", "-l", point], check=False, timeout=30)
             shutil.rmtree(self.base, ignore_errors=True)
+            if self.made_default_state:
+                for directory in (DEFAULT_STATE / "s", DEFAULT_STATE):
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()

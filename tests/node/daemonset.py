@@ -115,8 +115,8 @@ class DaemonSetPod:
                 return standin + value[len(inside.rstrip("/")) :]
         return value
 
-    def run_args(self, container_id: str, log: Path) -> list[str]:
-        args = ["run", "--detach", f"--log-uri=file://{log}"]
+    def run_args(self, container_id: str, log: Path, runc_root: Path) -> list[str]:
+        args = ["run", "--detach", f"--log-uri=file://{log}", f"--runc-root={runc_root}"]
         if self.host_network:
             args.append("--net-host")
         if self.privileged:

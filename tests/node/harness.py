@@ -13,7 +13,7 @@ the shim it installed, and what a test reads back.
                  `teardown(id)` = StopPodSandbox + RemovePodSandbox, `interfaces(id)` read in the
                  sandbox's network namespace (the path containerd gave the plugins as CNI_NETNS)
 
-Every CNI call in this tier is made by containerd; no test runs the shim itself.
+Every ADD and DEL in this tier is containerd's; no test calls the shim for them.
 """
 
 from __future__ import annotations

@@ -213,7 +213,7 @@ def test_the_daemonset_container_from_the_image_attaches_the_pods_containerd_cre
     kubelet = Kubelet(node_host)
     try:
         with delegates_on_the_host(node_host):
-            daemonset.ctr(containerd, *pod.run_args(container_id, log))
+            daemonset.ctr(containerd, *pod.run_args(container_id, log, containerd.runc_root))
 
             def ready() -> bool:
                 if daemonset.task_status(containerd, container_id) != "RUNNING":
