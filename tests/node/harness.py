@@ -26,7 +26,9 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -97,6 +99,28 @@ def node_host() -> Iterator[NodeHost]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def free_port_in(netns: str) -> int:
+    """A TCP port free on 127.0.0.1 of the network namespace `netns`."""
+    done = subprocess.run(
+        [
+            "nsenter",
+            f"--net={netns}",
+            "--",
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
+            "print(s.getsockname()[1])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return int(done.stdout)
+
+
 @functools.cache
 def shim_args(zipapp: Path) -> tuple[str, ...]:
     """`--shim ZIPAPP` while `netattach daemon` installs no shim by default, else nothing: the
@@ -119,11 +143,15 @@ class NodeDaemon(DaemonNode):
         self.bin_dir = host.containerd.cni_bin_dir
         self.conflist = self.conf_dir / "00-netattach.conflist"
         self.installed_shim = self.bin_dir / "netattach"
+        # a port free where the daemon listens (the node namespace), not in the host's: there
+        # the fake API server and containerd's stream server hold ports too
+        self.port = free_port_in(host.node.path)
         self.settings.update(
             {
                 "daemonSocket": str(self.socket),
                 "cniConfDir": str(self.conf_dir),
                 "cniBinDir": str(self.bin_dir),
+                "metrics": {"address": f"127.0.0.1:{self.port}", "enabled": True},
             }
         )
 
@@ -152,8 +180,19 @@ class NodeDaemon(DaemonNode):
         wait_for("the daemon's socket", self._serving, START_TIMEOUT)
         if ready:
             wait_for("/readyz to answer 200", lambda: self.http("/readyz").status == 200, 20.0)
+            wait_for("the daemon to accept on its socket", self._accepting, 10.0)
             wait_for("the installed conflist", self.conflist.exists, 10.0)
             wait_for("containerd's NetworkReady", self.host.network_ready, 10.0)
+
+    def _accepting(self) -> bool:
+        if not self.alive():
+            pytest.fail(f"the daemon exited:\n{self.log_text()}")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            try:
+                client.connect(str(self.socket))
+            except OSError:
+                return False
+        return True
 
     def terminate_quietly(self) -> None:
         """SIGTERM and wait; the socket is gone when this returns."""

@@ -57,7 +57,7 @@ def test_a_pod_selecting_a_missing_nad_fails_to_start_and_leaves_nothing_directo
         kubelet.run(kubelet.spec(NS, "web", uid, "net-a,net-missing"))
 
     assert refused.value.call == "RunPodSandbox"
-    assert f"{NS}/net-missing" in refusal(refused), refusal(refused)
+    assert f"{NS}/net-missing" in refusal(refused), (refusal(refused), daemon.log_text())
     remove_what_containerd_kept(kubelet)
     assert_nothing_left(daemon, kubelet)
 
@@ -75,7 +75,7 @@ def test_a_pod_selecting_a_missing_nad_fails_with_an_event_and_leaves_nothing_ku
     with pytest.raises(CriError) as refused:
         kubelet.run(kubelet.spec(NS, "web", uid, "net-a,net-missing"))
 
-    assert f"{NS}/net-missing" in refusal(refused), refusal(refused)
+    assert f"{NS}/net-missing" in refusal(refused), (refusal(refused), kube_daemon.log_text())
     (event, *_) = wait_for(
         "a NetworkAttachmentDefinitionNotFound Event",
         lambda: api_events(kube_api, NS, "web", "NetworkAttachmentDefinitionNotFound"),
