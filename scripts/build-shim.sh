@@ -38,31 +38,11 @@ usage() {
   exit 2
 }
 
-# The modules the shim imports, and nothing else of netattach (see tests/shim/test_imports.py).
-stage_sources() {
-  local stage="$1"
-  mkdir -p "$stage/netattach/cni" "$stage/netattach/shim"
-  cp "$SRC/netattach/__init__.py" "$SRC/netattach/wire.py" "$SRC/netattach/quickjson.py" \
-    "$stage/netattach/"
-  cp "$SRC/netattach/cni/__init__.py" "$SRC/netattach/cni/spec.py" "$SRC/netattach/cni/errors.py" \
-    "$stage/netattach/cni/"
-  cp "$SRC"/netattach/shim/*.py "$stage/netattach/shim/"
-}
-
+# The zipapp is built by the same code the daemon uses when it has no native shim to install.
 build_zipapp() {
-  local out="$1" stage
-  stage="$(mktemp -d)"
-  trap 'rm -rf "$stage"' RETURN
-  stage_sources "$stage"
-  # The archive's own __main__ is the package's: same code as `python -m netattach.shim`.
-  cp "$SRC/netattach/shim/__main__.py" "$stage/__main__.py"
-  # zipimport cannot cache what it compiles: ship .pyc beside each .py (9 ms less per run). A
-  # python3 of another version finds a bad magic number and compiles the .py, as without them.
-  "$PYTHON" -m compileall -q -b --invalidation-mode unchecked-hash "$stage" >/dev/null
-  mkdir -p "$(dirname "$out")"
-  "$PYTHON" -m zipapp "$stage" --output "$out" --python "/usr/bin/env python3"
-  chmod 0755 "$out"
-  echo "built $out"
+  PYTHONPATH="$SRC" "$PYTHON" -c 'import sys; from pathlib import Path
+from netattach.daemon import shim_install
+print("built", shim_install.build_zipapp(Path(sys.argv[1])))' "$1"
 }
 
 NATIVE_FLAGS=(-std=c11 -O2 -Wall -Wextra -Werror -D_FORTIFY_SOURCE=2 -static)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from netattach import logs
 from netattach.cni import errors
-from netattach.daemon import service, settings
+from netattach.daemon import service, settings, shim_install
 
 
 def run(
@@ -32,7 +32,7 @@ def run(
             loop.add_signal_handler(sig, stop.set)
         try:
             daemon = service.Daemon(cfg, shim=Path(shim) if shim else None)
-        except errors.CNIError as exc:
+        except (errors.CNIError, shim_install.ShimNotFoundError) as exc:
             print(f"netattach daemon: {exc}", file=sys.stderr)
             return 2
         return await daemon.run(stop)

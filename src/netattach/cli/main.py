@@ -82,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     daemon = commands.add_parser("daemon", help="run the node daemon behind the CNI shim")
     daemon.add_argument("--config", required=True, help="the netattach settings file")
     daemon.add_argument(
-        "--shim", help="the shim executable to install into cniBinDir (default: none installed)"
+        "--shim",
+        help="the shim to install into cniBinDir as `netattach` (default: the native shim built"
+        " with netattach, else a zipapp of the Python shim)",
     )
     daemon.add_argument(
         "--log-format", choices=logs.FORMATS, default="text", help="log lines as text or JSON"
