@@ -88,9 +88,15 @@ def shim_forms(guard: guard_mod.Guard, chosen: Path | None) -> dict[str, Path]:
     if chosen is not None:
         return {chosen.name: chosen}
     forms: dict[str, Path] = {}
-    built = ROOT / "dist" / "netattach-shim" / "netattach-shim"
-    if built.exists():
-        forms["nuitka"] = built
+    native = ROOT / "dist" / "netattach-shim"
+    if not native.is_file():
+        native = guard.work / "netattach-shim"
+        subprocess.run(
+            [str(ROOT / "scripts" / "build-shim.sh"), "native", str(native)],
+            check=True,
+            capture_output=True,
+        )
+    forms["native"] = native
     pyz = ROOT / "dist" / "netattach-shim.pyz"
     if not pyz.exists():
         pyz = guard.work / "netattach-shim.pyz"
