@@ -9,6 +9,7 @@ from pathlib import Path
 from netattach import logs
 from netattach.cni import errors
 from netattach.daemon import service, settings, shim_install
+from netattach.runtime import children
 
 
 def run(
@@ -26,6 +27,7 @@ def run(
     logs.configure(log_level or cfg.logging.level, log_format)
 
     async def main() -> int:
+        children.watch_children_with_pidfds()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

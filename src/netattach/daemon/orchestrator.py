@@ -224,8 +224,11 @@ class Orchestrator:
                 for planned, intent in zip(plan, intents, strict=True):
                     current = planned.status_name
                     made.append(intent)
+                    # The pod record saved above is the write-ahead record: no second one.
                     res = await self.runtime.add_network_list(
-                        planned.network, _runtime_conf(call, call.netns, made[-1])
+                        planned.network,
+                        _runtime_conf(call, call.netns, made[-1]),
+                        record_intent=False,
                     )
                     delegate.verify_result(
                         res,
@@ -694,7 +697,7 @@ class Orchestrator:
                     # packet reaches it unfiltered; refined with its address once it is made.
                     await self.policy.enforce(record)
                 res = await self.runtime.add_network_list(
-                    planned.network, _runtime_conf(call, record.netns, intent)
+                    planned.network, _runtime_conf(call, record.netns, intent), record_intent=False
                 )
                 delegate.verify_result(
                     res,
