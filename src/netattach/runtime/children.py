@@ -14,14 +14,19 @@ import warnings
 
 def watch_children_with_pidfds() -> bool:
     """Make asyncio reap children through pidfds when this kernel and Python can; True if so.
-    Call it once, from the coroutine that runs the event loop, before the first child."""
+
+    Call it from the coroutine that runs the process's one event loop (the daemon's, the thin
+    plugin's), before the first child: the watcher is process-wide and bound to that loop.
+    """
     if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
         return False
     try:
         os.close(os.pidfd_open(os.getpid()))
     except OSError:
         return False  # a kernel before 5.3, or a seccomp profile that refuses it
+    watcher = asyncio.PidfdChildWatcher()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
+        asyncio.set_child_watcher(watcher)
+    watcher.attach_loop(asyncio.get_running_loop())
     return True
