@@ -68,6 +68,7 @@ from tests.kube.resources import (
     PODS,
     RESOURCES,
     Resource,
+    bookmark_object,
     default_namespace,
     default_pod,
     field_value,
@@ -1296,10 +1297,7 @@ class FakeKubeApi:
 
     def _stream(self, start: _WatchStart, write: _ChunkWriter) -> bool:
         """Write a watch stream; True when it ended cleanly (False: cut or client gone)."""
-        kind_of = {"kind": "", "apiVersion": ""}
         watcher = start.watcher
-        if watcher is not None:
-            kind_of = {"kind": watcher.res.kind, "apiVersion": watcher.res.api_version}
         try:
             if start.error is not None:
                 write.event("ERROR", start.error)
@@ -1310,13 +1308,11 @@ class FakeKubeApi:
             if start.initial_end_bookmark is not None:
                 write.event(
                     "BOOKMARK",
-                    {
-                        **kind_of,
-                        "metadata": {
-                            "resourceVersion": str(start.initial_end_bookmark),
-                            "annotations": {INITIAL_EVENTS_END: "true"},
-                        },
-                    },
+                    bookmark_object(
+                        watcher.res,
+                        start.initial_end_bookmark,
+                        {INITIAL_EVENTS_END: "true"},
+                    ),
                 )
             interval = max(self._bookmark_interval, 0.01)
             began = time.monotonic()
@@ -1338,9 +1334,7 @@ class FakeKubeApi:
                     if next_bookmark is not None and now >= next_bookmark:
                         rv = self._bookmark_rv(watcher)
                         if rv is not None:
-                            write.event(
-                                "BOOKMARK", {**kind_of, "metadata": {"resourceVersion": str(rv)}}
-                            )
+                            write.event("BOOKMARK", bookmark_object(watcher.res, rv))
                             next_bookmark = now + interval
                     continue
                 if change is None:

@@ -537,15 +537,25 @@ def test_bookmarks_arrive_with_allow_watch_bookmarks(
         assert added.type == "ADDED"
         bookmark = watch.expect(2)
         assert bookmark.type == "BOOKMARK"
+        # kube-apiserver 1.28's skeleton (reference/real-world.md): not a valid Pod.
         assert bookmark.object == {
             "kind": "Pod",
             "apiVersion": "v1",
-            "metadata": {"resourceVersion": bookmark.resource_version},
+            "metadata": {"resourceVersion": bookmark.resource_version, "creationTimestamp": None},
+            "spec": {"containers": None},
+            "status": {},
         }
         assert int(bookmark.resource_version) >= int(added.resource_version)
     with kube_http.watch(PODS.collection_path(kube_namespace), {"resourceVersion": "0"}) as plain:
         assert plain.expect().type == "ADDED"
         assert plain.drain(0.3) == []  # no bookmarks unless asked for
+    with kube_http.watch(NADS.collection_path(kube_namespace), query) as custom:
+        # a custom resource's bookmark is unstructured: metadata only
+        assert custom.expect(2).object == {
+            "kind": "NetworkAttachmentDefinition",
+            "apiVersion": "k8s.cni.cncf.io/v1",
+            "metadata": {"resourceVersion": fake_api.resource_version},
+        }
 
 
 def test_send_initial_events_ends_with_a_bookmark(
