@@ -935,6 +935,14 @@ class FakeKubeApi:
                 if error.bad_request:
                     raise bad_request(str(error)) from None
                 raise _error(422, "Invalid", str(error)) from None
+            uid = (patched.get("metadata") or {}).get("uid") if isinstance(patched, dict) else None
+            if uid is not None and uid != old["metadata"]["uid"]:
+                # A real server applies the patch, then validates the update: a patch that
+                # sets another uid (a guard against a recreated pod) is 422, not a 409.
+                immutable = Cause(
+                    "FieldValueInvalid", "metadata.uid", f'Invalid value: "{uid}": field is immutable'
+                )
+                raise invalid(res, name, [immutable])
             return self._update(res, patched, namespace, name, subresource, privileged=privileged)
 
     def _remove(self, res: Resource, key: tuple[str, str], last: Obj) -> Obj:

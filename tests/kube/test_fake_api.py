@@ -490,6 +490,22 @@ def test_delete_preconditions(kube_http: KubeHttp, kube_namespace: str) -> None:
     assert kube_http.delete(path, current).status in (200, 202)
 
 
+def test_a_patch_setting_another_uid_is_422_field_is_immutable(
+    kube_http: KubeHttp, kube_namespace: str
+) -> None:
+    pod = create_pod(kube_http, kube_namespace, "web")
+    path = PODS.object_path("web", kube_namespace)
+    guard = {"metadata": {"uid": "0b0e4e5c-0000-4000-8000-000000000000", "labels": {"a": "b"}}}
+    status = failure(kube_http.patch(path, guard, MERGE), 422, "Invalid")
+    assert status["message"] == (
+        'Pod "web" is invalid: metadata.uid: Invalid value: '
+        '"0b0e4e5c-0000-4000-8000-000000000000": field is immutable'
+    )
+    assert status["details"]["causes"][0]["field"] == "metadata.uid"
+    same = {"metadata": {"uid": pod["metadata"]["uid"], "labels": {"a": "b"}}}
+    assert ok(kube_http.patch(path, same, MERGE))["metadata"]["labels"] == {"a": "b"}
+
+
 def test_watch_with_a_selector_sees_objects_enter_and_leave(
     kube_http: KubeHttp, kube_namespace: str
 ) -> None:

@@ -53,7 +53,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import httpx2
 import lightkube
@@ -82,6 +82,10 @@ RETRYABLE_CODES: Final = frozenset({409, 429, 500, 502, 503, 504})
 _GONE: Final = 410
 _NOT_FOUND: Final = 404
 _CONFLICT: Final = 409
+_INVALID: Final = 422
+# What a write with a UID precondition gets when the name is another pod's now: 409 from a
+# precondition, 422 ("metadata.uid: field is immutable") from a real server's PATCH.
+_UID_REFUSALS: Final = frozenset({_CONFLICT, _INVALID})
 # Event names are DNS subdomains (253); client-go names them "<object>.<unix nanoseconds hex>".
 _EVENT_NAME_MAX: Final = 253
 # events.k8s.io caps a note at 1 kB; core/v1 has no cap, but kubectl shows no more either.
@@ -634,10 +638,10 @@ class KubeFeed:
             raise errors.InternalError(
                 f"network-status of {namespace}/{pod} is not JSON", str(exc)
             ) from exc
-        done = await self._patch_status(
+        outcome = await self._patch_status(
             namespace, pod, text, uid=uid, budget=self.timing.status_budget, verb="publish"
         )
-        if not done:
+        if outcome == "gone":
             log.warning("pod %s/%s is gone; its network-status was not published", namespace, pod)
 
     async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None:
@@ -656,11 +660,13 @@ class KubeFeed:
 
     async def _patch_status(
         self, namespace: str, pod: str, text: str | None, *, uid: str, budget: float, verb: str
-    ) -> bool:
-        """The merge patch, retried within `budget`; False when the pod is gone."""
+    ) -> Literal["written", "gone", "another pod"]:
+        """The merge patch, retried within `budget`: "written", "gone" (404), or "another pod"
+        (the name is a recreated pod's now: nothing written, nothing to fail for)."""
         metadata: dict[str, object] = {"annotations": {model.STATUS_ANNOTATION: text}}
         if uid:
-            # A precondition, not a change: a recreated pod of the same name gets 409.
+            # A precondition, not a change: a recreated pod of the same name refuses it (409,
+            # or 422 from a real server's PATCH: metadata.uid is immutable).
             metadata["uid"] = uid
         patch = {"metadata": metadata}
         loop = asyncio.get_running_loop()
@@ -675,14 +681,23 @@ class KubeFeed:
                     await self._client.patch(
                         core_v1.Pod, pod, patch, namespace=namespace, patch_type=PatchType.MERGE
                     )
-                return True
+                return "written"
             except Exception as exc:
                 failure = exc
             code = _status_code(failure)
             if code == _NOT_FOUND:
-                return False
-            if code == _CONFLICT and uid and await self._is_other_pod(namespace, pod, uid):
-                return False
+                return "gone"
+            if code in _UID_REFUSALS and uid and await self._is_other_pod(namespace, pod, uid):
+                log.debug(
+                    "%s network-status of %s/%s: the name is another pod's now (%s, not UID %s); "
+                    "nothing written",
+                    verb,
+                    namespace,
+                    pod,
+                    code,
+                    uid,
+                )
+                return "another pod"
             if not _is_transient(failure):
                 if not isinstance(failure, httpx2.HTTPError):
                     log.error("%s network-status of %s/%s", verb, namespace, pod, exc_info=failure)
@@ -708,7 +723,7 @@ class KubeFeed:
             await asyncio.sleep(delay)
 
     async def _is_other_pod(self, namespace: str, pod: str, uid: str) -> bool:
-        """After a 409 on a patch with a UID precondition: is the name another pod's now?"""
+        """After a 409/422 on a patch with a UID precondition: is the name another pod's now?"""
         try:
             async with asyncio.timeout(self.timing.request_timeout):
                 current = await self._client.get(core_v1.Pod, pod, namespace=namespace)
