@@ -940,7 +940,9 @@ class FakeKubeApi:
                 # A real server applies the patch, then validates the update: a patch that
                 # sets another uid (a guard against a recreated pod) is 422, not a 409.
                 immutable = Cause(
-                    "FieldValueInvalid", "metadata.uid", f'Invalid value: "{uid}": field is immutable'
+                    "FieldValueInvalid",
+                    "metadata.uid",
+                    f'Invalid value: "{uid}": field is immutable',
                 )
                 raise invalid(res, name, [immutable])
             return self._update(res, patched, namespace, name, subresource, privileged=privileged)
