@@ -2,9 +2,9 @@
 
 `KubeApi` is the interface both `fake_api.FakeKubeApi` and `real_api.RealKubeApi` implement, so a
 test written against the `fake_api` fixture runs unchanged against a real cluster. The hooks only
-a fake can offer (`compact`, `restart`, `stop`, `start`, `set_token`, `set_bookmark_interval`,
-`requests`, `clear_requests`, `inject_error`, `active_watches`) skip the test on a real server
-with the reason `NEEDS_FAKE`.
+a fake can offer (`compact`, `restart`, `stop`, `start`, `set_token`, `set_crd_installed`,
+`set_bookmark_interval`, `requests`, `clear_requests`, `inject_error`, `active_watches`) skip the
+test on a real server with the reason `NEEDS_FAKE`.
 """
 
 from __future__ import annotations
@@ -145,6 +145,8 @@ class KubeApi(Protocol):
     def start(self) -> None: ...
 
     def set_token(self, token: str | None) -> None: ...
+
+    def set_crd_installed(self, kind: str, installed: bool) -> None: ...
 
     def set_bookmark_interval(self, seconds: float) -> None: ...
 

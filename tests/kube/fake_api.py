@@ -164,6 +164,14 @@ def invalid(res: Resource, name: str, causes: list[Cause]) -> ApiStatusError:
     return _error(422, "Invalid", f'{res.qualified_kind} "{name}" is invalid: {joined}', details)
 
 
+PAGE_NOT_FOUND = "404 page not found\n"
+"""Go's http.NotFound body: what a path no API group/version serves gets (text/plain)."""
+
+
+class PageNotFoundError(Exception):
+    """A path the server serves nothing at: 404 `404 page not found`, not a Status."""
+
+
 def bad_request(message: str) -> ApiStatusError:
     return _error(400, "BadRequest", message)
 
@@ -247,8 +255,12 @@ class _Watcher:
             return "MODIFIED", change.obj
         if new_match:
             return "ADDED", change.obj
-        if old_match:
-            return "DELETED", change.obj
+        if old_match and change.old is not None:
+            # As the real watch cache: the object's last version that matched, carrying the
+            # resourceVersion of the change that took it out of the selection.
+            last = copy.deepcopy(change.old)
+            last["metadata"]["resourceVersion"] = change.obj["metadata"]["resourceVersion"]
+            return "DELETED", last
         return None
 
 
@@ -318,6 +330,7 @@ class FakeKubeApi:
         self._watchers: set[_Watcher] = set()
         self._requests: list[RequestRecord] = []
         self._faults: list[_Fault] = []
+        self._uninstalled: set[Resource] = set()  # custom resources whose CRD is "deleted"
         self._token = token
         self._bookmark_interval = bookmark_interval
         self._schemas: dict[str, Obj] = dict(crd_schemas or {})
@@ -434,6 +447,23 @@ class FakeKubeApi:
                 self._connections.discard(conn)
 
     # -- configuration hooks --------------------------------------------------------------------
+
+    def set_crd_installed(self, kind: str, installed: bool) -> None:
+        """Serve a custom resource (`kind`) or not, as if its CRD were created or deleted:
+        its paths then get a real server's `404 page not found` (text/plain), discovery omits
+        it; its objects are kept for when it is served again."""
+        res = resource_for(kind)
+        if not res.custom:
+            raise ValueError(f"{kind} is not a custom resource")
+        with self._lock:
+            if installed:
+                self._uninstalled.discard(res)
+            else:
+                self._uninstalled.add(res)
+
+    def _served(self) -> builtins.list[Resource]:
+        with self._lock:
+            return [r for r in RESOURCES if r not in self._uninstalled]
 
     def set_token(self, token: str | None) -> None:
         """Require `Authorization: Bearer <token>` (None: accept any request)."""
@@ -1051,7 +1081,8 @@ class FakeKubeApi:
     def _discovery(self, path: str) -> Obj | None:
         path = path.rstrip("/") or "/"
         groups: dict[str, builtins.list[str]] = {}
-        for res in RESOURCES:
+        served = self._served()
+        for res in served:
             if res.group and res.version not in groups.setdefault(res.group, []):
                 groups[res.group].append(res.version)
         if path == "/version":
@@ -1094,7 +1125,7 @@ class FakeKubeApi:
             group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
             resources = [
                 entry
-                for res in RESOURCES
+                for res in served
                 if (res.group, res.version) == (group, version)
                 for entry in res.discovery()
             ]
@@ -1116,10 +1147,16 @@ class FakeKubeApi:
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
             raise missing
-        served = {r.plural: r for r in RESOURCES if (r.group, r.version) == (group, version)}
+        served = {r.plural: r for r in self._served() if (r.group, r.version) == (group, version)}
         legacy_watch = bool(rest) and rest[0] == "watch"
         if legacy_watch:
             rest = rest[1:]
+        if group:
+            # Custom resources: kube-apiserver hands a path of a group/version or resource no
+            # CRD serves to its last handler, whose answer is not a Status (real-world.md).
+            named = rest[2] if len(rest) >= 3 and rest[0] == "namespaces" else "".join(rest[:1])
+            if named not in served:
+                raise PageNotFoundError()
         if not served or not rest:
             raise missing
         namespace: str | None = None
@@ -1390,6 +1427,8 @@ class FakeKubeApi:
             result = self._handle(req)
         except ApiStatusError as error:
             result = _Response(error.code, error.status)
+        except PageNotFoundError:
+            result = _Response(404, PAGE_NOT_FOUND, text=True)
         if isinstance(result, _Response):
             self._log(req, result.code, watch=False)
             if result.code == 429:

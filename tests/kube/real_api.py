@@ -241,6 +241,9 @@ class RealKubeApi:
     def set_token(self, token: str | None) -> None:
         pytest.skip(NEEDS_FAKE)
 
+    def set_crd_installed(self, kind: str, installed: bool) -> None:
+        pytest.skip(NEEDS_FAKE)  # deleting a CRD deletes its objects on a shared cluster
+
     def set_bookmark_interval(self, seconds: float) -> None:
         pytest.skip(NEEDS_FAKE)
 

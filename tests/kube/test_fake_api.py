@@ -83,9 +83,42 @@ def test_discovery_documents_name_the_served_resources(kube_http: KubeHttp) -> N
     assert ok(kube_http.get("/version"))["major"] == "1"
 
 
-def test_unknown_paths_are_404_status(kube_http: KubeHttp) -> None:
-    failure(kube_http.get("/api/v1/widgets"), 404, "NotFound")
-    failure(kube_http.get("/apis/k8s.cni.cncf.io/v1/multi-networkpolicies"), 404, "NotFound")
+def test_an_unknown_core_resource_is_a_404_status(kube_http: KubeHttp) -> None:
+    status = failure(kube_http.get("/api/v1/widgets"), 404, "NotFound")
+    assert status["message"] == "the server could not find the requested resource"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/apis/k8s.cni.cncf.io/v1/multi-networkpolicies",  # served at v1beta1 only
+        "/apis/k8s.cni.cncf.io/v1/namespaces/default/widgets",
+        "/apis/netattach-nothing.example.com/v1/widgets",  # no such group
+    ],
+)
+def test_a_path_no_api_group_version_serves_is_a_plain_404(kube_http: KubeHttp, path: str) -> None:
+    """Not a Status: kube-apiserver's last handler answers as Go's http.NotFound
+    (reference/real-world.md), so a client must not expect JSON there."""
+    response = kube_http.get(path)
+    assert response.status == 404
+    assert response.headers["content-type"] == "text/plain; charset=utf-8"
+    assert response.body.decode().strip() == "404 page not found"
+
+
+def test_a_crd_not_installed_is_a_plain_404_and_absent_from_discovery(
+    kube_http: KubeHttp, kube_namespace: str, fake_api: KubeApi
+) -> None:
+    ok(
+        kube_http.post(NADS.collection_path(kube_namespace), objects.nad("kept", kube_namespace)),
+        201,
+    )
+    fake_api.set_crd_installed("NetworkAttachmentDefinition", False)  # skips on a real server
+    response = kube_http.get(NADS.collection_path(kube_namespace))
+    assert (response.status, response.body) == (404, b"404 page not found\n")
+    group = ok(kube_http.get("/apis/k8s.cni.cncf.io"))
+    assert [v["version"] for v in group["versions"]] == ["v1beta1"]
+    fake_api.set_crd_installed("NetworkAttachmentDefinition", True)
+    assert names(ok(kube_http.get(NADS.collection_path(kube_namespace)))) == ["kept"]
 
 
 # -- CRUD and errors ---------------------------------------------------------------------------
@@ -514,9 +547,11 @@ def test_watch_with_a_selector_sees_objects_enter_and_leave(
     query = {"labelSelector": "net=yes", "resourceVersion": "0"}
     with kube_http.watch(PODS.collection_path(kube_namespace), query) as watch:
         assert watch.expect().type == "ADDED"
-        ok(kube_http.patch(path, {"metadata": {"labels": {"net": "no"}}}, MERGE))
+        moved = ok(kube_http.patch(path, {"metadata": {"labels": {"net": "no"}}}, MERGE))
         left = watch.expect()
-        assert (left.type, left.object["metadata"]["labels"]) == ("DELETED", {"net": "no"})
+        # the last version that matched (reference/real-world.md), at the change's version
+        assert (left.type, left.object["metadata"]["labels"]) == ("DELETED", {"net": "yes"})
+        assert left.resource_version == moved["metadata"]["resourceVersion"]
         ok(kube_http.patch(path, {"metadata": {"labels": {"net": "yes"}}}, MERGE))
         assert watch.expect().type == "ADDED"
         create_pod(kube_http, kube_namespace, "other", labels={"net": "no"})
