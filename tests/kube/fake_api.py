@@ -164,6 +164,11 @@ def invalid(res: Resource, name: str, causes: list[Cause]) -> ApiStatusError:
     return _error(422, "Invalid", f'{res.qualified_kind} "{name}" is invalid: {joined}', details)
 
 
+_FINISHED = ("Succeeded", "Failed")
+_NAMESPACE_PURGING = (
+    "The system is ensuring all content is removed from this namespace.  Upon completion, this "
+    "namespace will automatically be purged by the system."
+)
 PAGE_NOT_FOUND = "404 page not found\n"
 """Go's http.NotFound body: what a path no API group/version serves gets (text/plain)."""
 
@@ -331,6 +336,7 @@ class FakeKubeApi:
         self._requests: list[RequestRecord] = []
         self._faults: list[_Fault] = []
         self._uninstalled: set[Resource] = set()  # custom resources whose CRD is "deleted"
+        self._namespace_controller = True
         self._token = token
         self._bookmark_interval = bookmark_interval
         self._schemas: dict[str, Obj] = dict(crd_schemas or {})
@@ -447,6 +453,12 @@ class FakeKubeApi:
                 self._connections.discard(conn)
 
     # -- configuration hooks --------------------------------------------------------------------
+
+    def set_namespace_controller(self, running: bool) -> None:
+        """Whether a deleted namespace is emptied and removed (True, the default, at once) or
+        stays Terminating, refusing new content, as on a server without a namespace controller."""
+        with self._lock:
+            self._namespace_controller = running
 
     def set_crd_installed(self, kind: str, installed: bool) -> None:
         """Serve a custom resource (`kind`) or not, as if its CRD were created or deleted:
@@ -646,7 +658,7 @@ class FakeKubeApi:
 
     def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
         res = resource_for(kind)
-        self._delete(res, self._ns(res, namespace), name, None)
+        self._delete(res, self._ns(res, namespace), name, None, control_plane=True)
 
     def events_for(self, namespace: str, pod: str) -> builtins.list[Obj]:
         """The core/v1 Events about pod `namespace/pod`, oldest first."""
@@ -764,15 +776,42 @@ class FakeKubeApi:
             raise invalid(res, obj["metadata"].get("name", ""), causes)
         return obj
 
-    def _require_namespace(self, res: Resource, namespace: str | None) -> None:
-        if res.namespaced and ("", namespace or "") not in self._objects[NAMESPACES.key]:
+    def _require_namespace(
+        self, res: Resource, namespace: str | None, name: str | None = None
+    ) -> None:
+        if not res.namespaced:
+            return
+        ns = self._objects[NAMESPACES.key].get(("", namespace or ""))
+        if ns is None:
             raise not_found(NAMESPACES, namespace or "")
+        if ns["metadata"].get("deletionTimestamp"):
+            # kube-apiserver's NamespaceLifecycle admission (reference/real-world.md)
+            why = (
+                f"unable to create new content in namespace {namespace} because it is being "
+                "terminated"
+            )
+            who = f'{res.qualified} "{name}"' if name else res.qualified
+            raise _error(
+                403,
+                "Forbidden",
+                f"{who} is forbidden: {why}",
+                {
+                    **res.details(name or ""),
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": why,
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                },
+            )
 
     def _create(self, res: Resource, body: Any, namespace: str | None, *, privileged: bool) -> Obj:
         obj = self._decode(res, body, namespace)
         meta = obj["metadata"]
         with self._lock:
-            self._require_namespace(res, namespace)
+            self._require_namespace(res, namespace, meta.get("name") or None)
             if meta.get("resourceVersion"):
                 raise _error(
                     500,
@@ -986,9 +1025,63 @@ class FakeKubeApi:
         self._commit("DELETED", res, final, None)
         return final
 
+    @staticmethod
+    def _grace_period(old: Obj, options: Obj | None) -> int:
+        """A pod's grace period, as the pod strategy decides it: the DeleteOptions', else the
+        pod's own; none for a pod never scheduled or already finished."""
+        spec = old.get("spec") or {}
+        if not spec.get("nodeName") or (old.get("status") or {}).get("phase") in _FINISHED:
+            return 0
+        given = (options or {}).get("gracePeriodSeconds")
+        if isinstance(given, int) and not isinstance(given, bool) and given >= 0:
+            return given
+        period = spec.get("terminationGracePeriodSeconds", 30)
+        return period if isinstance(period, int) else 30
+
+    def _mark_deleted(self, res: Resource, key: tuple[str, str], old: Obj, grace: int) -> Obj:
+        """Set deletionTimestamp (MODIFIED) and keep the object (lock held)."""
+        obj = copy.deepcopy(old)
+        obj["metadata"]["deletionTimestamp"] = _now()
+        obj["metadata"]["deletionGracePeriodSeconds"] = grace
+        if res is NAMESPACES:
+            obj.setdefault("status", {})["phase"] = "Terminating"
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        self._objects[res.key][key] = obj
+        self._commit("MODIFIED", res, obj, old)
+        return obj
+
+    def _terminate_namespace(self, key: tuple[str, str], old: Obj) -> Obj:
+        """Namespace deletion (lock held): Terminating first (new content refused with 403),
+        then, as the namespace controller, its objects and itself are deleted, unless the fake
+        runs without one (`set_namespace_controller(False)`: Terminating forever)."""
+        if old["metadata"].get("deletionTimestamp"):
+            raise conflict(NAMESPACES, key[1], _NAMESPACE_PURGING)
+        terminating = self._mark_deleted(NAMESPACES, key, old, 0)
+        if not self._namespace_controller:
+            return terminating
+        self._purge_namespace(key[1])
+        return terminating
+
+    def _purge_namespace(self, name: str) -> None:
+        for other in RESOURCES:
+            if other.namespaced:
+                for inner in [k for k in self._objects[other.key] if k[0] == name]:
+                    self._remove(other, inner, self._objects[other.key][inner])
+        key = ("", name)
+        self._remove(NAMESPACES, key, self._objects[NAMESPACES.key][key])
+
     def _delete(
-        self, res: Resource, namespace: str | None, name: str, options: Obj | None
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        options: Obj | None,
+        *,
+        control_plane: bool = False,
     ) -> tuple[Obj, int]:
+        """DELETE; `control_plane`: a hook's deletion, complete at once (a namespace with its
+        objects, a pod without its grace period), as `RealKubeApi.delete` forces it."""
         with self._lock:
             key = (namespace or "", name)
             old = self._objects[res.key].get(key)
@@ -1022,11 +1115,21 @@ class FakeKubeApi:
                 self._objects[res.key][key] = obj
                 self._commit("MODIFIED", res, obj, old)
                 return copy.deepcopy(obj), 200
-            if res is NAMESPACES:
+            if res is NAMESPACES and control_plane:
                 for other in RESOURCES:
                     if other.namespaced:
                         for inner in [k for k in self._objects[other.key] if k[0] == name]:
                             self._remove(other, inner, self._objects[other.key][inner])
+            elif res is NAMESPACES:
+                return copy.deepcopy(self._terminate_namespace(key, old)), 200
+            if res is PODS and not control_plane:
+                grace = self._grace_period(old, options)
+                if grace > 0:
+                    # Graceful: the kubelet stops the containers, then deletes with grace 0.
+                    # Watches see MODIFIED (deletionTimestamp) first (reference/real-world.md).
+                    if meta.get("deletionTimestamp"):
+                        return copy.deepcopy(old), 200
+                    return copy.deepcopy(self._mark_deleted(res, key, old, grace)), 200
             final = self._remove(res, key, old)
             if res in (PODS, NAMESPACES):
                 return final, 200
@@ -1218,6 +1321,14 @@ class FakeKubeApi:
             options = self._json_body(req) if req.body.strip() else None
             if options is not None and not isinstance(options, dict):
                 raise bad_request("DeleteOptions must be a JSON object")
+            if "gracePeriodSeconds" in req.query:
+                try:
+                    grace = int(req.query["gracePeriodSeconds"])
+                except ValueError:
+                    raise bad_request(
+                        f"invalid gracePeriodSeconds: {req.query['gracePeriodSeconds']}"
+                    ) from None
+                options = {**(options or {}), "gracePeriodSeconds": grace}
             obj, code = self._delete(res, namespace, name, options)
             return _Response(code, obj)
         raise not_allowed

@@ -7,6 +7,7 @@ skip there with "needs the in-repo fake".
 
 from __future__ import annotations
 
+import secrets
 import socket
 import time
 from pathlib import Path
@@ -739,6 +740,57 @@ def test_finalizers_delay_deletion(kube_http: KubeHttp, kube_namespace: str) -> 
     failure(kube_http.get(path), 404, "NotFound")
 
 
+def test_a_graceful_pod_delete_is_modified_then_deleted_when_the_kubelet_confirms(
+    kube_http: KubeHttp, kube_namespace: str
+) -> None:
+    created = create_pod(kube_http, kube_namespace, "grace", node_name="node-a")
+    path = PODS.object_path("grace", kube_namespace)
+    query = {"resourceVersion": created["metadata"]["resourceVersion"]}
+    with kube_http.watch(PODS.collection_path(kube_namespace), query) as watch:
+        terminating = ok(kube_http.delete(path))
+        assert terminating["metadata"]["deletionTimestamp"]
+        assert terminating["metadata"]["deletionGracePeriodSeconds"] == 30
+        event = watch.expect()
+        assert event.type == "MODIFIED"
+        assert event.object["metadata"]["deletionTimestamp"]
+        assert ok(kube_http.get(path))["metadata"]["deletionTimestamp"]  # still there
+        # the kubelet, once the containers stopped
+        ok(kube_http.request("DELETE", path, query={"gracePeriodSeconds": "0"}))
+        gone = watch.expect()
+        assert (gone.type, gone.name) == ("DELETED", "grace")
+    failure(kube_http.get(path), 404, "NotFound")
+
+
+def test_an_unscheduled_pod_is_deleted_at_once(kube_http: KubeHttp, kube_namespace: str) -> None:
+    created = create_pod(kube_http, kube_namespace, "nowhere")
+    query = {"resourceVersion": created["metadata"]["resourceVersion"]}
+    with kube_http.watch(PODS.collection_path(kube_namespace), query) as watch:
+        ok(kube_http.delete(PODS.object_path("nowhere", kube_namespace)))
+        assert watch.expect().type == "DELETED"
+        assert watch.drain(0.2) == []
+
+
+def test_a_terminating_namespace_refuses_new_content_with_403(
+    kube_http: KubeHttp, fake_api: KubeApi
+) -> None:
+    # Skips on a real server: its namespace controller empties the namespace at its own pace.
+    fake_api.set_namespace_controller(False)
+    name = f"netattach-test-{secrets.token_hex(4)}"
+    ok(kube_http.post(NAMESPACES.collection_path(), objects.namespace(name)), 201)
+    terminating = ok(kube_http.delete(NAMESPACES.object_path(name)))
+    assert terminating["status"]["phase"] == "Terminating"
+    assert terminating["metadata"]["deletionTimestamp"]
+    event = objects.event("web.1", name, pod_name="web", reason="X", message="y")
+    status = failure(kube_http.post(EVENTS.collection_path(name), event), 403, "Forbidden")
+    assert status["message"] == (
+        f'events "web.1" is forbidden: unable to create new content in namespace {name} '
+        "because it is being terminated"
+    )
+    assert status["details"]["causes"][0]["reason"] == "NamespaceTerminating"
+    again = failure(kube_http.delete(NAMESPACES.object_path(name)), 409, "Conflict")
+    assert "ensuring all content is removed" in again["message"]
+
+
 def test_pod_status_is_written_through_its_subresource(
     kube_http: KubeHttp, kube_namespace: str
 ) -> None:
@@ -803,13 +855,26 @@ def test_deleting_a_namespace_deletes_its_objects(
 # -- authentication and the fake's hooks -------------------------------------------------------
 
 
-def test_a_wrong_token_is_401(kube_http: KubeHttp, kube_namespace: str) -> None:
-    response = kube_http.request("GET", PODS.collection_path(kube_namespace), token="wrong")
+def test_a_wrong_token_is_401_when_it_is_the_only_credential(
+    kube_http: KubeHttp, kube_namespace: str
+) -> None:
+    token_only = KubeHttp(kube_http.conn.token_only())
+    response = token_only.request("GET", PODS.collection_path(kube_namespace), token="wrong")
     status = failure(response, 401, "Unauthorized")
     assert status["message"] == "Unauthorized"
-    watch = kube_http.watch(PODS.collection_path(kube_namespace), token="wrong")
+    watch = token_only.watch(PODS.collection_path(kube_namespace), token="wrong")
     assert watch.status == 401
     assert watch.error["reason"] == "Unauthorized"
+
+
+def test_a_wrong_token_next_to_a_client_certificate_is_not_looked_at(
+    kube_http: KubeHttp, kube_namespace: str
+) -> None:
+    if not kube_http.conn.client_certificate:
+        pytest.skip("the API is not reached with a client certificate (the fake serves HTTP)")
+    # the certificate authenticates (reference/real-world.md)
+    response = kube_http.request("GET", PODS.collection_path(kube_namespace), token="wrong")
+    assert ok(response)["items"] == []
 
 
 def test_set_token_controls_authentication(kube_http: KubeHttp, fake_api: KubeApi) -> None:
