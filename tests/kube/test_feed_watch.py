@@ -8,11 +8,13 @@ every bookmark and never advances its resourceVersion from them.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from pathlib import Path
 
 import pytest
 
+from netattach import logs
 from netattach.cluster import model
 from tests.kube import objects
 from tests.kube.api import NEEDS_FAKE, KubeApi
@@ -90,3 +92,26 @@ def test_an_object_the_client_cannot_decode_is_logged_once_and_skipped(
     assert f"Pod {ns}/odd" in warnings[0]
     assert "cannot decode" in warnings[0]
     assert "priority" in warnings[0]
+
+
+def test_at_debug_the_feed_shows_its_decisions_and_not_the_http_clients_requests(
+    fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
+) -> None:
+    ns, node = kube_namespace, node_name()
+    stream = io.StringIO()
+    logs.configure("debug", "text", stream)
+
+    async def body() -> None:
+        async with running_feed(kubeconfig, node) as (_, view):
+            fake_api.create(objects.pod("mine", ns, node_name=node))
+            await eventually(lambda: view.lookup_pod(ns, "mine") is not None, "the pod")
+
+    try:
+        run_bounded(body())
+    finally:
+        logs.configure("warning", "text", io.StringIO())
+    lines = stream.getvalue().splitlines()
+    assert any(
+        "netattach.cluster.kube: watching pods from resourceVersion" in line for line in lines
+    )
+    assert [line for line in lines if " netattach." not in line] == []  # no httpx2, httpcore2...

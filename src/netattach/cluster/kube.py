@@ -534,6 +534,7 @@ class KubeFeed:
             params["resourceVersion"] = reflector.resource_version
         if reflector.fields:
             params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in reflector.fields.items())
+        log.debug("watching %s from resourceVersion %s", spec.plural, reflector.resource_version)
         async with self._watch_http.stream("GET", spec.path, params=params) as response:
             if response.is_error:
                 await response.aread()

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from netattach.attach import delegate, selection, status
 from netattach.cluster import model
 from netattach.cni import conf, env, errors, result, spec
-from netattach.daemon import hotplug, pod_identity
+from netattach.daemon import call_log, hotplug, pod_identity
 from netattach.daemon import locks as locks_mod
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
@@ -219,6 +219,7 @@ class Orchestrator:
                     current = planned.status_name
                     intents.append(self._intent(planned, intents))
                 current = ""
+                call_log.note_record(record, intents)
                 # One durable write names every attachment before the first plugin runs: after a
                 # crash at any point, DEL finds all that may hold resources (a DEL of one that
                 # never ran is a DEL of nothing, which every plugin must accept).
@@ -464,6 +465,7 @@ class Orchestrator:
                 await self.runtime.del_container(call.container_id)
                 self.records.delete(call.container_id)
             else:
+                call_log.note_record(record)
                 failures = await self._delete_attachments(call, record)
                 if failures:
                     raise failures[-1]
@@ -485,6 +487,7 @@ class Orchestrator:
                 raise errors.UnknownContainerError(
                     f"container {call.container_id} has no completed ADD to check"
                 )
+            call_log.note_record(record)
             ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
             for att in record.attachments:
                 try:
