@@ -24,7 +24,7 @@ def run(
     except errors.CNIError as exc:
         print(f"netattach daemon: {exc}", file=sys.stderr)
         return 2
-    logs.configure(log_level or cfg.logging.level, log_format)
+    logs.configure(log_level or cfg.logging.level, log_format, loggers=dict(cfg.logging.loggers))
 
     async def main() -> int:
         children.watch_children_with_pidfds()

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from netattach.attach import delegate, selection, status
 from netattach.cluster import model
 from netattach.cni import conf, env, errors, result, spec
-from netattach.daemon import hotplug
+from netattach.daemon import call_log, hotplug, pod_identity
 from netattach.daemon import locks as locks_mod
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
@@ -195,11 +195,13 @@ class Orchestrator:
                 plan, pod = await self._plan(call, netconf, ref)
             except errors.CNIError as exc:
                 log.error("%s", exc)  # refused before any plugin ran; the message names the pod
-                await self._event(
-                    ref, FAILURE_REASONS.get(exc.code, "FailedAttachNetwork"), str(exc), "Warning"
+                reason = pod_identity.event_reason(exc) or FAILURE_REASONS.get(
+                    exc.code, "FailedAttachNetwork"
                 )
+                await self._event(ref, reason, str(exc), "Warning")
                 raise
-            ref = dataclasses.replace(ref, uid=ref.uid or (model.uid_of(pod) if pod else ""))
+            # The API pod's UID: a static pod's status and Events go to its mirror (RT-STATIC).
+            ref = dataclasses.replace(ref, uid=(model.uid_of(pod) if pod else "") or ref.uid)
             record = records_mod.PodRecord(
                 container_id=call.container_id,
                 netns=call.netns,
@@ -217,6 +219,7 @@ class Orchestrator:
                     current = planned.status_name
                     intents.append(self._intent(planned, intents))
                 current = ""
+                call_log.note_record(record, intents)
                 # One durable write names every attachment before the first plugin runs: after a
                 # crash at any point, DEL finds all that may hold resources (a DEL of one that
                 # never ran is a DEL of nothing, which every plugin must accept).
@@ -295,7 +298,7 @@ class Orchestrator:
                 f"{ref.prefix()} the cluster view is not synced yet", f"waited {SYNC_TIMEOUT:g}s"
             )
         pod = self.view.lookup_pod(ref.namespace, ref.name)
-        stale = pod is not None and ref.uid and model.uid_of(pod) not in ("", ref.uid)
+        stale = pod is not None and not pod_identity.is_same_pod(ref.uid, pod)
         if (pod is None or stale) and isinstance(self.view, PodFetcher):
             # KUBE-CACHE: a pod created a moment ago (or recreated under the same name) may not
             # have reached the watch yet: read it directly before calling it missing or stale.
@@ -303,14 +306,9 @@ class Orchestrator:
                 pod = await self.view.fetch_pod(ref.namespace, ref.name) or pod
             except errors.CNIError as exc:
                 raise with_prefix(exc, ref.prefix()) from exc
-        if pod is None:
-            raise errors.UnknownContainerError(f"{ref.prefix()} pod not found")
-        uid = model.uid_of(pod)
-        if ref.uid and uid and ref.uid != uid:
-            # RT-UID: a deleted-and-recreated pod of the same name is another pod.
-            raise errors.UnknownContainerError(
-                f"{ref.prefix()} the runtime asks for pod UID {ref.uid}, the pod has UID {uid}"
-            )
+        # RT-UID: a deleted-and-recreated pod of the same name is another pod; RT-STATIC: a
+        # static pod is its mirror pod's, and no mirror pod yet is "try again".
+        pod = pod_identity.check_pod(ref.prefix(), ref.uid, pod)
         try:
             planned = plan_mod.build_plan(
                 pod=pod,
@@ -370,8 +368,10 @@ class Orchestrator:
 
     async def _event(self, ref: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
         if ref.name and isinstance(self.sink, EventRecorder):
+            # A static pod's config hash names no API object: the sink finds the mirror's UID.
+            uid = "" if pod_identity.is_config_hash(ref.uid) else ref.uid
             await self.sink.record_event(
-                ref.namespace, ref.name, reason=reason, message=message, type_=type_, uid=ref.uid
+                ref.namespace, ref.name, reason=reason, message=message, type_=type_, uid=uid
             )
 
     async def _events_added(
@@ -468,6 +468,7 @@ class Orchestrator:
                 await self.runtime.del_container(call.container_id)
                 self.records.delete(call.container_id)
             else:
+                call_log.note_record(record)
                 failures = await self._delete_attachments(call, record)
                 if failures:
                     raise failures[-1]
@@ -489,6 +490,7 @@ class Orchestrator:
                 raise errors.UnknownContainerError(
                     f"container {call.container_id} has no completed ADD to check"
                 )
+            call_log.note_record(record)
             ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
             for att in record.attachments:
                 try:

@@ -9,7 +9,7 @@ explicitly (as kopf passes its settings), never a global:
     │                                 globalNamespaces
     ├── runtime: RuntimeSettings      binDirs, stateDir, delegateTimeout
     ├── feed: DirectoryFeed | KubernetesFeed
-    ├── logging: LoggingSettings      logLevel
+    ├── logging: LoggingSettings      logLevel, loggers
     └── daemon: DaemonSettings        nodeName, daemonSocket, cniConfDir, cniBinDir,
         │                             maxConcurrentDelegates, cleanupOnExit
         ├── readiness: ReadinessSettings   readiness.mode, .indicatorFile, .timeout
@@ -73,6 +73,7 @@ READINESS_MODES: Final[tuple[ReadinessMode, ...]] = ("wait", "block")
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: Final[tuple[LogLevel, ...]] = ("debug", "info", "warning", "error")
+_LOGGER_NAME: Final = re.compile(r"^[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*$")
 
 # The top-level YAML keys, in the order docs/configuration.md lists them.
 KEYS: Final = (
@@ -85,6 +86,7 @@ KEYS: Final = (
     "delegateTimeout",
     "feed",
     "logLevel",
+    "loggers",
     "nodeName",
     "daemonSocket",
     "cniConfDir",
@@ -199,6 +201,8 @@ class KubernetesFeed:
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class LoggingSettings:
     level: LogLevel = "info"
+    # Other libraries' loggers (httpx2, lightkube, asyncio...) log at warning unless named here.
+    loggers: tuple[tuple[str, LogLevel], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -406,6 +410,7 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
     timeout = _timeout(raw.get("delegateTimeout"), key("delegateTimeout"), problems)
     feed = _feed(raw.get("feed"), key("feed"), problems)
     level = _log_level(raw.get("logLevel"), key("logLevel"), problems)
+    loggers = _loggers(raw.get("loggers"), key("loggers"), problems)
     feed_raw = raw.get("feed")
     # Only the Kubernetes feed uses the node name (to watch this node's pods): with any other
     # feed an unusable *default* (a hostname like build_host) must not fail the settings.
@@ -437,7 +442,7 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
             delegate_timeout=DEFAULT_DELEGATE_TIMEOUT if timeout is None else timeout,
         ),
         feed=feed,
-        logging=LoggingSettings(level="info" if level is None else level),
+        logging=LoggingSettings(level="info" if level is None else level, loggers=loggers or ()),
         daemon=DaemonSettings(
             node_name=node_name,
             socket=DEFAULT_SOCKET if daemon_socket is None else daemon_socket,
@@ -647,6 +652,25 @@ def _log_level(value: object, key: str, problems: list[str]) -> LogLevel | None:
             return level
     problems.append(f"{key}: must be one of {', '.join(LOG_LEVELS)}, got {_show(value)}")
     return None
+
+
+def _loggers(
+    value: object, key: str, problems: list[str]
+) -> tuple[tuple[str, LogLevel], ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        problems.append(f"{key}: must be a mapping of logger names to levels, got {_show(value)}")
+        return None
+    named: list[tuple[str, LogLevel]] = []
+    for name, level in value.items():
+        if not isinstance(name, str) or not _LOGGER_NAME.match(name):
+            problems.append(f"{key}: {_show(name)} is not a logger name (like httpx2 or a.b)")
+            continue
+        checked = _log_level(level, f"{key}.{name}", problems)
+        if checked is not None:
+            named.append((name, checked))
+    return tuple(named)
 
 
 def _node_name(value: object, key: str, problems: list[str], needed: bool) -> str | None:
