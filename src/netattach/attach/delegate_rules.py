@@ -179,6 +179,10 @@ class DelegatePolicy:
         return self.rules
 
 
+# What a settings file without `delegatePolicy` gets.
+DEFAULT_POLICY: Final = DelegatePolicy()
+
+
 # --- parsing -----------------------------------------------------------------------------------
 
 
