@@ -42,7 +42,7 @@ NAME_KEYS: Final = {
     "pciBusID": "pciBusID",
     "deviceID": "pciBusID",
 }
-_SHOW: Final = 80
+_SHOW: Final = 256  # a path may be long; a hostile value is still cut
 NOT_ALLOWED: Final = "is not allowed by"
 
 
