@@ -82,6 +82,8 @@ DEFAULT_DATA_DIR: Final = (
     "!/var/lib/containerd",
     "!/var/lib/netattach",
     "!/run/containerd",
+    # Where a DaemonSet mounts the node's own directories (deploy/daemonset.yaml's /host/...).
+    "!/host",
 )
 # Sysctls of the pod's own network namespace only.
 DEFAULT_SYSCTL: Final = ("net.*",)
