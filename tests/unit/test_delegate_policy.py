@@ -164,12 +164,16 @@ def test_a_master_outside_the_list_is_refused(plugin: dict[str, Any], key: str, 
 
 
 @pytest.mark.req("SEC-DELEGATE")
-def test_a_bridge_of_the_cluster_is_refused_by_default_and_an_unset_one_is_cni0() -> None:
-    assert refusals(conflist({"type": "bridge", "bridge": "na-br1"})) == []
-    (named,) = refusals(conflist({"type": "bridge", "bridge": "cni0"}))
-    assert named.startswith('plugins[0].bridge "cni0" is not allowed by delegatePolicy.bridge')
-    (unset,) = refusals(conflist({"type": "bridge"}))
+def test_a_bridge_outside_the_list_is_refused_and_an_unset_one_is_cni0() -> None:
+    cluster = ["*", "!cni0"]
+    assert refusals(conflist({"type": "bridge"})) == []  # the built-in default: any bridge
+    assert refusals(conflist({"type": "bridge", "bridge": "na-br1"}), bridge=cluster) == []
+    (named,) = refusals(conflist({"type": "bridge", "bridge": "cni0"}), bridge=cluster)
+    assert named == 'plugins[0].bridge "cni0" is not allowed by delegatePolicy.bridge [*, !cni0]'
+    (unset,) = refusals(conflist({"type": "bridge"}), bridge=cluster)
     assert unset.startswith("plugins[0].bridge unset (bridge CNI's default, 'cni0')")
+    (empty,) = refusals(conflist({"type": "bridge", "bridge": ""}), bridge=cluster)
+    assert empty == unset
     assert refusals(conflist({"type": "bridge", "bridge": "br-team"}), bridge=["br-team"]) == []
     assert len(refusals(conflist({"type": "bridge", "bridge": "br-other"}), bridge=["br-team"]))
 

@@ -53,9 +53,10 @@ DEFAULT_TYPES: Final = (
 # Which host interface a macvlan/ipvlan/vlan hangs off depends on the node's NICs, which a
 # cluster-wide default cannot know: any, until the operator names them.
 DEFAULT_MASTER: Final = ("*",)
-# Any bridge a NAD makes for itself, but not the bridges container networking itself runs on
-# (bridge CNI's default, kubenet's, Docker's, kube-router's).
-DEFAULT_BRIDGE: Final = ("*", "!cni0", "!cbr0", "!docker0", "!kube-bridge")
+# Which bridge is the cluster's own depends on its default network, which a built-in default
+# cannot know: any, until the operator excludes it (deploy/configmap.yaml excludes the usual
+# ones: bridge CNI's default cni0, kubenet's cbr0, Docker's docker0, kube-router's kube-bridge).
+DEFAULT_BRIDGE: Final = ("*",)
 # host-device moves a host interface into the pod: none, until the operator names one.
 DEFAULT_DEVICE: Final = ()
 DEFAULT_PCI_BUS_ID: Final = ()
