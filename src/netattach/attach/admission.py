@@ -265,7 +265,7 @@ def build_validations(policy: delegate_rules.DelegatePolicy) -> list[dict[str, s
             "expression": "!variables.config.contains('\\\\')",
             "messageExpression": _NAD + " + ': spec.config uses a JSON escape (\\\\), which "
             "the delegate policy cannot read at admission'",
-            "reason": "Forbidden",
+            "reason": "Invalid",
         }
     ]
     for key, noun, render in _CHECKS:
@@ -279,7 +279,7 @@ def build_validations(policy: delegate_rules.DelegatePolicy) -> list[dict[str, s
                 "expression": expression,
                 "messageExpression": f"{_NAD} + ': {noun} ' + {shown} + ' not allowed by ' "
                 f"+ ({rule})",
-                "reason": "Forbidden",
+                "reason": "Invalid",
             }
         )
     return validations
