@@ -504,3 +504,40 @@ def test_a_disabled_policy_trusts_every_nad(tmp_path: Path) -> None:
     asyncio.run(orch.add(call("blue"), {"cniVersion": "1.0.0"}))
 
     assert ("host-device", "ADD") in plugins.commands()
+
+
+@pytest.mark.req("SEC-DELEGATE")
+def test_a_hot_plugged_refused_nad_changes_nothing(tmp_path: Path) -> None:
+    sandbox = tmp_path / "netns"  # the sandbox must exist for a pod to be hot-plugged
+    sandbox.write_text("")
+    view = store.ClusterStore()
+    view.replace_all(
+        [
+            pod("blue", "net-a"),
+            nad("blue", "net-a", {"type": "macvlan", "master": "eth1"}),
+            nad("blue", "net-b", {"type": "tuning", "sysctl": {"kernel.x": "1"}}),
+        ]
+    )
+    view.mark_synced()
+    orch, sink, plugins = build(tmp_path, view, None)
+    added = env.Environment(
+        command="ADD",
+        container_id="c1",
+        netns=str(sandbox),
+        ifname="eth0",
+        args=call("blue").args,
+    )
+    asyncio.run(orch.add(added, {"cniVersion": "1.0.0"}))
+    before = orch.records.load("c1")
+    plugins.calls.clear()
+    sink.events.clear()
+    view.upsert(pod("blue", "net-a,net-b"))
+
+    with pytest.raises(delegate_guard.DelegateRefusedError, match=r"blue/net-b"):
+        asyncio.run(orch.replug("c1"))
+
+    assert plugins.commands() == []
+    assert orch.records.load("c1") == before
+    (event,) = sink.events
+    assert event[2] == delegate_guard.EVENT_REASON
+    assert 'plugins[0].sysctl["kernel.x"]' in event[3]
