@@ -387,3 +387,60 @@ def test_a_disabled_policy_generates_nothing(
     )
     assert cli_main.main(["admission-policy", "--config", str(path)]) == 1
     assert "delegatePolicy.enabled is false" in capsys.readouterr().err
+
+
+NAME_GLOBS = st.sampled_from(["*", "eth?", "ens5f*", "na-*", "cni0", "br-1", "*0", "e*1"])
+TYPE_GLOBS = st.sampled_from(["*", "bridge", "macvlan", "host-*", "*vlan", "tuning", "na-?"])
+DIRS = st.sampled_from(["/", "/var/lib/cni", "/run/cni", "/tmp", "/run/cni/secret", "/host"])
+
+
+def entries(draw: st.DrawFn, pool: st.SearchStrategy[str]) -> list[str]:
+    chosen = draw(st.lists(st.tuples(st.booleans(), pool), max_size=3, unique_by=lambda t: t[1]))
+    return [("!" if excluded else "") + entry for excluded, entry in chosen]
+
+
+@st.composite
+def rule_lists(draw: st.DrawFn) -> dict[str, list[str]]:
+    pools = {
+        "types": TYPE_GLOBS,
+        "master": NAME_GLOBS,
+        "bridge": NAME_GLOBS,
+        "device": NAME_GLOBS,
+        "pciBusID": st.sampled_from(["*", "0000:3b:00.*", "0000:af:??.0"]),
+        "dataDir": DIRS,
+        "sysctl": st.sampled_from(["*", "net.*", "net.ipv4.*", "kernel.x"]),
+    }
+    return {key: entries(draw, pool) for key, pool in pools.items() if draw(st.booleans())}
+
+
+@st.composite
+def random_policies(draw: st.DrawFn) -> dict[str, Any]:
+    raw: dict[str, Any] = draw(rule_lists())
+    selectors = [
+        {"matchLabels": {"team": "radio"}},
+        {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["prod"]}]},
+        {"matchExpressions": [{"key": "locked", "operator": "Exists"}]},
+        {},
+    ]
+    chosen = draw(st.lists(st.sampled_from(selectors), max_size=2))
+    raw["namespaces"] = [{"namespaceSelector": s, **draw(rule_lists())} for s in chosen]
+    return raw
+
+
+@pytest.mark.req("SEC-ADMISSION")
+@settings(max_examples=60, deadline=None)
+@given(
+    raw=random_policies(),
+    configs_=st.lists(configs(), min_size=1, max_size=4),
+    where=NAMESPACES,
+)
+def test_any_policy_decides_the_same_at_admission_and_at_add(
+    raw: dict[str, Any], configs_: list[dict[str, Any]], where: tuple[str, dict[str, str]]
+) -> None:
+    policy = policy_of(raw)
+    compiled = CompiledPolicy(admission.build_policy(policy)[0])
+    namespace, labels = where
+    for config in configs_:
+        refused_at_add = daemon_refuses(policy, namespace, labels, config)
+        messages = compiled.messages(nad(namespace, json.dumps(config)), labels)
+        assert bool(messages) == refused_at_add, (raw, config, messages)
