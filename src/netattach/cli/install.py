@@ -3,8 +3,8 @@
 What is installed is a launcher of a few lines, not pip's console script: it runs this Python as
 `python -IS` (no site processing, no PYTHON* variables: ~10 ms less on every call, and nothing in
 the runtime's environment changes what runs) with the package's own directories put on the path
-by hand, and `ssl` blocked (see the launcher's text). Written beside and renamed over, so a runtime executing the old plugin at that moment
-never sees a half-written file.
+by hand, and `ssl` blocked (see the launcher's text). Written beside and renamed over, so a
+runtime executing the old plugin at that moment never sees a half-written file.
 """
 
 import sys
