@@ -221,7 +221,8 @@ def _cluster_of_three() -> tuple[Cluster, Compiler]:
 @pytest.mark.req("POL-UPDATE")
 def test_a_change_no_selection_reads_recompiles_nothing() -> None:
     cluster, compiler = _cluster_of_three()
-    apply(("pod", make_pod("ns-b", "batch", {"app": "other"}, 3, False, []), False), cluster, compiler)
+    relabelled = make_pod("ns-b", "batch", {"app": "other"}, 3, False, [])
+    apply(("pod", relabelled, False), cluster, compiler)
     apply(("pod", make_pod("ns-b", "new", {"app": "web"}, 4, False, []), False), cluster, compiler)
     assert compiler.compile_changed() == {}
 
@@ -230,12 +231,15 @@ def test_a_change_no_selection_reads_recompiles_nothing() -> None:
 def test_a_peer_relabelled_recompiles_only_the_pods_that_select_it() -> None:
     cluster, compiler = _cluster_of_three()
     before = compiler.rules("ns-a/db")["net1"].ingress
-    assert before is not None and len(before.rules[0].peers or ()) == 2  # web and api
-    apply(("pod", make_pod("ns-a", "api", {"app": "cache"}, 5, False, []), False), cluster, compiler)
+    assert before is not None
+    assert len(before.rules[0].peers or ()) == 2  # web and api
+    relabelled = make_pod("ns-a", "api", {"app": "cache"}, 5, False, [])
+    apply(("pod", relabelled, False), cluster, compiler)
     recompiled = compiler.compile_changed()
     assert set(recompiled) == {"ns-a/db"}  # web selects nothing: it is not recompiled
     after = recompiled["ns-a/db"]["net1"].ingress
-    assert after is not None and [str(n) for n in after.rules[0].peers or ()] == ["10.0.0.2/32"]
+    assert after is not None
+    assert [str(n) for n in after.rules[0].peers or ()] == ["10.0.0.2/32"]
     assert {k: compiler.rules(k) for k in sorted(cluster.targets)} == cluster.from_scratch()
 
 
