@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -63,12 +63,24 @@ def _port(p: PortRange) -> str:
     return str(p.first) if p.first == p.last else f"{p.first}-{p.last}"
 
 
+def _merged(ports: Iterable[PortRange]) -> list[PortRange]:
+    """Overlapping or adjacent ranges joined: an interval set refuses overlapping elements."""
+    out: list[PortRange] = []
+    for p in sorted(ports):
+        if out and p.first <= out[-1].last + 1:
+            if p.last > out[-1].last:
+                out[-1] = PortRange(p.protocol, out[-1].first, p.last)
+            continue
+        out.append(p)
+    return out
+
+
 @functools.lru_cache(maxsize=4096)
 def _port_sets(ports: tuple[PortRange, ...]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
     """(protocol, set name, elements) per protocol of a port set; named after the content."""
     out = []
     for proto in sorted({p.protocol for p in ports}):
-        elements = tuple(_port(p) for p in ports if p.protocol == proto)
+        elements = tuple(_port(p) for p in _merged(p for p in ports if p.protocol == proto))
         out.append((proto.lower(), set_name(proto, elements, prefix="p"), elements))
     return tuple(out)
 
