@@ -268,6 +268,12 @@ class Compiler:
     def targets(self) -> list[str]:
         return list(self._targets)
 
+    def pods(self) -> set[str]:
+        return set(self._pods)
+
+    def namespaces(self) -> set[str]:
+        return set(self._ns_labels)
+
     # -- outputs --------------------------------------------------------------------------------
 
     def compile_changed(self) -> dict[str, PodRules]:
