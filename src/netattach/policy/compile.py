@@ -316,21 +316,43 @@ class Compiler:
                 del self._buckets[view.namespace]
 
     def _pod_changed(self, before: PodView | None, after: PodView | None) -> None:
-        self._port_groups.clear()
+        """Invalidate the selections whose content `before` -> `after` can change: those it
+        enters or leaves, and, when its addresses or ports change, those it is in (or, for
+        named-port groups, whose addresses hold it). A relabel that leaves a selection's
+        membership as it was touches nothing of it."""
         for view in (before, after):
             if view is not None:
                 self._matches.pop(view.namespace, None)
+        relabel_only = (
+            before is not None
+            and after is not None
+            and before.addresses == after.addresses
+            and before.ports == after.ports
+        )
+        if not relabel_only:
+            self._port_groups.clear()
         for sel in self._sels.values():
-            if self._touches(sel, before) or self._touches(sel, after):
+            if sel.pods is None and not sel.addresses and not sel.groups:
+                continue  # nothing resolved yet: nothing to invalidate
+            was, now = self._selects(sel, before), self._selects(sel, after)
+            if was != now or (
+                not relabel_only
+                and (was or (sel.groups and (self._held(sel, before) or self._held(sel, after))))
+            ):
                 self._dirty |= sel.invalidate()
 
-    def _touches(self, sel: _Sel, view: PodView | None) -> bool:
-        """Whether `view` can be in what `sel` resolved to (its pods, or a named-port group)."""
-        if view is None or (sel.pods is None and not sel.addresses and not sel.groups):
-            return False  # nothing resolved yet: nothing to invalidate
+    def _selects(self, sel: _Sel, view: PodView | None) -> bool:
+        """Whether a pod selector of `sel` picks `view`."""
+        if view is None:
+            return False
         ns = sel.selection.namespace
-        if any(p.block is None and self._in_peer(p, view, ns) for p in sel.peers):
-            return True
+        return any(p.block is None and self._in_peer(p, view, ns) for p in sel.peers)
+
+    def _held(self, sel: _Sel, view: PodView | None) -> bool:
+        """Whether an address of `view` lies in what `sel` admits on a network it has named-port
+        groups for (every pod with an address there is a candidate destination)."""
+        if view is None:
+            return False
         for network, _ in sel.groups:
             peers = sel.addresses.get(network)
             for addr in view.addresses.get(network, ()):
