@@ -95,7 +95,6 @@ class Daemon:
                     self.feed.read_status if isinstance(self.feed, files.DirectoryFeed) else None
                 ),
             )
-            self.view.listeners.append(self.policy.notify)
         self.orchestrator = orchestrator.Orchestrator(
             settings=cfg,
             view=self.view,
