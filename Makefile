@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The static C shim, built beside its source: the daemon installs it when --shim names none.
 NATIVE_SHIM := src/netattach/shim/netattach-shim
 
-.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench bench-memory clean shim
+.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench bench-memory clean shim image
 
 deps:
 	@scripts/install-deps.sh
@@ -76,6 +76,12 @@ bench-memory: venv
 shim: venv
 	scripts/build-shim.sh native dist/netattach-shim
 	PYTHON=$(BIN)/python scripts/build-shim.sh zipapp dist/netattach-shim.pyz
+
+# The node image as an OCI archive, dist/netattach-image.tar, with no container registry: a Debian
+# root filesystem (mmdebstrap) holding netattach and its shim, packed by umoci (root, ~3 min).
+# Load it with `ctr -n k8s.io images import dist/netattach-image.tar` (docs/deploy.md).
+image: venv
+	PYTHON=$(BIN)/python scripts/build-image.sh dist/netattach-image.tar
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis $(NATIVE_SHIM)

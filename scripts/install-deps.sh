@@ -2,7 +2,11 @@
 # Install what netattach's demo and tests need on a Debian machine, only what is missing.
 # Debian packages: containernetworking-plugins (/usr/lib/cni), iproute2, nftables, util-linux
 # (nsenter), iputils-ping, graphviz (`dot`, for `netattach graph`); python3-venv when the
-# interpreter cannot make a virtualenv; gcc and libc6-dev for the static C shim.
+# interpreter cannot make a virtualenv; gcc and libc6-dev for the static C shim (and tests/node's
+# static `pause` program); containerd and runc for tests/node (a real runtime creating pod
+# sandboxes; the tier starts its own containerd on its own socket: the package's service is not
+# used); mmdebstrap and umoci for `make image` (the node image, built from Debian's packages with
+# no container registry).
 set -euo pipefail
 
 need=()
@@ -16,6 +20,10 @@ python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 # The native shim is a static C program: a compiler, and libc's static archive to link it with.
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 printf 'int main(void) { return 0; }\n' | cc -static -x c -o /dev/null - >/dev/null 2>&1 || need+=(libc6-dev)
+command -v containerd >/dev/null 2>&1 || need+=(containerd)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+command -v umoci >/dev/null 2>&1 || need+=(umoci)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

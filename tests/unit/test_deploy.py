@@ -18,11 +18,14 @@ from netattach.daemon import settings, shim_install
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 KUBERNETES_VERSION = "1.30"
+KUSTOMIZATION = "kustomization.yaml"
 
 
 def documents() -> list[tuple[str, dict[str, Any]]]:
     found = []
     for path in sorted(DEPLOY.rglob("*.yaml")):
+        if path.name == KUSTOMIZATION:
+            continue  # kustomize's own file, not a Kubernetes object (tests/unit/test_kustomize.py)
         for doc in yaml.safe_load_all(path.read_text()):
             if doc is not None:
                 found.append((path.name, doc))
