@@ -1,12 +1,12 @@
 #!/bin/sh
 # Install netattach into the image's root filesystem, from what build-inputs.sh made (BUILD, a
-# directory holding wheels/, shim/netattach-shim/ and netattach-shim.pyz). Runs as root inside
+# directory holding wheels/, netattach-shim and netattach-shim.pyz). Runs as root inside
 # that filesystem: a `RUN` of deploy/Dockerfile, or a chroot hook of scripts/build-image.sh
 # (mmdebstrap). The Debian packages of packages.txt are installed before. No network is used.
 #
 #   /opt/netattach                          a venv holding netattach and its dependencies
 #   /usr/local/bin/netattach{,-thin}        its commands
-#   /usr/local/lib/netattach/netattach-shim the self-contained shim the DaemonSet installs
+#   /usr/local/lib/netattach/netattach-shim the static C shim the DaemonSet installs
 #   /usr/local/lib/netattach/netattach-shim.pyz  the zipapp shim, for hosts with python3
 set -eu
 BUILD="${1:?usage: install.sh BUILD_DIR}"
@@ -20,7 +20,7 @@ for command in netattach netattach-thin; do
 done
 mkdir -p /usr/local/lib/netattach
 rm -rf /usr/local/lib/netattach/netattach-shim
-cp -a "$BUILD/shim/netattach-shim" /usr/local/lib/netattach/netattach-shim
+cp "$BUILD/netattach-shim" /usr/local/lib/netattach/netattach-shim
 cp "$BUILD/netattach-shim.pyz" /usr/local/lib/netattach/netattach-shim.pyz
 # what only the installation needed
 /opt/netattach/bin/pip uninstall --quiet --yes pip >/dev/null 2>&1 || true
