@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.daemon_harness import shim_zipapp
 from tests.e2e.harness import Cluster
 from tests.e2e.kube_harness import RemoteKubeApi
 from tests.kube import objects
@@ -28,8 +27,6 @@ from tests.netns_fixtures import netns_unavailable_reason
 from tests.node import containerd
 from tests.node.harness import Kubelet, NodeDaemon, NodeHost
 from tests.node.harness import node_host as make_node_host
-
-__all__ = ["shim_zipapp"]
 
 NS = "blue"
 
@@ -57,8 +54,8 @@ def cluster(node_host: NodeHost, tmp_path: Path) -> Cluster:
 
 
 @pytest.fixture
-def daemon(cluster: Cluster, shim_zipapp: Path, node_host: NodeHost) -> Iterator[NodeDaemon]:
-    node = NodeDaemon(cluster, shim_zipapp, node_host)
+def daemon(cluster: Cluster, node_host: NodeHost) -> Iterator[NodeDaemon]:
+    node = NodeDaemon(cluster, node_host)
     try:
         yield node
     finally:

@@ -7,8 +7,8 @@ the shim it installed, and what a test reads back.
                  `00-netattach.conflist` every test's daemon installs is the same file
     NodeDaemon   (one per test) tests/e2e's `DaemonNode` pointed at containerd's CNI dirs: the
                  daemon installs its shim into containerd's `bin_dir` and its conflist into its
-                 `conf_dir`; the shim it installs is the daemon's default (the zipapp only while
-                 the daemon has no default, see `shim_args`)
+                 `conf_dir`; the shim it installs is the daemon's default (`--shim` omitted: the
+                 static C shim `make venv` builds), the one a node gets
     Kubelet      (one per test) what a kubelet asks containerd for: `run(spec)` a sandbox,
                  `teardown(id)` = StopPodSandbox + RemovePodSandbox, `interfaces(id)` read in the
                  sandbox's network namespace (the path containerd gave the plugins as CNI_NETNS)
@@ -21,7 +21,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import functools
 import os
 import secrets
 import shutil
@@ -121,22 +120,11 @@ def free_port_in(netns: str) -> int:
     return int(done.stdout)
 
 
-@functools.cache
-def shim_args(zipapp: Path) -> tuple[str, ...]:
-    """`--shim ZIPAPP` while `netattach daemon` installs no shim by default, else nothing: the
-    tier runs whatever shim the daemon installs on a node."""
-    done = subprocess.run(
-        [str(DAEMON), "daemon", "--help"], capture_output=True, text=True, timeout=60, check=True
-    )
-    no_default = "default: none installed" in " ".join(done.stdout.split())
-    return ("--shim", str(zipapp)) if no_default else ()
-
-
 class NodeDaemon(DaemonNode):
     """`netattach daemon` for the test's cluster, installing into containerd's CNI dirs."""
 
-    def __init__(self, cluster: Cluster, zipapp: Path, host: NodeHost) -> None:
-        super().__init__(cluster, zipapp)
+    def __init__(self, cluster: Cluster, host: NodeHost) -> None:
+        super().__init__(cluster, zipapp=Path(os.devnull))  # unused: start() names no --shim
         self.host = host
         self.socket = host.daemon_socket
         self.conf_dir = host.containerd.cni_conf_dir
@@ -170,7 +158,6 @@ class NodeDaemon(DaemonNode):
                     "daemon",
                     "--config",
                     str(self.settings_path),
-                    *shim_args(self.zipapp),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=stream,

@@ -3,8 +3,9 @@
 `node_image_archive()` is NETATTACH_TEST_IMAGE when set (an archive `make image` built), else
 `scripts/build-image.sh` run into a cache directory (NETATTACH_IMAGE_CACHE, default
 ~/.cache/netattach/images) under a name keyed by the digest of everything the image is built
-from, so an unchanged tree reuses it and a changed one rebuilds (~3 minutes on 2 cores). Older
-archives in the cache are removed; a file lock keeps two sessions from building at once.
+from, so an unchanged tree reuses it and a changed one rebuilds (~2 minutes on 2 cores). The
+three newest archives stay (other trees on the machine may want theirs again); a file lock keeps
+two sessions from building at once.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ INPUTS = (
     "deploy/daemonset.yaml",
 )
 BUILD_TIMEOUT = 1800.0
+KEEP = 3  # archives kept in the cache
 SKIPPED_PARTS = {"__pycache__", ".mypy_cache"}
 
 
@@ -77,7 +79,9 @@ def node_image_archive() -> Path:
         if done.returncode != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
             raise RuntimeError(f"scripts/build-image.sh failed ({log}):\n{tail}")
-        for old in cache.glob("netattach-image-*.tar*"):
-            if not old.name.startswith(archive.name):
-                old.unlink(missing_ok=True)
+        # the newest few stay: trees of other branches on this machine may want them again
+        kept = sorted(cache.glob("netattach-image-*.tar"), key=lambda p: p.stat().st_mtime)
+        for old in kept[:-KEEP]:
+            old.unlink(missing_ok=True)
+            old.with_name(f"{old.name}.log").unlink(missing_ok=True)
     return archive

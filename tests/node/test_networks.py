@@ -91,7 +91,7 @@ def test_a_pod_selecting_a_missing_nad_fails_with_an_event_and_leaves_nothing_ku
 # -- a static pod ----------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="RT-STATIC lands with issue 13")
+@pytest.mark.req("RT-STATIC")
 def test_a_static_pod_sandbox_gets_its_networks_and_its_mirror_pod_the_status(
     kube_api: RemoteKubeApi, kube_daemon: NodeDaemon, kubelet: Kubelet
 ) -> None:
@@ -127,6 +127,16 @@ def test_a_static_pod_sandbox_gets_its_networks_and_its_mirror_pod_the_status(
         CHANGE_TIMEOUT,
     )
     assert shown(status) == [(DEFAULT_NETWORK, "eth0"), (f"{NS}/net-a", "net1")]
+    events = wait_for(
+        "the mirror pod's AddedInterface Events",
+        lambda: (
+            found
+            if len(found := api_events(kube_api, NS, "static-web", "AddedInterface")) == 2
+            else None
+        ),
+        CHANGE_TIMEOUT,
+    )
+    assert {event["involvedObject"]["uid"] for event in events} == {mirror["metadata"]["uid"]}
 
     kubelet.teardown(sandbox.id)
 
