@@ -69,7 +69,7 @@ def render(kustomization_dir: Path = DEPLOY) -> list[dict[str, Any]]:
 
 # Manifests in deploy/ that `kubectl apply -k deploy/` leaves out, and why.
 APPLIED_ON_THEIR_OWN = {
-    "admission-policy.yaml": "a ValidatingAdmissionPolicy: Kubernetes 1.30+ only (docs/security.md)",
+    "admission-policy.yaml": "a ValidatingAdmissionPolicy, Kubernetes 1.30+ (docs/security.md)",
 }
 
 
