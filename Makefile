@@ -78,7 +78,7 @@ shim: venv
 	PYTHON=$(BIN)/python scripts/build-shim.sh zipapp dist/netattach-shim.pyz
 
 # The node image as an OCI archive, dist/netattach-image.tar, with no container registry: a Debian
-# root filesystem (mmdebstrap) holding netattach and its shim, packed by umoci (root, ~3 min).
+# root filesystem (mmdebstrap) holding netattach and its shim, packed by umoci (root, ~1 min).
 # Load it with `ctr -n k8s.io images import dist/netattach-image.tar` (docs/deploy.md).
 image: venv
 	PYTHON=$(BIN)/python scripts/build-image.sh dist/netattach-image.tar

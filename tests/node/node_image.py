@@ -3,7 +3,7 @@
 `node_image_archive()` is NETATTACH_TEST_IMAGE when set (an archive `make image` built), else
 `scripts/build-image.sh` run into a cache directory (NETATTACH_IMAGE_CACHE, default
 ~/.cache/netattach/images) under a name keyed by the digest of everything the image is built
-from, so an unchanged tree reuses it and a changed one rebuilds (~2 minutes on 2 cores). The
+from, so an unchanged tree reuses it and a changed one rebuilds (~1 minute on 2 cores). The
 three newest archives stay (other trees on the machine may want theirs again); a file lock keeps
 two sessions from building at once.
 """
