@@ -213,6 +213,7 @@ class Kubelet:
         networks: str | None = None,
         *,
         annotations: Mapping[str, str] | None = None,
+        port_mappings: tuple[tuple[int, int], ...] = (),
     ) -> SandboxSpec:
         """A sandbox config as kubelet writes it: the pod's annotations (the selection among
         them) and the labels kubelet adds."""
@@ -225,7 +226,14 @@ class Kubelet:
             "io.kubernetes.pod.namespace": ns,
             "io.kubernetes.pod.uid": uid,
         }
-        return SandboxSpec(name=name, namespace=ns, uid=uid, annotations=wanted, labels=labels)
+        return SandboxSpec(
+            name=name,
+            namespace=ns,
+            uid=uid,
+            annotations=wanted,
+            labels=labels,
+            port_mappings=port_mappings,
+        )
 
     def run(self, spec: SandboxSpec) -> PodSandbox:
         """RunPodSandbox; the sandbox, ready, with its netns."""

@@ -12,6 +12,8 @@ on the node.
 from __future__ import annotations
 
 import ipaddress
+import json
+import subprocess
 import uuid
 from typing import Any
 
@@ -151,3 +153,60 @@ def test_a_pod_created_by_containerd_gets_exactly_its_networks_kubernetes_feed(
         lambda: api_status(kube_api, NS, "web") in (None, []),
         STATUS_TIMEOUT,
     )
+
+
+# -- what containerd passes in runtimeConfig -------------------------------------------------------
+
+
+def node_nat_rules(daemon: NodeDaemon, port: int) -> list[str]:
+    """The node's iptables nat rules that name `port` (portmap's DNAT and its chains)."""
+    done = subprocess.run(
+        ["nsenter", f"--net={daemon.cluster.node.path}", "--", "iptables-save", "-t", "nat"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return [line for line in done.stdout.splitlines() if f"--dport {port}" in line]
+
+
+def test_a_pods_host_port_reaches_the_default_networks_portmap_through_containerd(
+    daemon: NodeDaemon, kubelet: Kubelet
+) -> None:
+    """The default network declares `portMappings`, so the installed conflist does too, and
+    containerd sends the pod's host ports in runtimeConfig (its own spelling: `HostPort`,
+    `ContainerPort`, `Protocol`, `HostIP`, reference/real-world.md); portmap on the node gets
+    them through the daemon, and loses its rules with the pod."""
+    cluster = daemon.cluster
+    cluster.write_network_file(
+        "00-default.conflist",
+        {
+            "cniVersion": "1.0.0",
+            "name": DEFAULT_NETWORK,
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": cluster.default_bridge,
+                    "isGateway": True,
+                    "ipam": host_local(cluster.ipam, DEFAULT_SUBNET, routes=[{"dst": "0.0.0.0/0"}]),
+                },
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        },
+    )
+    uid = str(uuid.uuid4())
+    cluster.add_pod(NS, "web", uid, None)
+    daemon.start()
+    (plugin,) = json.loads(daemon.conflist.read_text())["plugins"]
+    assert plugin["capabilities"] == {"portMappings": True}
+
+    sandbox = kubelet.run(kubelet.spec(NS, "web", uid, port_mappings=((18090, 80),)))
+
+    ip = kubelet.status(sandbox).ip
+    rules = node_nat_rules(daemon, 18090)
+    assert any(f"--to-destination {ip}:80" in rule for rule in rules), rules
+
+    kubelet.teardown(sandbox.id)
+
+    assert node_nat_rules(daemon, 18090) == []
+    assert_nothing_left(daemon, kubelet)

@@ -97,6 +97,8 @@ class SandboxSpec:
     host_network: bool = False
     privileged: bool = False
     attempt: int = 0
+    # (host port, container port) over TCP: a container's `hostPort`s, which kubelet passes
+    port_mappings: tuple[tuple[int, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,6 +183,10 @@ class RuntimeClient:
             hostname="" if spec.host_network else spec.name[:63],
             labels=dict(spec.labels),
             annotations=dict(spec.annotations),
+            port_mappings=[
+                pb.PortMapping(protocol=pb.TCP, container_port=container, host_port=host)
+                for host, container in spec.port_mappings
+            ],
             linux=pb.LinuxPodSandboxConfig(
                 security_context=pb.LinuxSandboxSecurityContext(
                     namespace_options=pb.NamespaceOption(
