@@ -12,7 +12,8 @@ installs `00-netattach.conflist`), and the log. The process runs in the network 
     restart()   stop() then start() on the same root and state
     ctr(...)    the `ctr` command on this containerd's socket
     close()     remove every sandbox through CRI, stop, end the shims left (by PID, those whose
-                command line names this socket), unmount what is left under root and state
+                command line names this socket), unmount what is left under root and state, and
+                the netns of any sandbox whose teardown failed
 
 Settings that matter (docs in reference/real-world.md): `restrict_oom_score_adj = true` (root on
 these VMs lacks CAP_SYS_RESOURCE: runc would fail every sandbox), runc's state under our `state`
@@ -224,17 +225,24 @@ class Containerd:
     # -- teardown ---------------------------------------------------------------------------------
 
     def remove_sandboxes(self) -> list[str]:
-        """Stop and remove every sandbox (errors ignored); the IDs that were there."""
+        """Stop and remove every sandbox (errors ignored); the netns paths of those that could
+        not be removed (their DEL failed: containerd keeps them, and their netns)."""
         try:
             found = self.cri.list(timeout=30)
         except CriError:
             return []
+        kept: list[str] = []
         for sandbox in found:
+            netns = None
             with contextlib.suppress(CriError):
+                netns = self.cri.status(sandbox.id, timeout=30).netns
+            try:
                 self.cri.stop(sandbox.id, timeout=60)
-            with contextlib.suppress(CriError):
                 self.cri.remove(sandbox.id, timeout=60)
-        return [sandbox.id for sandbox in found]
+            except CriError:
+                if netns:
+                    kept.append(netns)
+        return kept
 
     def shim_pids(self) -> list[int]:
         """PIDs of the shims serving this containerd (their command line names its socket)."""
@@ -262,9 +270,10 @@ class Containerd:
         return sorted(found, key=len, reverse=True)
 
     def close(self) -> None:
+        kept: list[str] = []
         try:
             if self.alive():
-                self.remove_sandboxes()
+                kept = self.remove_sandboxes()
         finally:
             self.stop()
             self.cri.close()
@@ -273,6 +282,10 @@ class Containerd:
                     os.kill(pid, signal.SIGKILL)
             for point in self.mounts():
                 subprocess.run(["umount", "-l", point], check=False, timeout=30)
+            for netns in kept:  # containerd's mount of a sandbox it could not tear down
+                subprocess.run(["umount", netns], capture_output=True, check=False, timeout=30)
+                with contextlib.suppress(OSError):
+                    os.unlink(netns)
             shutil.rmtree(self.base, ignore_errors=True)
             if self.made_default_state:
                 for directory in (DEFAULT_STATE / "s", DEFAULT_STATE):
