@@ -8,6 +8,7 @@ every bookmark and never advances its resourceVersion from them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import logging
 from pathlib import Path
@@ -18,7 +19,7 @@ from netattach import logs
 from netattach.cluster import model
 from tests.kube import objects
 from tests.kube.api import NEEDS_FAKE, KubeApi
-from tests.kube.test_feed import eventually, node_name, run_bounded, running_feed
+from tests.kube.test_feed import FAST, eventually, node_name, run_bounded, running_feed
 
 KUBE_LOGGER = "netattach.cluster.kube"
 
@@ -115,3 +116,32 @@ def test_at_debug_the_feed_shows_its_decisions_and_not_the_http_clients_requests
         "netattach.cluster.kube: watching pods from resourceVersion" in line for line in lines
     )
     assert [line for line in lines if " netattach." not in line] == []  # no httpx2, httpcore2...
+
+
+@pytest.mark.req("KUBE-BOOKMARK")
+def test_an_undecodable_object_in_a_list_is_skipped_and_the_view_still_syncs(
+    fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    if not fake_api.is_fake:
+        pytest.skip(NEEDS_FAKE)  # as above: a real server stores no such object
+    ns, node = kube_namespace, node_name()
+    for name in ("a", "b", "c", "d"):
+        fake_api.create(objects.pod(name, ns, node_name=node))
+    odd = objects.pod("odd", ns, node_name=node)
+    odd["spec"]["priority"] = "high"
+    fake_api.create(odd)
+    caplog.set_level(logging.INFO, logger=KUBE_LOGGER)
+    paged = dataclasses.replace(FAST, list_chunk=2)  # the odd pod is on a page of its own
+
+    async def body() -> None:
+        async with running_feed(kubeconfig, node, timing=paged) as (feed, view):
+            assert {model.name_of(p) for p in view.objects(model.POD)} == {"a", "b", "c", "d"}
+            assert feed.resource_version(model.POD) == fake_api.resource_version
+
+    run_bounded(body())
+    pages = [r for r in fake_api.requests if r.path == "/api/v1/pods" and not r.watch]
+    assert [r.query.get("limit") for r in pages] == ["2", "2", "2"]
+    assert [bool(r.query.get("continue")) for r in pages] == [False, True, True]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert f"Pod {ns}/odd" in warnings[0]

@@ -51,7 +51,7 @@ import logging
 import random
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -477,17 +477,18 @@ class KubeFeed:
     async def _list(self, reflector: _Reflector) -> bool:
         """List the kind into the store; False when its CRD is not installed."""
         spec = reflector.spec
-        kwargs: dict[str, Any] = {"chunk_size": self.timing.list_chunk}
-        if spec.namespaced:
-            kwargs["namespace"] = lightkube.ALL_NS
-        if reflector.fields:
-            kwargs["fields"] = reflector.fields
-        listing = self._client.list(spec.resource, **kwargs)
         objects: list[model.KubeObject] = []
+        skipped: set[tuple[str, str]] = set()
         try:
-            async for item in listing:
-                objects.append(spec.trim(item))
-            version: str | None = listing.resourceVersion
+            version: str | None = None
+            async for page_version, page in self._list_pages(reflector):
+                version = page_version
+                for event in page:
+                    if isinstance(event, watch_stream.Undecodable):
+                        self._skip_undecodable(event)
+                        skipped.add((event.namespace, event.name))
+                    elif isinstance(event, watch_stream.Change):
+                        objects.append(spec.trim(event.obj))
         except lightkube.ApiError as exc:
             if not (spec.custom and _status_code(exc) == _NOT_FOUND):
                 raise
@@ -502,7 +503,7 @@ class KubeFeed:
         if reflector.missing and version is not None:
             log.info("the API serves %s now", spec.plural)
         reflector.missing = version is None
-        self._replace_kind(spec.kind, objects)
+        self._replace_kind(spec.kind, objects, keep=skipped)
         reflector.resource_version = version
         reflector.failures = 0
         if not reflector.listed:
@@ -512,9 +513,34 @@ class KubeFeed:
                 log.info("cluster view synced from the API (node %s)", self.node_name)
         return version is not None
 
-    def _replace_kind(self, kind: str, objects: list[model.KubeObject]) -> None:
+    async def _list_pages(
+        self, reflector: _Reflector
+    ) -> AsyncIterator[tuple[str, list[watch_stream.Event]]]:
+        """The list's pages (`list_chunk` objects each), each item decoded on its own, so one
+        the client cannot decode is skipped, not the whole list (KUBE-BOOKMARK)."""
+        spec = reflector.spec
+        params: dict[str, str] = {"limit": str(self.timing.list_chunk)}
+        if reflector.fields:
+            params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in reflector.fields.items())
+        while True:
+            async with asyncio.timeout(self.timing.request_timeout):
+                response = await self._watch_http.get(spec.path, params=params)
+            if response.is_error:
+                raise lightkube.ApiError(request=response.request, response=response)
+            version, cont, page = watch_stream.parse_list(
+                response.content, spec.resource, spec.kind
+            )
+            yield version, page
+            if not cont:
+                return
+            params["continue"] = cont
+
+    def _replace_kind(
+        self, kind: str, objects: list[model.KubeObject], *, keep: set[tuple[str, str]]
+    ) -> None:
+        """Make the store's `kind` the listed `objects`; those `keep` names stay as they are."""
         # No await in here: readers on the event loop see the kind before or after, never half.
-        fresh = {(model.namespace_of(obj), model.name_of(obj)) for obj in objects}
+        fresh = {(model.namespace_of(obj), model.name_of(obj)) for obj in objects} | keep
         for old in self._store.objects(kind):
             key = (model.namespace_of(old), model.name_of(old))
             if key not in fresh:
