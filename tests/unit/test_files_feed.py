@@ -1032,3 +1032,64 @@ def test_pod_names_may_be_dns_subdomains(tmp_path: Path) -> None:
     asyncio.run(feed.publish_status("blue", "web.v1", ENTRIES))
     assert feed.read_status("blue", "web.v1") == ENTRIES
     assert feed.status_path("blue", "web.v1") == tmp_path / "status" / "blue" / "web.v1.json"
+
+
+# --- being woken, and reading only what changed ---------------------------------------------------
+
+NEVER = 3600.0  # a poll interval no test waits for: only inotify can wake the feed in time
+
+
+def test_run_is_woken_by_a_write_without_waiting_for_its_poll(tmp_path: Path) -> None:
+    write(tmp_path, "pod.yaml", POD)
+    feed, cluster = feed_of(tmp_path)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(feed.run(interval=NEVER))
+        try:
+            await eventually(lambda: cluster.lookup_pod("blue", "web") is not None)
+            replacement = write(tmp_path, ".nad.yaml.tmp", NAD)
+            replacement.replace(tmp_path / "nad.yaml")  # renamed in, as kubectl-like tools do
+            await eventually(lambda: cluster.lookup_nad("blue", "macvlan-conf") is not None)
+            write(tmp_path, "pod.yaml", POD.replace("name: web", "name: web-2"))  # rewritten
+            await eventually(lambda: names(cluster, model.POD) == {("blue", "web-2")})
+            (tmp_path / "nad.yaml").unlink()
+            await eventually(lambda: cluster.lookup_nad("blue", "macvlan-conf") is None)
+        finally:
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(scenario())
+
+
+def test_a_reload_parses_only_changed_files_and_reports_only_changed_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, "a.yaml", NAMESPACE + "---\n" + NAD)
+    write(tmp_path, "pod.yaml", POD)
+    feed, cluster = feed_of(tmp_path)
+    assert feed.load() == ()
+    parsed: list[str] = []
+    real = files._load_file
+
+    def counted(path: str) -> Iterator[tuple[int, model.KubeObject | str]]:
+        parsed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(files, "_load_file", counted)
+    seen: list[tuple[str, str, str]] = []
+    cluster.observers.append(lambda kind, ns, name: seen.append((kind, ns, name)))
+
+    write(tmp_path, "pod.yaml", POD.replace("blue/bridge-conf", "blue/other-conf"))
+    assert feed.load() == ()
+    assert parsed == [str(tmp_path / "pod.yaml")]
+    assert seen == [(model.POD, "blue", "web")]
+
+    parsed.clear()
+    seen.clear()
+    (tmp_path / "pod.yaml").unlink()
+    assert feed.load() == ()
+    assert parsed == []
+    assert seen == [(model.POD, "blue", "web")]
+    assert cluster.lookup_pod("blue", "web") is None
+    assert cluster.lookup_nad("blue", "macvlan-conf") is not None

@@ -23,7 +23,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
 
-from netattach.cli import cluster_pods
+from netattach.cli import cluster_pods, refused_nads
 from netattach.cluster import files, model, store
 from netattach.cni import errors
 from netattach.daemon import introspect, plan, server, settings
@@ -192,4 +192,9 @@ def _from_directory(path: Path, namespace: str, name: str) -> cluster_pods.Listi
         name=name,
     )
     listing.problems.extend(f"manifest skipped: {problem}" for problem in manifest_problems)
+    listing.problems.extend(
+        refused_nads.refused_nads(
+            view, cfg.networks.delegate_policy, cfg.networks.networks_dir, namespace=namespace
+        )
+    )
     return listing

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Final, cast
 
 from netattach import __version__, atomic
-from netattach.cluster import documents, model, store
+from netattach.cluster import dirwatch, documents, model, store
 from netattach.cni import errors
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,9 @@ class DirectoryFeed:
         self._fingerprint: _Fingerprint = None
         self._loaded = False
         self._problems: tuple[ManifestProblem, ...] = ()
+        self._objects: dict[tuple[str, str, str], model.KubeObject] = {}  # as last loaded
+        # What each file parsed to, by stamp, when there is no parse cache file (the daemon).
+        self._parsed: dict[str, tuple[_FileStamp, _Parsed]] = {}
 
     @property
     def problems(self) -> tuple[ManifestProblem, ...]:
@@ -131,34 +134,61 @@ class DirectoryFeed:
     async def run(
         self, *, interval: float = 1.0, on_change: Callable[[], None] | None = None
     ) -> None:
-        """Reload whenever the manifest files change (polled every `interval` s), until cancelled.
+        """Reload whenever the manifest files change, until cancelled: woken by inotify where
+        there is one (`dirwatch`), and polled every `interval` s in any case.
 
-        Reading happens in a worker thread; the store is replaced on the event loop's thread, so
-        readers of the store never see half a reload. `on_change` runs after each reload.
+        Reading happens in a worker thread, and only files whose stamp changed are parsed again;
+        the store is changed on the event loop's thread, object by object (what was added,
+        changed or removed), so readers of the store never see half a reload. `on_change` runs
+        after each reload.
         """
-        while True:
-            fingerprint = await asyncio.to_thread(self._scan_fingerprint)
-            if not self._loaded or fingerprint != self._fingerprint:
-                snapshot = await asyncio.to_thread(self._read)
-                self._apply(snapshot)
-                for problem in snapshot.problems:
-                    log.warning("manifest skipped: %s", problem)
-                if on_change is not None:
-                    try:
-                        on_change()
-                    except Exception:
-                        # The feed outlives a faulty subscriber: the next change calls it again.
-                        log.exception(
-                            "on_change callback failed after reloading %s", self.directory
-                        )
-            await asyncio.sleep(interval)
+        watch = dirwatch.DirectoryWatch(self.directory)
+        watch.start()
+        try:
+            while True:
+                fingerprint = await asyncio.to_thread(self._scan_fingerprint)
+                if not self._loaded or fingerprint != self._fingerprint:
+                    snapshot = await asyncio.to_thread(self._read)
+                    self._apply(snapshot)
+                    for problem in snapshot.problems:
+                        log.warning("manifest skipped: %s", problem)
+                    if on_change is not None:
+                        try:
+                            on_change()
+                        except Exception:
+                            # The feed outlives a faulty subscriber: the next change calls it
+                            # again.
+                            log.exception(
+                                "on_change callback failed after reloading %s", self.directory
+                            )
+                if watch.active:
+                    await watch.wait(interval)
+                else:
+                    await asyncio.sleep(interval)
+        finally:
+            watch.close()
 
     def _apply(self, snapshot: _Snapshot) -> None:
-        self._store.replace_all(snapshot.objects)
+        if not self._loaded:
+            self._store.replace_all(snapshot.objects)
+        else:
+            self._update(snapshot.objects)
+        self._objects = {_object_key(obj): obj for obj in snapshot.objects}
         self._store.mark_synced()
         self._fingerprint = snapshot.fingerprint
         self._problems = snapshot.problems
         self._loaded = True
+
+    def _update(self, objects: list[model.KubeObject]) -> None:
+        """Tell the store what differs from the last load: each object added, changed (parsed
+        again from a changed file, and not equal) or gone."""
+        fresh = {_object_key(obj): obj for obj in objects}
+        for key in self._objects.keys() - fresh.keys():
+            self._store.remove(*key)
+        for key, obj in fresh.items():
+            before = self._objects.get(key)
+            if before is not obj and before != obj:
+                self._store.upsert(obj)
 
     def _manifest_entries(self) -> list[os.DirEntry[str]]:
         """Manifest files directly in the directory, in lexical order (OSError if unlistable)."""
@@ -222,7 +252,9 @@ class DirectoryFeed:
                     )
                     del kept[key]  # the winner takes the later position too
                 kept[key] = (found, where)
-        if parsed != cached:
+        if self._parse_cache is None:
+            self._parsed = parsed
+        elif parsed != cached:
             self._write_parse_cache(parsed)
         return _Snapshot(
             objects=[obj for obj, _ in kept.values()],
@@ -232,7 +264,7 @@ class DirectoryFeed:
 
     def _read_parse_cache(self) -> dict[str, tuple[_FileStamp, _Parsed]]:
         if self._parse_cache is None:
-            return {}
+            return self._parsed
         try:
             raw = json.loads(self._parse_cache.read_bytes())
             if any(raw.get(key) != value for key, value in self._parse_cache_header().items()):
@@ -333,6 +365,10 @@ class DirectoryFeed:
 
 
 # -- reading one file -----------------------------------------------------------------------------
+
+
+def _object_key(obj: model.KubeObject) -> tuple[str, str, str]:
+    return obj.get("kind", ""), model.namespace_of(obj), model.name_of(obj)
 
 
 def _fingerprint_of(entries: list[os.DirEntry[str]]) -> frozenset[_FileStamp]:

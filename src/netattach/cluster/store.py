@@ -12,7 +12,9 @@ class ClusterStore:
     """What a feed knows, looked up without I/O. Feeds call `replace_all`/`upsert`/`remove`.
 
     `listeners` are called with the kind after each change (`replace_all`: with ""); they must
-    be quick and must not raise (the policy sync only marks itself dirty).
+    be quick and must not raise (the policy sync only marks itself dirty). `observers` are
+    called with (kind, namespace, name) of each object added, changed or removed (`replace_all`:
+    ("", "", "")), for consumers that follow changes one object at a time.
     """
 
     def __init__(self) -> None:
@@ -21,8 +23,11 @@ class ClusterStore:
         }
         self._synced = asyncio.Event()
         self.listeners: list[Callable[[str], None]] = []
+        self.observers: list[Callable[[str, str, str], None]] = []
 
-    def _changed(self, kind: str) -> None:
+    def _changed(self, kind: str, namespace: str = "", name: str = "") -> None:
+        for observer in self.observers:
+            observer(kind, namespace, name)
         for listener in self.listeners:
             listener(kind)
 
@@ -31,12 +36,13 @@ class ClusterStore:
     def upsert(self, obj: model.KubeObject) -> None:
         kind = obj.get("kind", "")
         if kind in self._objects:
-            self._objects[kind][(model.namespace_of(obj), model.name_of(obj))] = obj
-            self._changed(kind)
+            key = (model.namespace_of(obj), model.name_of(obj))
+            self._objects[kind][key] = obj
+            self._changed(kind, *key)
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
         if self._objects.get(kind, {}).pop((namespace, name), None) is not None:
-            self._changed(kind)
+            self._changed(kind, namespace, name)
 
     def replace_all(self, objects: Iterable[model.KubeObject]) -> None:
         """A full resync: afterwards the store holds exactly `objects`."""

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from netattach.attach import delegate, selection, status
 from netattach.cluster import model
 from netattach.cni import conf, env, errors, result, spec
-from netattach.daemon import call_log, hotplug, pod_identity
+from netattach.daemon import call_log, delegate_guard, hotplug, pod_identity
 from netattach.daemon import locks as locks_mod
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
@@ -74,6 +74,13 @@ FAILURE_REASONS = {
 }
 
 
+def failure_reason(exc: errors.CNIError) -> str:
+    """The reason of the Warning Event for `exc`."""
+    if isinstance(exc, delegate_guard.DelegateRefusedError):
+        return delegate_guard.EVENT_REASON
+    return pod_identity.event_reason(exc) or FAILURE_REASONS.get(exc.code, "FailedAttachNetwork")
+
+
 class PolicyEnforcer(Protocol):
     """MultiNetworkPolicy on the pods of this node (daemon/policy_sync.py)."""
 
@@ -113,6 +120,8 @@ def with_prefix(exc: errors.CNIError, prefix: str) -> errors.CNIError:
     """The same error (same code) with `[ns/pod/uid:network]` in front of its message."""
     msg = f"{prefix} {exc.msg}"
     cls = errors.BY_CODE.get(exc.code)
+    if isinstance(exc, delegate_guard.DelegateRefusedError):
+        cls = delegate_guard.DelegateRefusedError  # its own Event reason
     if cls is None or isinstance(exc, errors.PluginError):
         return errors.PluginError(exc.code, msg, exc.details)
     return cls(msg, exc.details)
@@ -195,10 +204,7 @@ class Orchestrator:
                 plan, pod = await self._plan(call, netconf, ref)
             except errors.CNIError as exc:
                 log.error("%s", exc)  # refused before any plugin ran; the message names the pod
-                reason = pod_identity.event_reason(exc) or FAILURE_REASONS.get(
-                    exc.code, "FailedAttachNetwork"
-                )
-                await self._event(ref, reason, str(exc), "Warning")
+                await self._event(ref, failure_reason(exc), str(exc), "Warning")
                 raise
             # The API pod's UID: a static pod's status and Events go to its mirror (RT-STATIC).
             ref = dataclasses.replace(ref, uid=(model.uid_of(pod) if pod else "") or ref.uid)
@@ -227,8 +233,11 @@ class Orchestrator:
                 for planned, intent in zip(plan, intents, strict=True):
                     current = planned.status_name
                     made.append(intent)
+                    # The pod record saved above is the write-ahead record: no second one.
                     res = await self.runtime.add_network_list(
-                        planned.network, _runtime_conf(call, call.netns, made[-1])
+                        planned.network,
+                        _runtime_conf(call, call.netns, made[-1]),
+                        record_intent=False,
                     )
                     delegate.verify_result(
                         res,
@@ -314,10 +323,16 @@ class Orchestrator:
                 view=self.view,
                 cfg=self.settings.networks,
             )
-            self._check_installed(planned)
+            self._check_plan(planned)
         except errors.CNIError as exc:
             raise with_prefix(exc, ref.prefix()) from exc
         return planned, pod
+
+    def _check_plan(self, plan: Sequence[plan_mod.PlannedAttachment]) -> None:
+        """Before anything is recorded or run: the delegate policy allows every NAD of the plan
+        (SEC-DELEGATE), and every plugin is installed."""
+        delegate_guard.check_plan(plan, self.settings.networks.delegate_policy, self.view)
+        self._check_installed(plan)
 
     def _check_installed(self, plan: Sequence[plan_mod.PlannedAttachment]) -> None:
         """Every delegate of the plan can be found, so no ADD starts that its DEL could not undo."""
@@ -572,12 +587,11 @@ class Orchestrator:
             try:
                 plan, chosen = self._replan(record, pod, text)
                 change = hotplug.build_change(record, plan, chosen)
-                self._check_installed(change.add)
+                self._check_plan(change.add)
             except errors.CNIError as exc:
                 failed = with_prefix(exc, ref.prefix())
                 log.error("%s; the pod's attachments stay as they are", failed)
-                reason = FAILURE_REASONS.get(failed.code, "FailedAttachNetwork")
-                await self._event(ref, reason, str(failed), "Warning")
+                await self._event(ref, failure_reason(failed), str(failed), "Warning")
                 raise failed from exc
             before = self._entries(record)
             call = _replug_call(record)
@@ -696,7 +710,7 @@ class Orchestrator:
                     # packet reaches it unfiltered; refined with its address once it is made.
                     await self.policy.enforce(record)
                 res = await self.runtime.add_network_list(
-                    planned.network, _runtime_conf(call, record.netns, intent)
+                    planned.network, _runtime_conf(call, record.netns, intent), record_intent=False
                 )
                 delegate.verify_result(
                     res,

@@ -31,14 +31,17 @@ from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.daemon import metrics, orchestrator, passes
 from netattach.daemon import records as records_mod
-from netattach.policy import apply, compile, render
+from netattach.policy import apply, compile, render, update
 from netattach.policy.model import Policy, parse_policy
 
 log = logging.getLogger("netattach.policy")
 
-DEBOUNCE = 0.05  # quiet time before a pass: a burst of changes (a relist) makes one pass
+DEBOUNCE = 0.005  # quiet time before a pass: a burst of changes (a relist) makes one pass
 RETRY_DELAY = 5.0  # a failed apply is tried again after this long
 NFT_TIMEOUT = 10.0
+# A records directory changed this recently is read again: a save within the same mtime tick as
+# the last read would not change the stamp.
+RECORDS_SETTLE_NS = 50_000_000
 
 StatusEntries = Callable[[records_mod.PodRecord], list[dict[str, object]]]
 
@@ -47,13 +50,15 @@ StatusEntries = Callable[[records_mod.PodRecord], list[dict[str, object]]]
 class _Applied:
     """What is in a pod's netns now, as far as we know."""
 
-    script: str | None  # None: no table
+    table: render.Table | None  # None: no table
     interfaces: tuple[str, ...] = ()
     policies: tuple[str, ...] = ()
     error: str | None = None
+    known: bool = True  # False: whatever is there is replaced whole by the next apply
 
 
-_UNKNOWN = _Applied(script="<unknown>")  # never equal to a rendered script
+_UNKNOWN = _Applied(table=None, known=False)
+_NONE = _Applied(table=None)
 
 
 class PolicySync:
@@ -77,14 +82,42 @@ class PolicySync:
         self._reported: dict[str, str] = {}  # policy key -> the problem last reported
         self._parsed: dict[tuple[str, str, str], Policy | errors.CNIError] = {}
         self._last_good: dict[tuple[str, str], Policy] = {}
-        self._views = compile.ViewCache()
         self._tasks: set[asyncio.Task[None]] = set()
+        # The incremental compiler, while some valid policy exists (None: nothing is governed,
+        # and pods are not even read).
+        self._compiler: compile.Compiler | None = None
+        self._pending_pods: set[tuple[str, str]] = set()
+        self._pending_namespaces: set[str] = set()
+        self._pending_policies = True
+        self._resync = True  # every object to be read again (start, relist)
+        self._loaded: list[records_mod.PodRecord] | None = None  # None: read the records again
+        self._targets: dict[str, tuple[object, object]] = {}  # pod key -> (pod, record) seen
+        self._unapplied: set[str] = set()  # pod keys compiled anew, not applied yet
+        self._records_stamp: int | None = None  # the records directory's mtime when read
         self.passes = 0
+        view.observers.append(self.observe)
 
     # -- triggers -------------------------------------------------------------------------------
 
     def notify(self, _kind: str = "") -> None:
-        """Something changed: a pass will follow (debounced)."""
+        """Something changed (an ADD or DEL: the pod records): a pass will follow."""
+        self._loaded = None
+        self._dirty.set()
+
+    def observe(self, kind: str, namespace: str, name: str) -> None:
+        """One object of the view changed (the store's observer): a pass will follow."""
+        if kind == model.POD:
+            self._pending_pods.add((namespace, name))
+            if f"{namespace}/{name}" in self._targets:
+                self._loaded = None  # a pod of this node: its record may have changed too
+        elif kind == model.NAMESPACE:
+            self._pending_namespaces.add(name)
+        elif kind == model.POLICY:
+            self._pending_policies = True
+        elif not kind:
+            self._resync = self._pending_policies = True
+        else:
+            return  # a NAD: policy does not read it
         self._dirty.set()
 
     async def run(self) -> None:
@@ -108,32 +141,31 @@ class PolicySync:
         """Forget what we believe is applied and converge every recorded pod (start-up)."""
         for container_id in self._records.container_ids():
             self._applied[container_id] = _UNKNOWN
+        self._loaded = None
+        self._resync = self._pending_policies = True
         await self.converge()
 
     async def converge(self) -> None:
-        """One pass: every local pod's table made what the view says it should be."""
+        """One pass: every local pod's table made what the view says it should be, touching
+        only the pods a change since the last pass can have altered."""
         started = time.perf_counter()
         self.passes += 1
-        records = self._load_records()
-        local = self._local_pods(records)
+        local = self._local_pods(self._current_records())
         for gone in set(self._applied) - {r.container_id for r, _ in local}:
             self._applied.pop(gone, None)
             self._locks.pop(gone, None)
-        if not local:
+        compiler = self._update_compiler(local)
+        if compiler is None:
+            for record, _ in local:
+                if self._applied.get(record.container_id) != _NONE:
+                    await self._apply(record, {})
             return
-        policies = self._policies()
-        if not policies and all(
-            self._applied.get(r.container_id) == _Applied(None) for r, _ in local
-        ):
-            return  # nothing governed before, nothing governs now
-        peers = self._peers(records)
-        targets = [self._target(pod, record) for record, pod in local]
-        compiled = compile.compile_pods(
-            targets, self._view.objects(model.NAMESPACE), peers, policies, cache=self._views
-        )
-        for (record, _), target in zip(local, targets, strict=True):
-            rules = compiled[compile.pod_key(target)]
-            await self._apply(record, rules)
+        todo, self._unapplied = self._unapplied, set()
+        for record, pod in local:
+            key = compile.pod_key(pod)
+            applied = self._applied.get(record.container_id, _UNKNOWN)
+            if key in todo or not applied.known or applied.error is not None:
+                await self._apply(record, compiler.rules(key))
         metrics.POLICY_PASS_SECONDS.observe(time.perf_counter() - started)
 
     async def enforce(
@@ -145,28 +177,23 @@ class PolicySync:
         pod = pod or self._view.lookup_pod(record.namespace, record.pod)
         if pod is None:
             return
-        policies = self._policies()
-        self._applied.setdefault(record.container_id, _Applied(None))
-        if not policies:
-            self.notify()  # a new peer for nobody yet; cheap
-            return
-        target = self._target(pod, record)
-        others = [r for r in self._load_records() if r.container_id != record.container_id]
-        rules = compile.compile_pods(
-            [target],
-            self._view.objects(model.NAMESPACE),
-            self._peers([record, *others]),
-            policies,
-            cache=self._views,
-        )[compile.pod_key(target)]
-        await self._apply(record, rules, raise_errors=True)
+        self._applied.setdefault(record.container_id, _NONE)
+        records = [r for r in self._current_records() if r.container_id != record.container_id]
+        self._loaded = [record, *records]
+        local = [(r, p) for r, p in self._local_pods(self._loaded) if r is not record]
+        compiler = self._update_compiler([(record, pod), *local])
         self.notify()  # the others may allow (or deny) the newcomer
+        if compiler is None:
+            return
+        key = compile.pod_key(pod)
+        self._unapplied.discard(key)
+        await self._apply(record, compiler.rules(key), raise_errors=True)
 
     async def discard(self, record: records_mod.PodRecord) -> None:
         """The pod's attachments are going away (DEL, a failed ADD): its table goes too."""
         applied = self._applied.pop(record.container_id, None)
         lock = self._locks.pop(record.container_id, None)
-        if applied is not None and applied.script is not None and os.path.exists(record.netns):  # noqa: ASYNC240
+        if applied is not None and applied.table is not None and os.path.exists(record.netns):  # noqa: ASYNC240
             async with lock or asyncio.Lock():
                 try:
                     await apply.remove_table(record.netns, timeout=NFT_TIMEOUT)
@@ -177,16 +204,130 @@ class PolicySync:
     def state(self, container_id: str) -> dict[str, object] | None:
         """What is enforced on a container now (None: not one of ours, or not known yet)."""
         applied = self._applied.get(container_id)
-        if applied is None or applied is _UNKNOWN:
+        if applied is None or not applied.known:
             return None
         return {
-            "applied": applied.script is not None,
+            "applied": applied.table is not None,
             "interfaces": list(applied.interfaces),
             "policies": list(applied.policies),
             "error": applied.error,
         }
 
+    # -- the compiler ---------------------------------------------------------------------------
+
+    def _update_compiler(
+        self, local: Sequence[tuple[records_mod.PodRecord, model.KubeObject]]
+    ) -> compile.Compiler | None:
+        """Bring the compiler up to date with every change observed, and compile what they
+        touched; None when no valid policy exists (nothing is governed)."""
+        if self._pending_policies or self._compiler is None:
+            self._pending_policies = False
+            policies = self._policies()
+            if not policies:
+                self._compiler = None
+                self._targets.clear()
+                self._unapplied.clear()
+                return None
+            if self._compiler is None:
+                self._compiler = compile.Compiler()
+                self._resync = True
+            self._compiler.set_policies(policies)
+        compiler = self._compiler
+        by_pod = {(r.namespace, r.pod): r for r, _ in reversed(local)}
+        if self._resync:
+            self._resync = False
+            self._pending_pods.clear()
+            self._pending_namespaces.clear()
+            self._full_sync(compiler, by_pod)
+        else:
+            for name in self._pending_namespaces:
+                ns = self._view.lookup_namespace(name)
+                if ns is None:
+                    compiler.remove_namespace(name)
+                else:
+                    compiler.set_namespace(name, model.labels(ns))
+            self._pending_namespaces.clear()
+            for ns_name, name in self._pending_pods:
+                self._set_peer(compiler, ns_name, name, by_pod)
+            self._pending_pods.clear()
+        self._set_targets(compiler, local, by_pod)
+        self._compile(compiler)
+        return compiler
+
+    def _compile(self, compiler: compile.Compiler) -> None:
+        self._unapplied |= set(compiler.compile_changed())
+
+    def _full_sync(
+        self,
+        compiler: compile.Compiler,
+        by_pod: Mapping[tuple[str, str], records_mod.PodRecord],
+    ) -> None:
+        names = set()
+        for ns in self._view.objects(model.NAMESPACE):
+            names.add(model.name_of(ns))
+            compiler.set_namespace(model.name_of(ns), model.labels(ns))
+        for gone in compiler.namespaces() - names:
+            compiler.remove_namespace(gone)
+        keys = set()
+        for pod in self._view.objects(model.POD):
+            keys.add(compile.pod_key(pod))
+            compiler.set_pod(compiler.view(self._peer(pod, by_pod)))
+        for gone in compiler.pods() - keys:
+            compiler.remove_pod(gone)
+
+    def _set_peer(
+        self,
+        compiler: compile.Compiler,
+        namespace: str,
+        name: str,
+        by_pod: Mapping[tuple[str, str], records_mod.PodRecord],
+    ) -> None:
+        pod = self._view.lookup_pod(namespace, name)
+        if pod is None:
+            compiler.remove_pod(f"{namespace}/{name}")
+        else:
+            compiler.set_pod(compiler.view(self._peer(pod, by_pod)))
+
+    def _set_targets(
+        self,
+        compiler: compile.Compiler,
+        local: Sequence[tuple[records_mod.PodRecord, model.KubeObject]],
+        by_pod: Mapping[tuple[str, str], records_mod.PodRecord],
+    ) -> None:
+        """The local pods as targets (and as peers, with the addresses their records hold);
+        a pod and record seen before, the same objects, are not read again."""
+        seen: set[str] = set()
+        for first, pod in local:
+            key = compile.pod_key(pod)
+            if key in seen:
+                continue
+            seen.add(key)
+            record = by_pod.get((first.namespace, first.pod), first)
+            if self._targets.get(key) == (pod, record):
+                continue
+            self._targets[key] = (pod, record)
+            compiler.set_pod(compiler.view(self._with_status(pod, self._entries(record))))
+            compiler.set_target(compiler.view(self._target(pod, record)))
+        for gone in set(self._targets) - seen:
+            del self._targets[gone]
+            compiler.remove_target(gone)
+            namespace, name = gone.split("/", 1)
+            self._set_peer(compiler, namespace, name, by_pod)
+
     # -- inputs ---------------------------------------------------------------------------------
+
+    def _current_records(self) -> list[records_mod.PodRecord]:
+        """The records, read again after an ADD or DEL, or when the directory changed (records
+        are written by rename: any save changes its mtime)."""
+        try:
+            stamp: int | None = os.stat(self._records.directory).st_mtime_ns
+        except OSError:
+            stamp = None
+        recent = stamp is not None and time.time_ns() - stamp < RECORDS_SETTLE_NS
+        if self._loaded is None or stamp != self._records_stamp or recent:
+            self._records_stamp = stamp
+            self._loaded = self._load_records()
+        return self._loaded
 
     def _load_records(self) -> list[records_mod.PodRecord]:
         """The completed records of Kubernetes pods, sorted by container (stable passes)."""
@@ -298,25 +439,22 @@ class PolicySync:
         entries = [e for e in self._entries(record) if not e.get("default")]
         return self._with_status(pod, entries)
 
-    def _peers(self, records: Iterable[records_mod.PodRecord]) -> list[model.KubeObject]:
-        """Every pod of the view with its network-status: the record's for a pod attached
-        here, else the annotation, else (directory feed) the pod's status file."""
-        by_pod: dict[tuple[str, str], records_mod.PodRecord] = {}
-        for rec in records:
-            by_pod.setdefault((rec.namespace, rec.pod), rec)
-        out = []
-        for pod in self._view.objects(model.POD):
-            key = (model.namespace_of(pod), model.name_of(pod))
-            found = by_pod.get(key)
-            uid = model.uid_of(pod)
-            if found is not None and (not found.uid or not uid or found.uid == uid):
-                out.append(self._with_status(pod, self._entries(found)))
-            elif model.annotation(pod, model.STATUS_ANNOTATION) is None and self._status_file:
-                entries = self._read_status_file(*key)
-                out.append(pod if entries is None else self._with_status(pod, entries))
-            else:
-                out.append(pod)
-        return out
+    def _peer(
+        self,
+        pod: model.KubeObject,
+        by_pod: Mapping[tuple[str, str], records_mod.PodRecord],
+    ) -> model.KubeObject:
+        """A pod of the view with its network-status: the record's for a pod attached here,
+        else the annotation, else (directory feed) the pod's status file."""
+        key = (model.namespace_of(pod), model.name_of(pod))
+        found = by_pod.get(key)
+        uid = model.uid_of(pod)
+        if found is not None and (not found.uid or not uid or found.uid == uid):
+            return self._with_status(pod, self._entries(found))
+        if model.annotation(pod, model.STATUS_ANNOTATION) is None and self._status_file:
+            entries = self._read_status_file(*key)
+            return pod if entries is None else self._with_status(pod, entries)
+        return pod
 
     def _read_status_file(self, namespace: str, name: str) -> list[dict[str, object]] | None:
         assert self._status_file is not None
@@ -335,7 +473,7 @@ class PolicySync:
         raise_errors: bool = False,
     ) -> None:
         key = f"{record.namespace}/{record.pod}"
-        script = render.render_table(key, rules)
+        table = render.build_table(key, rules)
         governing = sorted(
             {
                 uid
@@ -346,32 +484,21 @@ class PolicySync:
             }
         )
         want = _Applied(
-            script=script,
-            interfaces=tuple(sorted(rules)) if script is not None else (),
+            table=table,
+            interfaces=tuple(sorted(rules)) if table is not None else (),
             policies=tuple(self._policy_names(governing)),
         )
         container_id = record.container_id
         lock = self._locks.setdefault(container_id, asyncio.Lock())
         async with lock:
             current = self._applied.get(container_id, _UNKNOWN)
-            if current.script == script and current.error is None and current is not _UNKNOWN:
-                self._applied[container_id] = want
+            if current.known and current.error is None and current.table == table:
+                self._applied[container_id] = want  # no write: the netns holds it already
                 return
             if not os.path.exists(record.netns):  # noqa: ASYNC240 (one stat)
                 return  # the sandbox is gone: the sweep will DEL it
             try:
-                if script is None:
-                    removed = await apply.remove_table(record.netns, timeout=NFT_TIMEOUT)
-                    if removed:
-                        log.info("%s policy table removed", record.prefix())
-                else:
-                    await apply.apply_ruleset(record.netns, script, timeout=NFT_TIMEOUT)
-                    log.info(
-                        "%s policy applied on %s (%s)",
-                        record.prefix(),
-                        ", ".join(want.interfaces),
-                        ", ".join(want.policies),
-                    )
+                await self._write(record, current, table)
             except errors.PolicyApplyError as exc:
                 metrics.POLICY_APPLIES.labels(result="error").inc()
                 self._applied[container_id] = dataclasses.replace(
@@ -383,8 +510,35 @@ class PolicySync:
                 self._retry_later()
                 await self._warn_pod(record, str(exc))
                 return
-            metrics.POLICY_APPLIES.labels(result="removed" if script is None else "applied").inc()
+            metrics.POLICY_APPLIES.labels(result="removed" if table is None else "applied").inc()
             self._applied[container_id] = want
+            if table is not None:
+                log.info(
+                    "%s policy applied on %s (%s)",
+                    record.prefix(),
+                    ", ".join(want.interfaces),
+                    ", ".join(want.policies),
+                )
+
+    async def _write(
+        self, record: records_mod.PodRecord, current: _Applied, table: render.Table | None
+    ) -> None:
+        """Make the netns hold `table`: in place when what it holds is known (a failing
+        in-place script, a table changed behind our back, falls back to a whole rewrite)."""
+        if table is None:
+            if await apply.remove_table(record.netns, timeout=NFT_TIMEOUT):
+                log.info("%s policy table removed", record.prefix())
+            return
+        if current.known and current.error is None and current.table is not None:
+            script = update.render_update(current.table, table)
+            if script is None:
+                return
+            try:
+                await apply.apply_ruleset(record.netns, script, timeout=NFT_TIMEOUT)
+                return
+            except errors.PolicyApplyError as exc:
+                log.warning("%s in-place policy update failed, rewriting: %s", record.prefix(), exc)
+        await apply.apply_ruleset(record.netns, render.table_text(table), timeout=NFT_TIMEOUT)
 
     def _policy_names(self, uids: Iterable[str]) -> list[str]:
         by_uid = {p.uid: p.key for p in self._last_good.values()}

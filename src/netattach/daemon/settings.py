@@ -6,7 +6,7 @@ explicitly (as kopf passes its settings), never a global:
 
     Settings
     ├── networks: NetworkSettings     clusterNetwork, networksDir, namespaceIsolation,
-    │                                 globalNamespaces
+    │                                 globalNamespaces, delegatePolicy (attach/delegate_rules.py)
     ├── runtime: RuntimeSettings      binDirs, stateDir, delegateTimeout
     ├── feed: DirectoryFeed | KubernetesFeed
     ├── logging: LoggingSettings      logLevel, loggers
@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Literal
 
+from netattach.attach import delegate_rules
 from netattach.cluster import documents
 from netattach.cni import conf, errors
 
@@ -97,6 +98,7 @@ KEYS: Final = (
     "cleanupOnExit",
     "policy",
     "hotplug",
+    "delegatePolicy",
 )
 _FEED_KEYS: Final = ("directory", "kubernetes")
 _READINESS_KEYS: Final = ("mode", "indicatorFile", "timeout")
@@ -173,6 +175,8 @@ class NetworkSettings:
     # RT-RESTRICT: a pod selects NADs of its own namespace only, or of a global namespace.
     namespace_isolation: bool = True
     global_namespaces: tuple[str, ...] = DEFAULT_GLOBAL_NAMESPACES
+    # SEC-DELEGATE: what the NADs of a namespace may make netattach run.
+    delegate_policy: delegate_rules.DelegatePolicy = delegate_rules.DEFAULT_POLICY
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -425,6 +429,9 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
     cleanup = _flag(raw.get("cleanupOnExit"), key("cleanupOnExit"), problems)
     policy = _policy(raw.get("policy"), key("policy"), problems)
     hotplug = _hotplug(raw.get("hotplug"), key("hotplug"), problems)
+    delegate_policy = delegate_rules.parse_policy(
+        raw.get("delegatePolicy"), key("delegatePolicy"), problems
+    )
     if len(problems) > start or cluster_network is None or feed is None or node_name is None:
         return None
     return Settings(
@@ -434,6 +441,9 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
             namespace_isolation=True if isolation is None else isolation,
             global_namespaces=(
                 DEFAULT_GLOBAL_NAMESPACES if global_namespaces is None else global_namespaces
+            ),
+            delegate_policy=(
+                delegate_rules.DEFAULT_POLICY if delegate_policy is None else delegate_policy
             ),
         ),
         runtime=RuntimeSettings(

@@ -14,7 +14,7 @@ from typing import Any
 from netattach.cluster import files, store
 from netattach.cni import errors
 from netattach.daemon import dispatch, locks, orchestrator, records, settings
-from netattach.runtime import chain
+from netattach.runtime import chain, children
 
 log = logging.getLogger("netattach.thin")
 
@@ -76,4 +76,8 @@ def handle(environ: Mapping[str, str], stdin: bytes) -> dispatch.Reply:
         logging.getLogger("netattach").setLevel(cfg.logging.level.upper())
         return build_orchestrator(cfg)
 
-    return asyncio.run(dispatch.handle(environ, stdin, orchestrator_for))
+    async def run() -> dispatch.Reply:
+        children.watch_children_with_pidfds()
+        return await dispatch.handle(environ, stdin, orchestrator_for)
+
+    return asyncio.run(run())

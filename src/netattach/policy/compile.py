@@ -2,58 +2,75 @@
 
 Pure: the inputs are the cluster's objects, the output is data. One allow rule per policy rule
 (split only when a named port resolves differently for different destination pods), with its
-peers as address sets and its ports as a port set, so the rule count never grows with
+peers as an address set and its ports as a port set, so the rule count never grows with
 peers x ports (POL-COMPACT).
+
+`Compiler` keeps the cluster between compiles and recompiles only what a change touches: a pod,
+namespace or policy changed marks the peer selections it can enter or leave and the targets
+(local pods) it can select; `compile_changed` recompiles those targets alone, with every other
+selection's addresses reused. `compile_pods` is the same compiler built from scratch.
 """
 
 from __future__ import annotations
 
-import bisect
 import ipaddress
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from netattach.cluster.model import (
-    STATUS_ANNOTATION,
-    KubeObject,
-    annotation,
-    labels,
-    name_of,
-    namespace_of,
-)
+from netattach.cluster.model import KubeObject, labels, name_of
 from netattach.policy.model import (
     DIRECTIONS,
     NAMESPACE_NAME_LABEL,
+    AddressRange,
     Direction,
-    IPNetwork,
-    Peer,
+    LabelSelector,
     Policy,
     PortSpec,
     Rule,
-    collapse,
+    merge_ranges,
 )
+from netattach.policy.selection import AddressSet, AddressSets, Selection, set_name
+from netattach.policy.views import Interner, PodView, ViewCache, build_view, network_status, pod_key
+
+__all__ = [
+    "AllowRule",
+    "Compiler",
+    "DirectionRules",
+    "InterfaceRules",
+    "PortRange",
+    "ViewCache",
+    "allows",
+    "compile_pod",
+    "compile_pods",
+    "namespace_labels",
+    "network_status",
+    "pod_key",
+    "rules_to_json",
+]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class PortRange:
     protocol: str  # TCP, UDP, SCTP
     first: int
     last: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AllowRule:
-    """Traffic from/to `peers` (None: any address) on `ports` (None: any port) passes."""
+    """Traffic from/to `peers` (None: any address) on `ports` (None: any port) passes.
+
+    `selection` names the peers' set: every rule of a table with the same one shares it."""
 
     policy_uid: str
     origin: str  # "ns/name ingress[0]"
-    peers: tuple[IPNetwork, ...] | None
+    peers: AddressSet | None
     ports: tuple[PortRange, ...] | None
+    selection: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DirectionRules:
     """An isolated direction: only what one of `rules` allows passes."""
 
@@ -61,7 +78,7 @@ class DirectionRules:
     rules: tuple[AllowRule, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InterfaceRules:
     network: str  # "ns/net"
     ingress: DirectionRules | None  # None: not isolated
@@ -71,62 +88,10 @@ class InterfaceRules:
         return self.ingress if direction == "ingress" else self.egress
 
 
-@dataclass(frozen=True)
-class _PodView:
-    namespace: str
-    labels: Mapping[str, str]
-    addresses: Mapping[str, tuple[IPNetwork, ...]]  # network -> host addresses
-    interfaces: tuple[tuple[str, str], ...]  # (ifname, network)
-    ports: tuple[tuple[str, str, int], ...]  # (name, protocol, number)
-
-
-def pod_key(pod: KubeObject) -> str:
-    return f"{namespace_of(pod)}/{name_of(pod)}"
-
-
-def network_status(pod: KubeObject) -> list[dict[str, Any]]:
-    """The pod's network-status entries (malformed content is ignored)."""
-    raw = annotation(pod, STATUS_ANNOTATION)
-    if not raw:
-        return []
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return []
-    if not isinstance(value, list):
-        return []
-    return [e for e in value if isinstance(e, dict) and isinstance(e.get("name"), str)]
-
-
-def _view(pod: KubeObject) -> _PodView:
-    addresses: dict[str, list[IPNetwork]] = {}
-    interfaces: list[tuple[str, str]] = []
-    for entry in network_status(pod):
-        net = entry["name"]
-        ifname = entry.get("interface")
-        if isinstance(ifname, str) and ifname:
-            interfaces.append((ifname, net))
-        for ip in entry.get("ips") or []:
-            if not isinstance(ip, str):
-                continue
-            try:
-                addr = ipaddress.ip_interface(ip).ip
-            except ValueError:
-                continue
-            addresses.setdefault(net, []).append(ipaddress.ip_network(addr))
-    ports: list[tuple[str, str, int]] = []
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        for port in (container or {}).get("ports") or []:
-            name, number = port.get("name"), port.get("containerPort")
-            if isinstance(name, str) and isinstance(number, int):
-                ports.append((name, str(port.get("protocol", "TCP")), number))
-    return _PodView(
-        namespace=namespace_of(pod),
-        labels=labels(pod),
-        addresses={k: collapse(v) for k, v in addresses.items()},
-        interfaces=tuple(interfaces),
-        ports=tuple(ports),
-    )
+PodRules = dict[str, InterfaceRules]  # ifname -> rules
+_Group = tuple[AddressSet | None, tuple[PortRange, ...] | None, str]  # peers, ports, set name
+_PolicyKey = tuple[str, str, str]  # namespace, name, uid
+_Resolved = tuple[tuple[PortRange, ...], tuple[AddressRange, ...]]  # a pod's ports, addresses
 
 
 def namespace_labels(namespaces: Iterable[KubeObject]) -> dict[str, dict[str, str]]:
@@ -137,15 +102,11 @@ def namespace_labels(namespaces: Iterable[KubeObject]) -> dict[str, dict[str, st
     return out
 
 
-def _ns_labels(ns_labels: Mapping[str, Mapping[str, str]], ns: str) -> Mapping[str, str]:
-    return ns_labels.get(ns) or {NAMESPACE_NAME_LABEL: ns}
-
-
-_Groups = list[tuple[tuple[IPNetwork, ...] | None, tuple[PortRange, ...] | None]]
-
-
-def _resolve(ports: tuple[PortSpec, ...], dest: _PodView | None) -> tuple[PortRange, ...] | None:
-    """The port set, named ports resolved against `dest` (unresolvable names match nothing)."""
+def _resolve(
+    ports: tuple[PortSpec, ...], dest: tuple[tuple[str, str, int], ...]
+) -> tuple[PortRange, ...] | None:
+    """The port set, named ports resolved against the destination's declared ports `dest`
+    (name, protocol, number); an unresolvable name matches nothing."""
     if not ports:
         return None
     out: set[PortRange] = set()
@@ -154,151 +115,443 @@ def _resolve(ports: tuple[PortSpec, ...], dest: _PodView | None) -> tuple[PortRa
             out.add(PortRange(p.protocol, 1, 65535))
         elif isinstance(p.port, int):
             out.add(PortRange(p.protocol, p.port, p.end_port or p.port))
-        elif dest is not None:
-            for name, proto, number in dest.ports:
+        else:
+            for name, proto, number in dest:
                 if name == p.port and proto == p.protocol:
                     out.add(PortRange(p.protocol, number, number))
     return tuple(sorted(out))
 
 
-class _Membership:
-    """Whether a host address lies in any of `nets` (None: everything), by bisection over the
-    collapsed (so disjoint and sortable) networks."""
+class _Selectors:
+    """Label selectors as small ids, each matched once per distinct label map (by its id)."""
 
-    def __init__(self, nets: tuple[IPNetwork, ...] | None) -> None:
-        self.everything = nets is None
-        self.ranges: dict[int, tuple[list[int], list[int]]] = {}
-        for net in sorted(nets or (), key=lambda n: (n.version, int(n.network_address))):
-            starts, ends = self.ranges.setdefault(net.version, ([], []))
-            starts.append(int(net.network_address))
-            ends.append(int(net.broadcast_address))
+    def __init__(self) -> None:
+        self._ids: dict[LabelSelector, int] = {}
+        self._selectors: list[LabelSelector] = []
+        self._memo: list[dict[int, bool]] = []
 
-    def __call__(self, host: IPNetwork) -> bool:
-        if self.everything:
-            return True
-        starts, ends = self.ranges.get(host.version, ([], []))
-        value = int(host.network_address)
-        i = bisect.bisect_right(starts, value) - 1
-        return i >= 0 and value <= ends[i]
+    def id(self, selector: LabelSelector) -> int:
+        found = self._ids.get(selector)
+        if found is None:
+            found = self._ids[selector] = len(self._selectors)
+            self._selectors.append(selector)
+            self._memo.append({})
+        return found
+
+    def matches(self, sid: int, label_id: int, labels_: Mapping[str, str]) -> bool:
+        memo = self._memo[sid]
+        found = memo.get(label_id)
+        if found is None:
+            found = memo[label_id] = self._selectors[sid].matches(labels_)
+        return found
 
 
-class _Compiler:
-    """One cluster snapshot, compiled for any number of targets.
+@dataclass(frozen=True, slots=True)
+class _Peer:
+    """A peer with its selectors as ids (None: that selector is absent)."""
 
-    A rule's peers (and, for egress, its per-destination port groups) do not depend on the
-    target, so they are resolved once per (policy, direction, rule, network) and reused: the
-    cost grows with policies x pods once, not again with every target.
+    namespace_selector: int | None
+    pod_selector: int | None
+    block: tuple[AddressRange, ...] | None  # an ipBlock's addresses
+
+
+class _Sel:
+    """One selection's resolved state: its pods, and per network its addresses and groups."""
+
+    __slots__ = ("addresses", "dependents", "groups", "names", "peers", "pods", "selection")
+
+    def __init__(self, selection: Selection, peers: tuple[_Peer, ...]) -> None:
+        self.selection = selection
+        self.peers = peers
+        self.pods: list[PodView] | None = None
+        self.addresses: dict[str, AddressSet | None] = {}
+        self.groups: dict[tuple[str, tuple[PortSpec, ...]], list[_Group]] = {}
+        self.dependents: set[str] = set()
+        self.names: dict[str, str] = {}  # network -> set name
+
+    @property
+    def everything(self) -> bool:
+        return not self.peers
+
+    def invalidate(self) -> set[str]:
+        self.pods = None
+        self.addresses.clear()
+        self.groups.clear()
+        return self.dependents
+
+
+class Compiler:
+    """The cluster as compile reads it, and the rules of each target, kept up to date.
+
+    Feed it with `set_*`/`remove_*` (pods are every pod of the cluster, as peers; targets are
+    the pods whose rules are wanted, with their own view of their interfaces); then
+    `compile_changed` recompiles exactly the targets some change can have touched. Peer
+    selections are resolved lazily, once, for the targets that use them.
     """
 
-    def __init__(
-        self,
-        views: Sequence[_PodView],
-        ns_labels: Mapping[str, Mapping[str, str]],
-        policies: Sequence[Policy],
-    ) -> None:
-        self.views = views
-        self.ns_labels = ns_labels
-        self.by_namespace: dict[str, list[_PodView]] = {}
-        for v in views:
-            self.by_namespace.setdefault(v.namespace, []).append(v)
-        self.policies: dict[str, list[Policy]] = {}
-        for policy in sorted(policies, key=lambda p: (p.namespace, p.name, p.uid)):
-            self.policies.setdefault(policy.namespace, []).append(policy)
-        self._peers: dict[tuple[int, Direction, int, str], tuple[IPNetwork, ...] | None] = {}
-        self._egress: dict[tuple[int, int, str], _Groups] = {}
+    def __init__(self, interner: Interner | None = None) -> None:
+        self.interner = interner or Interner()
+        self._selectors = _Selectors()
+        self._sets = AddressSets()
+        self._pods: dict[str, PodView] = {}
+        self._buckets: dict[str, dict[int, dict[str, PodView]]] = {}  # ns -> label id -> pods
+        self._matches: dict[str, dict[int | None, list[PodView]]] = {}  # ns -> selector -> pods
+        self._ns_labels: dict[str, tuple[int, Mapping[str, str]]] = {}
+        self._policies: dict[_PolicyKey, Policy] = {}
+        self._policy_selector: dict[_PolicyKey, int] = {}
+        self._by_namespace: dict[str, list[Policy]] = {}
+        self._rule_sels: dict[tuple[_PolicyKey, Direction, int], tuple[Policy, _Sel]] = {}
+        self._sels: dict[Selection, _Sel] = {}
+        # network -> a pod's declared ports -> the addresses of the pods declaring them
+        self._port_groups: dict[
+            str, dict[tuple[tuple[str, str, int], ...], list[AddressRange]]
+        ] = {}
+        self._targets: dict[str, PodView] = {}
+        self._results: dict[str, PodRules] = {}
+        self._uses: dict[str, set[_Sel]] = {}
+        self._dirty: set[str] = set()
 
-    def _namespaces(self, peer: Peer, policy: Policy) -> list[str]:
-        if peer.namespace_selector is None:
-            return [policy.namespace]
-        return [
-            ns
-            for ns in self.by_namespace
-            if peer.namespace_selector.matches(_ns_labels(self.ns_labels, ns))
-        ]
+    # -- inputs ---------------------------------------------------------------------------------
 
-    def _peer_pods(self, peer: Peer, policy: Policy) -> list[_PodView]:
-        out = []
-        for ns in self._namespaces(peer, policy):
-            for v in self.by_namespace.get(ns, ()):
-                if peer.pod_selector is None or peer.pod_selector.matches(v.labels):
-                    out.append(v)
+    def view(self, pod: KubeObject) -> PodView:
+        return build_view(pod, self.interner)
+
+    def set_namespace(self, name: str, labels_: Mapping[str, str]) -> None:
+        before = self._namespace(name)
+        self._ns_labels[name] = self.interner.labels({NAMESPACE_NAME_LABEL: name, **labels_})
+        if self._ns_labels[name][0] != before[0]:
+            self._namespace_changed()
+
+    def remove_namespace(self, name: str) -> None:
+        before = self._ns_labels.pop(name, None)
+        if before is not None and before[0] != self._namespace(name)[0]:
+            self._namespace_changed()
+
+    def set_pod(self, view: PodView) -> None:
+        before = self._pods.get(view.key)
+        if before is not None:
+            if before == view:
+                return
+            self._unbucket(before)
+        self._pods[view.key] = view
+        self._buckets.setdefault(view.namespace, {}).setdefault(view.label_id, {})[view.key] = view
+        self._pod_changed(before, view)
+
+    def remove_pod(self, key: str) -> None:
+        before = self._pods.pop(key, None)
+        if before is not None:
+            self._unbucket(before)
+            self._pod_changed(before, None)
+
+    def set_policies(self, policies: Iterable[Policy]) -> None:
+        """The cluster's valid policies now: only those added, changed or gone count."""
+        fresh = {(p.namespace, p.name, p.uid): p for p in policies}
+        for key in [k for k in self._policies if k not in fresh]:
+            self._set_policy(key, None)
+        for key, policy in fresh.items():
+            before = self._policies.get(key)
+            if before is not policy and before != policy:
+                self._set_policy(key, policy)
+
+    def set_target(self, view: PodView) -> None:
+        if self._targets.get(view.key) != view:
+            self._targets[view.key] = view
+            self._dirty.add(view.key)
+
+    def remove_target(self, key: str) -> None:
+        self._targets.pop(key, None)
+        self._results.pop(key, None)
+        self._dirty.discard(key)
+        for sel in self._uses.pop(key, ()):
+            sel.dependents.discard(key)
+
+    def targets(self) -> list[str]:
+        return list(self._targets)
+
+    def pods(self) -> set[str]:
+        return set(self._pods)
+
+    def namespaces(self) -> set[str]:
+        return set(self._ns_labels)
+
+    # -- outputs --------------------------------------------------------------------------------
+
+    def compile_changed(self) -> dict[str, PodRules]:
+        """Recompile every target a change since the last call can have touched."""
+        out: dict[str, PodRules] = {}
+        for key in sorted(self._dirty):
+            target = self._targets.get(key)
+            if target is not None:
+                out[key] = self._results[key] = self._compile(target)
+        self._dirty.clear()
+        self._collect()
         return out
 
-    def peers(
-        self, policy: Policy, direction: Direction, index: int, rule: Rule, network: str
-    ) -> tuple[IPNetwork, ...] | None:
-        """The addresses a rule admits on `network` (None: any address)."""
-        key = (id(policy), direction, index, network)
-        if key in self._peers:
-            return self._peers[key]
-        peers: tuple[IPNetwork, ...] | None = None
-        if rule.peers:
-            nets: list[IPNetwork] = []
-            for peer in rule.peers:
-                if peer.ip_block is not None:
-                    nets.extend(peer.ip_block.networks())
-                else:
-                    for v in self._peer_pods(peer, policy):
-                        nets.extend(v.addresses.get(network, ()))
-            peers = collapse(nets)
-        self._peers[key] = peers
-        return peers
+    def rules(self, key: str) -> PodRules:
+        if key in self._dirty or key not in self._results:
+            self._dirty.add(key)
+            self.compile_changed()
+        return self._results.get(key, {})
 
-    def groups(
-        self,
-        policy: Policy,
-        direction: Direction,
-        index: int,
-        rule: Rule,
-        *,
-        network: str,
-        target: _PodView,
-    ) -> _Groups:
-        """(peers, ports) groups of one rule; more than one only for egress to named ports."""
-        peers = self.peers(policy, direction, index, rule, network)
+    # -- changes --------------------------------------------------------------------------------
+
+    def _namespace(self, name: str) -> tuple[int, Mapping[str, str]]:
+        found = self._ns_labels.get(name)
+        if found is None:
+            found = self.interner.labels({NAMESPACE_NAME_LABEL: name})
+        return found
+
+    def _namespace_changed(self) -> None:
+        for sel in self._sels.values():
+            if any(p.namespace_selector is not None for p in sel.peers):
+                self._dirty |= sel.invalidate()
+
+    def _unbucket(self, view: PodView) -> None:
+        buckets = self._buckets[view.namespace]
+        bucket = buckets[view.label_id]
+        del bucket[view.key]
+        if not bucket:
+            del buckets[view.label_id]
+            if not buckets:
+                del self._buckets[view.namespace]
+
+    def _pod_changed(self, before: PodView | None, after: PodView | None) -> None:
+        """Invalidate the selections whose content `before` -> `after` can change: those it
+        enters or leaves, and, when its addresses or ports change, those it is in (or, for
+        named-port groups, whose addresses hold it). A relabel that leaves a selection's
+        membership as it was touches nothing of it."""
+        for view in (before, after):
+            if view is not None:
+                self._matches.pop(view.namespace, None)
+        relabel_only = (
+            before is not None
+            and after is not None
+            and before.addresses == after.addresses
+            and before.ports == after.ports
+        )
+        if not relabel_only:
+            self._port_groups.clear()
+        for sel in self._sels.values():
+            if sel.pods is None and not sel.addresses and not sel.groups:
+                continue  # nothing resolved yet: nothing to invalidate
+            was, now = self._selects(sel, before), self._selects(sel, after)
+            if was != now or (
+                not relabel_only
+                and (was or (sel.groups and (self._held(sel, before) or self._held(sel, after))))
+            ):
+                self._dirty |= sel.invalidate()
+
+    def _selects(self, sel: _Sel, view: PodView | None) -> bool:
+        """Whether a pod selector of `sel` picks `view`."""
+        if view is None:
+            return False
+        ns = sel.selection.namespace
+        return any(p.block is None and self._in_peer(p, view, ns) for p in sel.peers)
+
+    def _held(self, sel: _Sel, view: PodView | None) -> bool:
+        """Whether an address of `view` lies in what `sel` admits on a network it has named-port
+        groups for (every pod with an address there is a candidate destination)."""
+        if view is None:
+            return False
+        for network, _ in sel.groups:
+            peers = sel.addresses.get(network)
+            for addr in view.addresses.get(network, ()):
+                if peers is None or peers.holds(addr):
+                    return True
+        return False
+
+    def _set_policy(self, key: _PolicyKey, policy: Policy | None) -> None:
+        before = self._policies.pop(key, None)
+        selectors = [] if before is None else [self._policy_selector.pop(key)]
+        for rule_key in [k for k in self._rule_sels if k[0] == key]:
+            del self._rule_sels[rule_key]
+        if policy is not None:
+            self._policies[key] = policy
+            self._policy_selector[key] = self._selectors.id(policy.pod_selector)
+            selectors.append(self._policy_selector[key])
+        ns = key[0]
+        self._by_namespace[ns] = sorted(
+            (p for k, p in self._policies.items() if k[0] == ns),
+            key=lambda p: (p.namespace, p.name, p.uid),
+        )
+        for target in self._targets.values():
+            if target.namespace == ns and any(
+                self._selectors.matches(sid, target.label_id, target.labels) for sid in selectors
+            ):
+                self._dirty.add(target.key)
+
+    def _collect(self) -> None:
+        """Forget selections no policy rule names any more."""
+        live = {id(sel) for _, sel in self._rule_sels.values()}
+        for selection in [s for s, sel in self._sels.items() if id(sel) not in live]:
+            del self._sels[selection]
+
+    # -- resolving ------------------------------------------------------------------------------
+
+    def _in_peer(self, peer: _Peer, view: PodView, policy_ns: str) -> bool:
+        if peer.namespace_selector is None:
+            if view.namespace != policy_ns:
+                return False
+        else:
+            ns_id, ns_labels = self._namespace(view.namespace)
+            if not self._selectors.matches(peer.namespace_selector, ns_id, ns_labels):
+                return False
+        return peer.pod_selector is None or self._selectors.matches(
+            peer.pod_selector, view.label_id, view.labels
+        )
+
+    def _rule_sel(self, policy: Policy, direction: Direction, index: int, rule: Rule) -> _Sel:
+        key = ((policy.namespace, policy.name, policy.uid), direction, index)
+        found = self._rule_sels.get(key)
+        if found is not None and found[0] is policy:
+            return found[1]
+        selection = Selection.of(rule.peers, policy.namespace)
+        sel = self._sels.get(selection)
+        if sel is None:
+            peers = tuple(
+                _Peer(
+                    None
+                    if p.namespace_selector is None
+                    else self._selectors.id(p.namespace_selector),
+                    None if p.pod_selector is None else self._selectors.id(p.pod_selector),
+                    None if p.ip_block is None else p.ip_block.ranges(),
+                )
+                for p in rule.peers
+            )
+            sel = self._sels[selection] = _Sel(selection, peers)
+        self._rule_sels[key] = (policy, sel)
+        return sel
+
+    def _pods_of(self, sel: _Sel) -> list[PodView]:
+        if sel.pods is None:
+            out: list[PodView] = []
+            selectors = [p for p in sel.peers if p.block is None]
+            for ns in self._buckets:
+                ns_id, ns_labels = self._namespace(ns)
+                in_scope = {
+                    p.pod_selector
+                    for p in selectors
+                    if (
+                        ns == sel.selection.namespace
+                        if p.namespace_selector is None
+                        else self._selectors.matches(p.namespace_selector, ns_id, ns_labels)
+                    )
+                }
+                if len(in_scope) == 1 or None in in_scope:
+                    out.extend(self._matching(ns, None if None in in_scope else in_scope.pop()))
+                elif in_scope:
+                    found = {v.key: v for sid in in_scope for v in self._matching(ns, sid)}
+                    out.extend(found.values())
+            sel.pods = out
+        return sel.pods
+
+    def _matching(self, ns: str, sid: int | None) -> list[PodView]:
+        """The pods of `ns` a pod selector (None: every pod) matches, kept until one of the
+        namespace's pods changes."""
+        per_ns = self._matches.setdefault(ns, {})
+        found = per_ns.get(sid)
+        if found is None:
+            found = per_ns[sid] = [
+                v
+                for label_id, bucket in self._buckets.get(ns, {}).items()
+                if sid is None
+                or self._selectors.matches(sid, label_id, next(iter(bucket.values())).labels)
+                for v in bucket.values()
+            ]
+        return found
+
+    def _name(self, sel: _Sel, network: str) -> str:
+        found = sel.names.get(network)
+        if found is None:
+            if not sel.names:
+                sel.names[""] = repr(sel.selection)  # the costly part, once
+            found = sel.names[network] = set_name(sel.names[""], network)
+        return found
+
+    def _addresses(self, sel: _Sel, network: str) -> AddressSet | None:
+        """The addresses a selection admits on `network` (None: any address)."""
+        if sel.everything:
+            return None
+        if network not in sel.addresses:
+            ranges: list[AddressRange] = []
+            for p in sel.peers:
+                if p.block is not None:
+                    ranges.extend(p.block)
+            for v in self._pods_of(sel):
+                ranges.extend(v.addresses.get(network, ()))
+            sel.addresses[network] = self._sets.get(merge_ranges(ranges))
+        return sel.addresses[network]
+
+    def _groups(
+        self, sel: _Sel, direction: Direction, rule: Rule, network: str, target: PodView
+    ) -> list[_Group]:
+        """(peers, ports, set name) groups of one rule; more than one only for egress to
+        named ports."""
+        peers = self._addresses(sel, network)
+        name = "" if peers is None else self._name(sel, network)
         named = any(isinstance(p.port, str) for p in rule.ports)
         if direction == "ingress" or not named:
-            return [(peers, _resolve(rule.ports, target if direction == "ingress" else None))]
-        key = (id(policy), index, network)
-        if key not in self._egress:
-            self._egress[key] = self._egress_groups(rule, network, peers)
-        return self._egress[key]
+            ports = _resolve(rule.ports, target.ports if direction == "ingress" else ())
+            return [(peers, ports, name)]
+        key = (network, rule.ports)
+        found = sel.groups.get(key)
+        if found is None:
+            found = sel.groups[key] = self._egress_groups(rule, network, peers, name)
+        return found
 
     def _egress_groups(
-        self, rule: Rule, network: str, peers: tuple[IPNetwork, ...] | None
-    ) -> _Groups:
+        self, rule: Rule, network: str, peers: AddressSet | None, name: str
+    ) -> list[_Group]:
         """Egress to named ports: each destination pod resolves the names itself."""
-        groups: dict[tuple[PortRange, ...] | None, list[IPNetwork]] = {}
+        groups: dict[tuple[PortRange, ...] | None, list[AddressRange]] = {}
         numeric_specs = tuple(p for p in rule.ports if not isinstance(p.port, str))
-        numeric = _resolve(numeric_specs, None) if numeric_specs else ()
-        out: _Groups = []
+        numeric = _resolve(numeric_specs, ()) if numeric_specs else ()
+        out: list[_Group] = []
         if numeric:
-            out.append((peers, numeric))
-        inside = _Membership(peers)
-        by_ports: dict[tuple[tuple[str, str, int], ...], tuple[PortRange, ...] | None] = {}
-        for v in self.views:
-            addresses = v.addresses.get(network, ())
-            if not addresses:
-                continue
-            if v.ports not in by_ports:
-                by_ports[v.ports] = _resolve(rule.ports, v)
-            resolved = by_ports[v.ports]
-            if not resolved or resolved == numeric:
+            out.append((peers, numeric, name))
+        for resolved, addresses in self._destinations(network, rule.ports):
+            if resolved == numeric:
                 continue
             for addr in addresses:
-                if inside(addr):
+                if peers is None or peers.holds(addr):
                     groups.setdefault(resolved, []).append(addr)
         for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
-            out.append((collapse(addrs), ports))
+            group_name = set_name(name or network, ports)
+            out.append((self._sets.get(merge_ranges(addrs)), ports, group_name))
         return out
 
-    def compile(self, target: _PodView) -> dict[str, InterfaceRules]:
+    def _destinations(self, network: str, ports: tuple[PortSpec, ...]) -> list[_Resolved]:
+        """What `ports` resolve to on the pods with addresses on `network` (pods with the same
+        declared ports together), and their addresses."""
+        by_ports = self._port_groups.get(network)
+        if by_ports is None:
+            by_ports = self._port_groups[network] = {}
+            for v in self._pods.values():
+                addresses = v.addresses.get(network, ())
+                if addresses:
+                    by_ports.setdefault(v.ports, []).extend(addresses)
+        out: list[_Resolved] = []
+        for declared, found in by_ports.items():
+            resolved = _resolve(ports, declared)
+            if resolved:
+                out.append((resolved, tuple(found)))
+        return out
+
+    def _compile(self, target: PodView) -> PodRules:
+        key = target.key
+        for sel in self._uses.pop(key, ()):
+            sel.dependents.discard(key)
+        uses: set[_Sel] = set()
         selecting = [
             p
-            for p in self.policies.get(target.namespace, ())
-            if p.pod_selector.matches(target.labels)
+            for p in self._by_namespace.get(target.namespace, ())
+            if self._selectors.matches(
+                self._policy_selector[(p.namespace, p.name, p.uid)],
+                target.label_id,
+                target.labels,
+            )
         ]
-        result: dict[str, InterfaceRules] = {}
+        result: PodRules = {}
         for ifname, network in target.interfaces:
             governing = [p for p in selecting if network in p.networks]
             if not governing or ifname in result:
@@ -312,15 +565,20 @@ class _Compiler:
                 rules: list[AllowRule] = []
                 for policy in isolating:
                     for i, rule in enumerate(policy.rules(direction)):
+                        sel = self._rule_sel(policy, direction, i, rule)
+                        uses.add(sel)
                         origin = f"{policy.key} {direction}[{i}]"
-                        for peers, ports in self.groups(
-                            policy, direction, i, rule, network=network, target=target
+                        for peers, ports, name in self._groups(
+                            sel, direction, rule, network, target
                         ):
-                            if peers == () or ports == ():
+                            if (peers is not None and not peers) or ports == ():
                                 continue  # allows nothing
-                            rules.append(AllowRule(policy.uid, origin, peers, ports))
+                            rules.append(AllowRule(policy.uid, origin, peers, ports, name))
                 per_dir[direction] = DirectionRules(tuple(p.uid for p in isolating), tuple(rules))
             result[ifname] = InterfaceRules(network, per_dir["ingress"], per_dir["egress"])
+        for sel in uses:
+            sel.dependents.add(key)
+        self._uses[key] = uses
         return result
 
 
@@ -329,46 +587,12 @@ def compile_pod(
     namespaces: Sequence[KubeObject],
     pods: Sequence[KubeObject],
     policies: Sequence[Policy],
-) -> dict[str, InterfaceRules]:
+) -> PodRules:
     """The rules of every interface of `pod` whose network some policy selecting it governs.
 
     An empty result means the pod is untouched (POL-SELECT).
     """
     return compile_pods([pod], namespaces, pods, policies)[pod_key(pod)]
-
-
-class ViewCache:
-    """Pods as compile reads them, kept between compiles by what they hold.
-
-    Reading a pod (its network-status JSON, its addresses) is most of a compile's cost for a
-    large cluster, and from one pass to the next almost every pod is unchanged. Each `views`
-    call keeps exactly the pods it was given, so the cache never outgrows the cluster.
-    """
-
-    def __init__(self) -> None:
-        self._views: dict[tuple[object, ...], _PodView] = {}
-
-    def views(self, pods: Iterable[KubeObject]) -> list[_PodView]:
-        fresh: dict[tuple[object, ...], _PodView] = {}
-        out = []
-        for pod in pods:
-            key = _view_key(pod)
-            view = fresh.get(key) or self._views.get(key) or _view(pod)
-            fresh[key] = view
-            out.append(view)
-        self._views = fresh
-        return out
-
-
-def _view_key(pod: KubeObject) -> tuple[object, ...]:
-    containers = (pod.get("spec") or {}).get("containers")
-    return (
-        namespace_of(pod),
-        name_of(pod),
-        tuple(sorted(labels(pod).items())),
-        annotation(pod, STATUS_ANNOTATION),
-        repr(containers) if containers else "",
-    )
 
 
 def compile_pods(
@@ -378,21 +602,22 @@ def compile_pods(
     policies: Sequence[Policy],
     *,
     cache: ViewCache | None = None,
-) -> dict[str, dict[str, InterfaceRules]]:
-    """`compile_pod` for each of `targets` ("ns/name" -> rules), reading the cluster once.
+) -> dict[str, PodRules]:
+    """`compile_pod` for each of `targets` ("ns/name" -> rules), from scratch.
 
-    `cache`: reuse the pod views of an earlier compile (the daemon passes one per node)."""
+    `cache`: reuse the pod views of an earlier compile."""
     targets = list(targets)
-    if not any(_selected(pod, policies) for pod in targets):
-        return {pod_key(pod): {} for pod in targets}  # no peer needs reading
-    views = cache.views(pods) if cache is not None else [_view(p) for p in pods]
-    compiler = _Compiler(views, namespace_labels(namespaces), policies)
-    return {pod_key(pod): compiler.compile(_view(pod)) for pod in targets}
-
-
-def _selected(pod: KubeObject, policies: Sequence[Policy]) -> bool:
-    ns, pod_labels = namespace_of(pod), labels(pod)
-    return any(p.namespace == ns and p.pod_selector.matches(pod_labels) for p in policies)
+    compiler = Compiler(cache.interner if cache is not None else None)
+    views = cache.views(pods) if cache is not None else [compiler.view(p) for p in pods]
+    for ns in namespaces:
+        compiler.set_namespace(name_of(ns), labels(ns))
+    for view in views:
+        compiler.set_pod(view)
+    compiler.set_policies(policies)
+    for pod in targets:
+        compiler.set_target(compiler.view(pod))
+    compiler.compile_changed()
+    return {pod_key(pod): compiler.rules(pod_key(pod)) for pod in targets}
 
 
 def allows(

@@ -1,20 +1,27 @@
-"""Rule IR -> an nftables script for the pod's network namespace (POL-COMPACT, POL-TAG).
+"""Rule IR -> a pod's nftables table, as data (`Table`) and as nft text (POL-COMPACT, POL-TAG).
 
-Pure and deterministic: the same IR always gives the same text. One `inet netattach` table,
-replaced in one transaction (add, delete, define): the pod's ruleset changes atomically.
-Peers and ports live in named sets (interval sets for CIDRs and port ranges), so each policy
-rule gives at most one nft rule per address family and protocol.
+Pure and deterministic: the same IR always gives the same table. One `inet netattach` table per
+pod netns. Peers and ports live in named interval sets, so each policy rule gives at most one
+nft rule per address family and protocol; every rule of the table that selects the same peers
+on the same network uses the same set, named after the selection (so a peer joining or leaving
+is an element added or deleted in place, `policy.update`). Port sets are named after their
+content.
+
+`render_table` gives the script that replaces the table whole in one transaction (add, delete,
+define): what a first apply, or a recovery, writes.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from netattach.cni import errors
 from netattach.policy.compile import AllowRule, DirectionRules, InterfaceRules, PortRange
-from netattach.policy.model import IPNetwork
+from netattach.policy.selection import set_name
 
 TABLE: Final = "netattach"
 COMMENT_MAX: Final = 128
@@ -22,60 +29,102 @@ _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 _POD_KEY = re.compile(r"^[a-z0-9.-]{1,253}/[a-z0-9.-]{1,253}$")
 _HOOKS: Final = {"ingress": ("input", "iifname", "saddr"), "egress": ("output", "oifname", "daddr")}
 _ND: Final = "nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, nd-router-advert"
+_FAMILIES: Final = ((4, "ip", "ipv4_addr", "a4"), (6, "ip6", "ipv6_addr", "a6"))
 
 
-def _element(net: IPNetwork) -> str:
-    if net.prefixlen == net.max_prefixlen:
-        return str(net.network_address)
-    return str(net)
+@dataclass(frozen=True, slots=True)
+class NftSet:
+    name: str
+    kind: str  # ipv4_addr, ipv6_addr, inet_service
+    comment: str  # the policies whose rules use it
+    elements: tuple[str, ...]
+    text: str  # the elements joined, as written
+
+    @property
+    def header(self) -> tuple[str, str]:
+        """What cannot change in place (an element list can)."""
+        return self.kind, self.comment
 
 
-def _port(p: PortRange) -> str:
-    return str(p.first) if p.first == p.last else f"{p.first}-{p.last}"
+@dataclass(frozen=True, slots=True)
+class Table:
+    """netattach's table in one pod netns: sets by name, chains (name, body lines) in order."""
+
+    comment: str
+    sets: tuple[NftSet, ...]
+    chains: tuple[tuple[str, tuple[str, ...]], ...]
 
 
 def _comment(text: str) -> str:
     return f'comment "{text[:COMMENT_MAX]}"'
 
 
-def _set(name: str, kind: str, uid: str, elements: list[str]) -> list[str]:
-    return [
-        f"\tset {name} {{",
-        f"\t\ttype {kind}",
-        "\t\tflags interval",
-        f"\t\t{_comment(f'policy {uid}')}",
-        f"\t\telements = {{ {', '.join(elements)} }}",
-        "\t}",
-    ]
+def _port(p: PortRange) -> str:
+    return str(p.first) if p.first == p.last else f"{p.first}-{p.last}"
 
 
-def _allow(prefix: str, rule: AllowRule, addr_key: str, sets: list[str], chain: list[str]) -> None:
-    """The sets and rules of one allow rule: one rule per family x protocol present."""
-    uid = rule.policy_uid
-    peer_matches: list[str] = [""]
-    if rule.peers is not None:
-        peer_matches = []
-        v4 = [_element(n) for n in rule.peers if n.version == 4]
-        v6 = [_element(n) for n in rule.peers if n.version == 6]
-        for family, kind, elements in (("ip", "ipv4_addr", v4), ("ip6", "ipv6_addr", v6)):
-            if elements:
-                name = f"{prefix}_{'a4' if family == 'ip' else 'a6'}"
-                sets.extend(_set(name, kind, uid, elements))
-                peer_matches.append(f"{family} {addr_key} @{name} ")
-    port_matches: list[str] = [""]
-    if rule.ports is not None:
-        port_matches = []
-        for proto in sorted({p.protocol for p in rule.ports}):
-            name = f"{prefix}_{proto.lower()}"
-            sets.extend(
-                _set(
-                    name, "inet_service", uid, [_port(p) for p in rule.ports if p.protocol == proto]
-                )
-            )
-            port_matches.append(f"{proto.lower()} dport @{name} ")
-    for peer in peer_matches:
-        for port in port_matches:
-            chain.append(f"\t\t{peer}{port}accept {_comment(f'policy {uid}')}")
+def _merged(ports: Iterable[PortRange]) -> list[PortRange]:
+    """Overlapping or adjacent ranges joined: an interval set refuses overlapping elements."""
+    out: list[PortRange] = []
+    for p in sorted(ports):
+        if out and p.first <= out[-1].last + 1:
+            if p.last > out[-1].last:
+                out[-1] = PortRange(p.protocol, out[-1].first, p.last)
+            continue
+        out.append(p)
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _port_sets(ports: tuple[PortRange, ...]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """(protocol, set name, elements) per protocol of a port set; named after the content."""
+    out = []
+    for proto in sorted({p.protocol for p in ports}):
+        elements = tuple(_port(p) for p in _merged(p for p in ports if p.protocol == proto))
+        out.append((proto.lower(), set_name(proto, elements, prefix="p"), elements))
+    return tuple(out)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.sets: dict[str, tuple[str, tuple[str, ...], str]] = {}  # name -> kind, elems, text
+        self.users: dict[str, set[str]] = {}  # set name -> policy UIDs
+
+    def use(self, name: str, kind: str, elements: tuple[str, ...], text: str, uid: str) -> str:
+        if name not in self.sets:
+            self.sets[name] = (kind, elements, text)
+        self.users.setdefault(name, set()).add(uid)
+        return name
+
+    def allow(self, rule: AllowRule, addr_key: str, chain: list[str]) -> None:
+        """The rules of one allow rule: one rule per family x protocol present."""
+        uid = rule.policy_uid
+        peer_matches: list[str] = [""]
+        if rule.peers is not None:
+            peer_matches = []
+            base = rule.selection or set_name(rule.peers.networks)
+            for version, family, kind, suffix in _FAMILIES:
+                texts = rule.peers.texts(version)
+                if texts:
+                    name = self.use(f"{base}_{suffix}", kind, texts, rule.peers.text(version), uid)
+                    peer_matches.append(f"{family} {addr_key} @{name} ")
+        port_matches: list[str] = [""]
+        if rule.ports is not None:
+            port_matches = []
+            for proto, name, elements in _port_sets(rule.ports):
+                self.use(name, "inet_service", elements, ", ".join(elements), uid)
+                port_matches.append(f"{proto} dport @{name} ")
+        for peer in peer_matches:
+            for port in port_matches:
+                chain.append(f"{peer}{port}accept {_comment(f'policy {uid}')}")
+
+    def nft_sets(self) -> tuple[NftSet, ...]:
+        out = []
+        for name in sorted(self.sets):
+            kind, elements, text = self.sets[name]
+            comment = _comment("policy " + ",".join(sorted(self.users[name])))
+            out.append(NftSet(name, kind, comment, elements, text))
+        return tuple(out)
 
 
 def _isolated_by(d: DirectionRules) -> str:
@@ -85,15 +134,15 @@ def _isolated_by(d: DirectionRules) -> str:
     return text
 
 
-def render_table(pod_key: str, rules: Mapping[str, InterfaceRules]) -> str | None:
-    """The nft script for the pod, or None when no direction of any interface is isolated."""
+def build_table(pod_key: str, rules: Mapping[str, InterfaceRules]) -> Table | None:
+    """The pod's table, or None when no direction of any interface is isolated."""
     if not _POD_KEY.match(pod_key):
         raise errors.InvalidNetworkConfigError("invalid pod key for nftables", repr(pod_key))
     for ifname in rules:
         if not _IFNAME.match(ifname):
             raise errors.InvalidNetworkConfigError("invalid interface name", repr(ifname))
-    sets: list[str] = []
-    chains: list[str] = []
+    builder = _Builder()
+    chains: list[tuple[str, tuple[str, ...]]] = []
     base: dict[str, list[str]] = {"ingress": [], "egress": []}
     for index, (ifname, ir) in enumerate(sorted(rules.items())):
         for direction in ("ingress", "egress"):
@@ -103,37 +152,72 @@ def render_table(pod_key: str, rules: Mapping[str, InterfaceRules]) -> str | Non
             _hook, if_key, addr_key = _HOOKS[direction]
             name = f"i{index}_{'in' if direction == 'ingress' else 'out'}"
             base[direction].append(
-                f'\t\t{if_key} "{ifname}" jump {name} {_comment(f"network {ir.network}")}'
+                f'{if_key} "{ifname}" jump {name} {_comment(f"network {ir.network}")}'
             )
-            chain = [f"\tchain {name} {{"]
-            for k, rule in enumerate(d.rules):
-                _allow(f"{name}_r{k}", rule, addr_key, sets, chain)
-            chain.append(f"\t\tdrop {_comment(_isolated_by(d))}")
-            chain.append("\t}")
-            chains.extend(chain)
+            chain: list[str] = []
+            for rule in d.rules:
+                builder.allow(rule, addr_key, chain)
+            chain.append(f"drop {_comment(_isolated_by(d))}")
+            chains.append((name, tuple(chain)))
     if not base["ingress"] and not base["egress"]:
         return None
+    hooks: list[tuple[str, tuple[str, ...]]] = []
+    for direction in ("ingress", "egress"):
+        if base[direction]:
+            hook = _HOOKS[direction][0]
+            hooks.append(
+                (
+                    hook,
+                    (
+                        f"type filter hook {hook} priority filter; policy accept;",
+                        "ct state established,related accept",
+                        f"icmpv6 type {{ {_ND} }} accept",
+                        *base[direction],
+                    ),
+                )
+            )
+    return Table(
+        comment=_comment(f"netattach pod {pod_key}"),
+        sets=builder.nft_sets(),
+        chains=(*hooks, *chains),
+    )
+
+
+def set_lines(s: NftSet) -> list[str]:
+    return [
+        f"\tset {s.name} {{",
+        f"\t\ttype {s.kind}",
+        "\t\tflags interval",
+        f"\t\t{s.comment}",
+        f"\t\telements = {{ {s.text} }}",
+        "\t}",
+    ]
+
+
+def chain_lines(name: str, body: tuple[str, ...]) -> list[str]:
+    return [f"\tchain {name} {{", *(f"\t\t{line}" for line in body), "\t}"]
+
+
+def table_text(table: Table) -> str:
+    """The script replacing the table whole, in one transaction."""
     lines = [
         f"add table inet {TABLE}",
         f"delete table inet {TABLE}",
         f"table inet {TABLE} {{",
-        f"\t{_comment(f'netattach pod {pod_key}')}",
-        *sets,
+        f"\t{table.comment}",
     ]
-    for direction in ("ingress", "egress"):
-        if not base[direction]:
-            continue
-        hook = _HOOKS[direction][0]
-        lines += [
-            f"\tchain {hook} {{",
-            f"\t\ttype filter hook {hook} priority filter; policy accept;",
-            "\t\tct state established,related accept",
-            f"\t\ticmpv6 type {{ {_ND} }} accept",
-            *base[direction],
-            "\t}",
-        ]
-    lines += [*chains, "}"]
+    for s in table.sets:
+        lines += set_lines(s)
+    for name, body in table.chains:
+        lines += chain_lines(name, body)
+    lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["TABLE", "render_table"]
+def render_table(pod_key: str, rules: Mapping[str, InterfaceRules]) -> str | None:
+    """The nft script for the pod, or None when no direction of any interface is isolated."""
+    table = build_table(pod_key, rules)
+    return None if table is None else table_text(table)
+
+
+__all__ = ["TABLE", "NftSet", "Table", "build_table", "render_table", "table_text"]

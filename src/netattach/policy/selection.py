@@ -1,0 +1,130 @@
+"""Peer selections: the `from`/`to` list of a rule, and the address sets it resolves to.
+
+A selection is what a rule's peers are, independent of which policy or target names them:
+every rule with the same peers (and, when a peer has no namespaceSelector, the same policy
+namespace) is one selection, resolved once per network and shared by every table using it
+(one nft set, named after the selection, not its content, so a peer joining is an element
+added in place).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from netattach.policy.model import (
+    AddressRange,
+    IPNetwork,
+    Peer,
+    cidr_texts,
+    range_networks,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    namespace: str  # where a peer without namespaceSelector looks ("" when no peer does)
+    peers: tuple[Peer, ...]  # () = every address
+
+    @classmethod
+    def of(cls, peers: tuple[Peer, ...], policy_namespace: str) -> Selection:
+        local = any(p.ip_block is None and p.namespace_selector is None for p in peers)
+        return cls(policy_namespace if local else "", peers)
+
+
+def set_name(*parts: object, prefix: str = "s") -> str:
+    """A short nft name for `parts`: what a peer set selects (never what it holds), or the
+    content of a port set (prefix "p")."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+    return f"{prefix}{digest}"
+
+
+class AddressSet:
+    """Compiled peer addresses: disjoint integer ranges in address order, interned per content.
+
+    The networks and the element text of each family are computed when first read, once, and
+    shared by every table rendering the set.
+    """
+
+    __slots__ = ("__weakref__", "_hash", "_joined", "_networks", "_starts", "_texts", "ranges")
+
+    def __init__(self, ranges: tuple[AddressRange, ...]) -> None:
+        self.ranges = ranges
+        self._hash = hash(ranges)
+        self._networks: tuple[IPNetwork, ...] | None = None
+        self._texts: dict[int, tuple[str, ...]] = {}
+        self._joined: dict[int, str] = {}
+        self._starts: list[tuple[int, int]] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AddressSet):
+            return NotImplemented
+        return self is other or self.ranges == other.ranges
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @property
+    def networks(self) -> tuple[IPNetwork, ...]:
+        if self._networks is None:
+            self._networks = range_networks(self.ranges)
+        return self._networks
+
+    def __iter__(self) -> Iterator[IPNetwork]:
+        return iter(self.networks)
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+    def __len__(self) -> int:
+        return len(self.networks)
+
+    def __repr__(self) -> str:
+        return f"AddressSet({', '.join(str(n) for n in self.networks)})"
+
+    def texts(self, version: int) -> tuple[str, ...]:
+        """The networks of one family as nft elements: a host is its address alone."""
+        found = self._texts.get(version)
+        if found is None:
+            out: list[str] = []
+            for v, first, last in self.ranges:
+                if v == version:
+                    out.extend(cidr_texts(v, first, last))
+            found = self._texts[version] = tuple(out)
+        return found
+
+    def text(self, version: int) -> str:
+        """`texts` joined as an nft element list."""
+        found = self._joined.get(version)
+        if found is None:
+            found = self._joined[version] = ", ".join(self.texts(version))
+        return found
+
+    def holds(self, host: AddressRange) -> bool:
+        """Whether a host address lies in one of the ranges (bisection)."""
+        if self._starts is None:
+            self._starts = [(v, first) for v, first, _ in self.ranges]
+        i = bisect.bisect_right(self._starts, (host[0], host[1])) - 1
+        if i < 0:
+            return False
+        version, _, last = self.ranges[i]
+        return version == host[0] and host[1] <= last
+
+
+class AddressSets:
+    """Interning of `AddressSet`s: equal content, one object (while any table uses it)."""
+
+    def __init__(self) -> None:
+        self._sets: weakref.WeakValueDictionary[tuple[AddressRange, ...], AddressSet] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def get(self, ranges: tuple[AddressRange, ...]) -> AddressSet:
+        found = self._sets.get(ranges)
+        if found is None:
+            found = AddressSet(ranges)
+            self._sets[ranges] = found
+        return found

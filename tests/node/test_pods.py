@@ -1,0 +1,153 @@
+"""Pods created by containerd get exactly their networks, and lose them all when removed.
+
+Each test starts `netattach daemon` (directory feed or the in-repo API server), which installs
+its shim and `00-netattach.conflist` into containerd's CNI dirs; then only CRI calls happen:
+RunPodSandbox makes containerd create the netns and run the shim (ADD), StopPodSandbox and
+RemovePodSandbox make it run the DELs (reference/real-world.md: one with CNI_NETNS and the
+cached prevResult, one with CNI_NETNS="" and none). What the test reads back is the kernel's
+view inside the netns containerd made, the daemon's network-status, its Events, and what is left
+on the node.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.e2e.daemon_harness import wait_for
+from tests.e2e.harness import DEFAULT_NETWORK, DEFAULT_SUBNET, NOTHING, bridge_list, host_local
+from tests.e2e.kube_harness import RemoteKubeApi
+from tests.node.api_view import api_events, api_status, nad_object, pod_object, shown
+from tests.node.harness import Kubelet, NodeDaemon, PodSandbox
+
+# root, network namespaces, containerd: under NETATTACH_REQUIRE_NETNS=1 a skip is a failure
+pytestmark = pytest.mark.netns
+
+NS = "blue"
+STATUS_TIMEOUT = 20.0
+
+
+def subnet(index: int) -> str:
+    return f"10.{90 + index}.0.0/24"
+
+
+def selected(count: int) -> list[str]:
+    return [f"net-{index}" for index in range(count)]
+
+
+def expected_entries(count: int) -> list[tuple[str, str]]:
+    """(network, interface) of the network-status of a pod selecting `count` networks."""
+    return [(DEFAULT_NETWORK, "eth0")] + [
+        (f"{NS}/net-{index}", f"net{index + 1}") for index in range(count)
+    ]
+
+
+def assert_status_matches_kernel(
+    kubelet: Kubelet, sandbox: PodSandbox, status: list[dict[str, Any]], count: int
+) -> None:
+    """The pod's interfaces are exactly the status's, each with the address the status names,
+    in its network's subnet; containerd's pod IP is eth0's."""
+    kernel = kubelet.interfaces(sandbox)
+    assert sorted(kernel) == sorted(ifname for _, ifname in expected_entries(count))
+    assert shown(status) == expected_entries(count)
+    subnets = [DEFAULT_SUBNET] + [subnet(index) for index in range(count)]
+    for entry, network in zip(status, subnets, strict=True):
+        state = kernel[entry["interface"]]
+        (ip,) = entry["ips"]
+        assert ipaddress.ip_interface(ip) in ipaddress.ip_network(network), entry
+        assert ip in state.addresses, (entry, state)
+        assert entry["mac"] == state.mac
+    cri = kubelet.status(sandbox)
+    assert ipaddress.ip_address(cri.ip) in ipaddress.ip_network(DEFAULT_SUBNET), cri
+    assert cri.ip == str(ipaddress.ip_interface(status[0]["ips"][0]).ip)
+
+
+def assert_nothing_left(daemon: NodeDaemon, kubelet: Kubelet) -> None:
+    assert kubelet.sandbox_ids() == []
+    assert daemon.cluster.leftovers() == NOTHING
+    assert kubelet.netns_left() == []
+
+
+# -- the directory feed ----------------------------------------------------------------------------
+
+
+@pytest.mark.req("RT-DEL")
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_a_pod_created_by_containerd_gets_exactly_its_networks_directory_feed(
+    daemon: NodeDaemon, kubelet: Kubelet, count: int
+) -> None:
+    cluster = daemon.cluster
+    for index, name in enumerate(selected(count)):
+        cluster.add_nad(NS, name, bridge_list(None, host_local(cluster.ipam, subnet(index))))
+    uid = str(uuid.uuid4())
+    selection = ",".join(selected(count)) or None
+    cluster.add_pod(NS, "web", uid, selection)
+    daemon.start()
+
+    sandbox = kubelet.run(kubelet.spec(NS, "web", uid, selection))
+
+    status = cluster.status(NS, "web")
+    assert status is not None, daemon.log_text()
+    assert_status_matches_kernel(kubelet, sandbox, status, count)
+    assert cluster.pod_records() == [f"{sandbox.id}.json"]
+    assert len(cluster.allocations()) == count + 1
+
+    kubelet.teardown(sandbox.id)
+
+    assert_nothing_left(daemon, kubelet)
+    # reference/real-world.md: every teardown is at least two DELs (stop, then remove)
+    assert daemon.requests("ADD", "0") == 1.0
+    assert (daemon.requests("DEL", "0") or 0.0) >= 2.0
+
+
+# -- the Kubernetes feed ---------------------------------------------------------------------------
+
+
+@pytest.mark.req("RT-DEL")
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_a_pod_created_by_containerd_gets_exactly_its_networks_kubernetes_feed(
+    kube_api: RemoteKubeApi, kube_daemon: NodeDaemon, kubelet: Kubelet, count: int
+) -> None:
+    cluster = kube_daemon.cluster
+    for index, name in enumerate(selected(count)):
+        config = bridge_list(None, host_local(cluster.ipam, subnet(index)))
+        kube_api.create(nad_object(name, NS, config))
+    selection = ",".join(selected(count)) or None
+    pod = kube_api.create(pod_object("web", NS, cluster.node.name, selection))
+    uid = pod["metadata"]["uid"]
+    kube_daemon.start()
+
+    sandbox = kubelet.run(kubelet.spec(NS, "web", uid, selection))
+
+    status = wait_for(
+        "the pod's network-status in the API",
+        lambda: api_status(kube_api, NS, "web"),
+        STATUS_TIMEOUT,
+    )
+    assert_status_matches_kernel(kubelet, sandbox, status, count)
+    events = wait_for(
+        "an AddedInterface Event per interface",
+        lambda: (
+            found
+            if len(found := api_events(kube_api, NS, "web", "AddedInterface")) == count + 1
+            else None
+        ),
+        STATUS_TIMEOUT,
+    )
+    for (network, ifname), event in zip(expected_entries(count), events, strict=True):
+        assert event["message"].startswith(f"Add {ifname} ["), event
+        assert event["message"].endswith(f"from {network}"), event
+        assert event["involvedObject"]["uid"] == uid
+    assert cluster.pod_records() == [f"{sandbox.id}.json"]
+
+    kubelet.teardown(sandbox.id)
+
+    assert_nothing_left(kube_daemon, kubelet)
+    wait_for(
+        "the network-status to be cleared in the API",
+        lambda: api_status(kube_api, NS, "web") in (None, []),
+        STATUS_TIMEOUT,
+    )
