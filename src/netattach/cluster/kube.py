@@ -21,18 +21,20 @@ httpx, whose transport seam lets us add TCP keepalives that notice a dead watch 
 turn the API's plain-text answers (`404 page not found` for an API group/version it does not
 serve, a CRD not installed) into the `Status` lightkube expects of every error.
 
-Watches are read here, not by lightkube's watch(), which decodes every event's object into the
-typed model first: a real server's BOOKMARK skeleton (`spec.containers: null`) or an object the
-model cannot decode would end the watch. `watch_stream` reads the event type first
+Lists and watches are read here, over an HTTP client authenticated by lightkube's own
+kubeconfig handling (`build_feed_http`), not by lightkube's list() and watch(), which decode
+every object into the typed model at once: a real server's BOOKMARK skeleton
+(`spec.containers: null`) or one object the model cannot decode would end the watch, or fail the
+whole list. `watch_stream` reads an event's type first and decodes each object on its own
 (KUBE-BOOKMARK); an undecodable object is logged once and skipped.
 
 The reflector (one per kind) is client-go's: list → replace that kind in the store → watch from
 the list's resourceVersion (with `allowWatchBookmarks=true`); every event, bookmarks and skipped
-objects included, advances the resourceVersion; a
-disconnect, timeout or 5xx backs off (exponential, capped, jittered) and resumes from the last
-resourceVersion; `410 Gone`/Expired relists. The store is marked synced once every kind has
-listed once. A CRD that is not installed (404 on its list) counts as an empty, listed kind and is
-looked for again every `KubeTiming.missing_crd_recheck` seconds.
+objects included, advances the resourceVersion; a disconnect, timeout or 5xx backs off
+(exponential, capped, jittered) and resumes from the last resourceVersion; `410 Gone`/Expired
+relists. The store is marked synced once every kind has listed once. A CRD that is not installed
+(404 on its list) counts as an empty, listed kind and is looked for again every
+`KubeTiming.missing_crd_recheck` seconds.
 
 Errors raised (publish_status, remove_status, fetch_pod); everything else is logged and retried:
     errors.TryAgainLaterError     the API did not answer well within the budget (transient)
@@ -276,9 +278,9 @@ def build_client(kubeconfig: Path | None, timing: KubeTiming) -> lightkube.Async
     )
 
 
-def build_watch_client(kubeconfig: Path | None, timing: KubeTiming) -> httpx2.AsyncClient:
-    """An HTTP client for the watch streams, authenticated as `build_client`'s (lightkube's
-    own kubeconfig handling: token, token file, client certificate, exec plugin)."""
+def build_feed_http(kubeconfig: Path | None, timing: KubeTiming) -> httpx2.AsyncClient:
+    """An HTTP client for the feed's lists and watch streams, authenticated as `build_client`'s
+    (lightkube's own kubeconfig handling: token, token file, client certificate, exec plugin)."""
     connection = _load_connection(kubeconfig)
     return httpx2.AsyncClient(
         base_url=connection.config.cluster.server,
@@ -366,7 +368,7 @@ class KubeFeed:
         self.node_name = node_name
         self.timing = KubeTiming() if timing is None else timing
         self._client = build_client(kubeconfig, self.timing)
-        self._watch_http = build_watch_client(kubeconfig, self.timing)
+        self._http = build_feed_http(kubeconfig, self.timing)
         # Objects already reported as undecodable, with the resourceVersion reported.
         self._undecodable: collections.OrderedDict[tuple[str, str, str], str] = (
             collections.OrderedDict()
@@ -524,7 +526,7 @@ class KubeFeed:
             params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in reflector.fields.items())
         while True:
             async with asyncio.timeout(self.timing.request_timeout):
-                response = await self._watch_http.get(spec.path, params=params)
+                response = await self._http.get(spec.path, params=params)
             if response.is_error:
                 raise lightkube.ApiError(request=response.request, response=response)
             version, cont, page = watch_stream.parse_list(
@@ -561,7 +563,7 @@ class KubeFeed:
         if reflector.fields:
             params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in reflector.fields.items())
         log.debug("watching %s from resourceVersion %s", spec.plural, reflector.resource_version)
-        async with self._watch_http.stream("GET", spec.path, params=params) as response:
+        async with self._http.stream("GET", spec.path, params=params) as response:
             if response.is_error:
                 await response.aread()
                 raise lightkube.ApiError(request=response.request, response=response)
@@ -887,7 +889,7 @@ class KubeFeed:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._event_worker
             self._event_worker = None
-        await self._watch_http.aclose()
+        await self._http.aclose()
         await self._client.aclose()
 
 
