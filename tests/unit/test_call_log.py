@@ -142,3 +142,18 @@ def test_a_library_named_in_loggers_logs_at_its_level() -> None:
 def test_a_bad_level_for_a_logger_is_named() -> None:
     with pytest.raises(ValueError, match=r"the level of logger 'httpx2' must be one of .*'loud'"):
         logs.configure("info", loggers={"httpx2": "loud"})
+
+
+def test_debug_shows_the_plan_and_a_del_with_nothing_recorded(tmp_path: Path) -> None:
+    stream = io.StringIO()
+    logs.configure("debug", "text", stream)
+    try:
+        orch, _ = build(tmp_path, view_of("net-a"))
+        assert run(orch, "ADD").exit_code == 0
+        assert run(orch, "DEL").exit_code == 0
+        assert run(orch, "DEL").exit_code == 0
+    finally:
+        logs.configure("warning", "text", io.StringIO())
+    debug = [line for line in stream.getvalue().splitlines() if " DEBUG " in line]
+    assert any(f"{PREFIX} plan: eth0 cluster-default, net1 blue/net-a" in line for line in debug)
+    assert any(f"DEL of {CONTAINER}: no pod record" in line for line in debug), debug
