@@ -229,7 +229,10 @@ class Orchestrator:
                 # One durable write names every attachment before the first plugin runs: after a
                 # crash at any point, DEL finds all that may hold resources (a DEL of one that
                 # never ran is a DEL of nothing, which every plugin must accept).
-                self.records.save(dataclasses.replace(record, attachments=tuple(intents)))
+                # Its fsyncs in a worker thread: a burst of pods must not queue behind them.
+                await asyncio.to_thread(
+                    self.records.save, dataclasses.replace(record, attachments=tuple(intents))
+                )
                 for planned, intent in zip(plan, intents, strict=True):
                     current = planned.status_name
                     made.append(intent)

@@ -436,14 +436,32 @@ static bool scan_key(struct parser *p, long *wanted)
     return scan_string(p, NULL, NULL);
 }
 
-static bool scan_object(struct parser *p)
+/* After an opening bracket, a member or an element: skip space, then take `close` if it is next
+ * (true: the container ended). */
+static bool take(struct parser *p, char close)
 {
-    p->pos++;
     skip_space(p);
-    if (p->pos < p->len && p->s[p->pos] == '}') {
+    if (p->pos < p->len && p->s[p->pos] == (unsigned char)close) {
         p->pos++;
         return true;
     }
+    return false;
+}
+
+static bool take_comma(struct parser *p)
+{
+    if (p->pos >= p->len || p->s[p->pos] != ',')
+        return false;
+    p->pos++;
+    skip_space(p);
+    return true;
+}
+
+static bool scan_object(struct parser *p)
+{
+    p->pos++;
+    if (take(p, '}'))
+        return true;
     for (;;) {
         long wanted;
         enum kind kind;
@@ -462,39 +480,26 @@ static bool scan_object(struct parser *p)
             p->wanted[wanted].start = start;
             p->wanted[wanted].end = p->pos;
         }
-        skip_space(p);
-        if (p->pos < p->len && p->s[p->pos] == '}') {
-            p->pos++;
+        if (take(p, '}'))
             return true;
-        }
-        if (p->pos >= p->len || p->s[p->pos] != ',')
+        if (!take_comma(p))
             return false;
-        p->pos++;
-        skip_space(p);
     }
 }
 
 static bool scan_array(struct parser *p)
 {
     p->pos++;
-    skip_space(p);
-    if (p->pos < p->len && p->s[p->pos] == ']') {
-        p->pos++;
+    if (take(p, ']'))
         return true;
-    }
     for (;;) {
         enum kind kind;
         if (!scan_value(p, &kind))
             return false;
-        skip_space(p);
-        if (p->pos < p->len && p->s[p->pos] == ']') {
-            p->pos++;
+        if (take(p, ']'))
             return true;
-        }
-        if (p->pos >= p->len || p->s[p->pos] != ',')
+        if (!take_comma(p))
             return false;
-        p->pos++;
-        skip_space(p);
     }
 }
 
@@ -1210,15 +1215,19 @@ static int print_failure(const struct failure *f, const struct bytes *version_js
     return 1;
 }
 
+static bool too_large(struct failure *f)
+{
+    char details[64];
+    snprintf(details, sizeof details, "more than %d bytes", MAX_STDIN_BYTES);
+    fail(f, CODE_INVALID_CONFIG, details, "the network config is too large");
+    return false;
+}
+
 static bool read_stdin(struct bytes *in, struct failure *f)
 {
     for (;;) {
-        if (!bytes_reserve(in, 65536 < in->limit - in->len ? 65536 : 1)) {
-            char details[64];
-            snprintf(details, sizeof details, "more than %d bytes", MAX_STDIN_BYTES);
-            fail(f, CODE_INVALID_CONFIG, details, "the network config is too large");
-            return false;
-        }
+        if (!bytes_reserve(in, 65536 < in->limit - in->len ? 65536 : 1))
+            return too_large(f);
         ssize_t n = read(STDIN_FILENO, in->data + in->len, in->cap - in->len);
         if (n < 0 && errno == EINTR)
             continue;
@@ -1229,12 +1238,8 @@ static bool read_stdin(struct bytes *in, struct failure *f)
         if (n == 0)
             return true;
         in->len += (size_t)n;
-        if (in->len > MAX_STDIN_BYTES) {
-            char details[64];
-            snprintf(details, sizeof details, "more than %d bytes", MAX_STDIN_BYTES);
-            fail(f, CODE_INVALID_CONFIG, details, "the network config is too large");
-            return false;
-        }
+        if (in->len > MAX_STDIN_BYTES)
+            return too_large(f);
     }
 }
 
