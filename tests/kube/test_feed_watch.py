@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
 import logging
 from pathlib import Path
 
 import pytest
 
-from netattach import logs
 from netattach.cluster import model
+from tests import logging_state
 from tests.kube import objects
 from tests.kube.api import NEEDS_FAKE, KubeApi
 from tests.kube.test_feed import FAST, eventually, node_name, run_bounded, running_feed
@@ -99,18 +98,14 @@ def test_at_debug_the_feed_shows_its_decisions_and_not_the_http_clients_requests
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
     ns, node = kube_namespace, node_name()
-    stream = io.StringIO()
-    logs.configure("debug", "text", stream)
 
     async def body() -> None:
         async with running_feed(kubeconfig, node) as (_, view):
             fake_api.create(objects.pod("mine", ns, node_name=node))
             await eventually(lambda: view.lookup_pod(ns, "mine") is not None, "the pod")
 
-    try:
+    with logging_state.configured("debug") as stream:
         run_bounded(body())
-    finally:
-        logs.configure("warning", "text", io.StringIO())
     lines = stream.getvalue().splitlines()
     assert any(
         "netattach.cluster.kube: watching pods from resourceVersion" in line for line in lines
