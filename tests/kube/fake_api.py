@@ -248,6 +248,7 @@ class _Watcher:
     since: int
     info: WatchInfo
     queue: queue.Queue[_Change | None] = dataclasses.field(default_factory=queue.Queue)
+    ends_cleanly: bool = False  # the None in `queue` ends the stream with its last chunk
 
     def matches(self, obj: Obj) -> bool:
         if self.namespace is not None and obj["metadata"].get("namespace") != self.namespace:
@@ -469,15 +470,19 @@ class FakeKubeApi:
     def set_crd_installed(self, kind: str, installed: bool) -> None:
         """Serve a custom resource (`kind`) or not, as if its CRD were created or deleted:
         its paths then get a real server's `404 page not found` (text/plain), discovery omits
-        it; its objects are kept for when it is served again."""
+        it, its open watches end; its objects are kept for when it is served again."""
         res = resource_for(kind)
         if not res.custom:
             raise ValueError(f"{kind} is not a custom resource")
         with self._lock:
             if installed:
                 self._uninstalled.discard(res)
-            else:
-                self._uninstalled.add(res)
+                return
+            self._uninstalled.add(res)
+            for watcher in self._watchers:
+                if watcher.res is res:  # the server ends them: the resource has no storage now
+                    watcher.ends_cleanly = True
+                    watcher.queue.put(None)
 
     def _served(self) -> builtins.list[Resource]:
         with self._lock:
@@ -1502,7 +1507,7 @@ class FakeKubeApi:
                             next_bookmark = now + interval
                     continue
                 if change is None:
-                    return False  # cut by stop()/restart()
+                    return watcher.ends_cleanly  # else cut by stop()/restart()
                 event = watcher.event_for(change)
                 if event is not None:
                     write.event(*event)

@@ -140,3 +140,30 @@ def test_an_undecodable_object_in_a_list_is_skipped_and_the_view_still_syncs(
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings
     assert f"Pod {ns}/odd" in warnings[0]
+
+
+@pytest.mark.req("KUBE-CACHE")
+def test_a_crd_deleted_while_watched_empties_its_kind_until_it_is_served_again(
+    fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ns = kube_namespace
+    fake_api.create(objects.policy("deny", ns))
+    caplog.set_level(logging.INFO, logger=KUBE_LOGGER)
+
+    async def body() -> None:
+        async with running_feed(kubeconfig, node_name()) as (feed, view):
+            assert view.lookup(model.POLICY, ns, "deny") is not None
+            # its watch ends, and a watch again is `404 page not found`, as on a real server
+            fake_api.set_crd_installed("MultiNetworkPolicy", False)  # skips on a real server
+            await eventually(
+                lambda: view.lookup(model.POLICY, ns, "deny") is None, "the kind emptied"
+            )
+            assert feed.resource_version(model.POLICY) is None
+            fake_api.set_crd_installed("MultiNetworkPolicy", True)
+            await eventually(
+                lambda: view.lookup(model.POLICY, ns, "deny") is not None, "served again"
+            )
+
+    run_bounded(body())
+    trouble = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert trouble == []

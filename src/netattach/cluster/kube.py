@@ -462,6 +462,12 @@ class KubeFeed:
                     continue
                 if code == _GONE:
                     reflector.resource_version = None
+                if code == _NOT_FOUND and reflector.spec.custom and reflector.resource_version:
+                    # Its CRD was deleted: a list says so (and empties the kind), then the
+                    # kind is looked for again every missing_crd_recheck.
+                    log.debug("watch of %s: 404; listing again", kind)
+                    reflector.resource_version = None
+                    continue
                 reflector.failures += 1
                 delay = self.timing.backoff.delay(reflector.failures)
                 level = logging.WARNING if _is_transient(exc) else logging.ERROR
