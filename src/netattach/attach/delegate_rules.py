@@ -264,9 +264,11 @@ def _entries(
             problems.append(f"{where}: must be a string, got {_show(item)}")
             continue
         body = item.removeprefix(globs.EXCLUDE)
-        if not body or "\0" in body or '"' in body or "\\" in body:
+        if not body or not body.isprintable() or '"' in body or "\\" in body:
+            # Printable and unquoted: each entry is also written into CEL and RE2 (admission).
             problems.append(
-                f"{where}: must be a non-empty name without NUL, '\"' or '\\', got {_show(item)}"
+                f"{where}: must be a non-empty printable name without '\"' or '\\', "
+                f"got {_show(item)}"
             )
         elif paths and (
             not body.startswith("/") or globs.has_dotdot(body) or "*" in body or "?" in body
