@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from tests.cli.harness import DirectoryNode, bridge_config, netattach
+from tests.e2e.daemon_harness import DaemonNode
+from tests.e2e.harness import bridge_list, host_local
 
 HOST_DEVICE: dict[str, object] = {"cniVersion": "1.0.0", "type": "host-device", "device": "eth0"}
 
@@ -98,3 +100,26 @@ def test_status_of_a_directory_node_lists_the_nads_the_policy_refuses(
         'plugins[0].sysctl["kernel.x"] "kernel.x" is not allowed by delegatePolicy.sysctl [net.*]'
     ]
     assert done.lines[-1].startswith("0 pods, 1 problem ")
+
+
+@pytest.mark.netns
+@pytest.mark.req("SEC-DELEGATE")
+def test_status_from_the_daemon_lists_the_nads_its_policy_refuses(daemon: DaemonNode) -> None:
+    cluster = daemon.cluster
+    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    cluster.add_nad("blue", "uplink", HOST_DEVICE)
+    web = cluster.pod("blue", "web", "net-a")
+    daemon.start()
+    assert daemon.shim("ADD", web).rc == 0, daemon.log_text()
+
+    done = netattach("status", "--socket", str(daemon.socket))
+
+    assert done.rc == 1
+    assert done.lines[-2] == (
+        "problem: NetworkAttachmentDefinition blue/uplink: refused by the delegate policy: "
+        'plugins[0].type "host-device" is not allowed by delegatePolicy.types [bridge, macvlan, '
+        "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, portmap, bandwidth, sbr, vrf, "
+        'firewall, na-*]; plugins[0].device "eth0" is not allowed by delegatePolicy.device []'
+    )
+    assert done.lines[-1] == f"1 pod, 1 problem (from the daemon at {daemon.socket})"
+    assert daemon.shim("DEL", web).rc == 0

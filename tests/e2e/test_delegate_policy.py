@@ -15,10 +15,16 @@ import pytest
 
 from netattach.attach import delegate_rules
 from netattach.netns import links
+from tests.e2e.daemon_harness import DaemonNode, daemon, shim_zipapp, wait_for
 from tests.e2e.harness import NOTHING, Cluster, Pod, Reply, bridge_list, host_local
+from tests.e2e.kube_harness import RemoteKubeApi
+from tests.e2e.test_kube_daemon import WATCH_TIMEOUT, api_pod, kube_api, kube_daemon, wait_events
+from tests.kube import objects
 from tests.netns_fixtures import require_link_kind, unique
 
 pytestmark = pytest.mark.netns
+
+__all__ = ["daemon", "kube_api", "kube_daemon", "shim_zipapp"]  # the fixtures used here
 
 NS = "blue"
 
@@ -249,3 +255,57 @@ def test_the_default_network_is_not_checked(cluster: Cluster) -> None:
     assert cluster.default_bridge in cluster.node_links()
     assert cluster.delete(pod).rc == 0
     assert cluster.leftovers() == NOTHING
+
+
+# -- the daemon on the Kubernetes feed: the Event, and a namespace's labels from the API ---------
+
+
+@pytest.mark.req("SEC-DELEGATE", "KUBE-EVENTS")
+def test_the_daemon_refuses_with_a_warning_event_and_grants_by_namespace_label(
+    kube_daemon: DaemonNode, kube_api: RemoteKubeApi
+) -> None:
+    daemon, cluster = kube_daemon, kube_daemon.cluster
+    device = nic(cluster, "ok")
+    daemon.settings["delegatePolicy"] = {
+        **daemon.settings["delegatePolicy"],
+        "namespaces": [
+            {
+                "namespaceSelector": {"matchLabels": {"netattach.io/host-devices": "granted"}},
+                "types": [*delegate_rules.DEFAULT_TYPES, "host-device"],
+                "device": ["na-ok-*"],
+            }
+        ],
+    }
+    config = {"cniVersion": "1.0.0", "type": "host-device", "device": device}
+    kube_api.create(objects.nad("net-hd", NS, config=config))
+    pod = api_pod(kube_api, cluster, "web", "net-hd")
+    before = cluster.node_links()
+    daemon.start()
+
+    reply = daemon.shim("ADD", pod)
+
+    refused(reply, "net-hd", "plugins[0].type", '"host-device"', "delegatePolicy.types")
+    (event,) = wait_events(kube_api, "web", 1)
+    assert (event["type"], event["reason"]) == ("Warning", "NetworkAttachmentRefused")
+    # The Event carries every refusal: the message, then the details.
+    assert event["message"].startswith(reply.out["msg"] + ": ")
+    assert (
+        f'plugins[0].device "{device}" is not allowed by delegatePolicy.device []'
+        in (event["message"])
+    )
+    nothing_attached(cluster, pod, before)
+
+    # Labelling the namespace grants it: the next ADD (the kubelet's retry) attaches the device.
+    namespace = kube_api.get("Namespace", NS)
+    assert namespace is not None
+    namespace["metadata"]["labels"] = {"netattach.io/host-devices": "granted"}
+    kube_api.update(namespace)
+    wait_for(
+        "the daemon to see the label and attach",
+        lambda: (done := daemon.shim("ADD", pod)).rc == 0 and done,
+        WATCH_TIMEOUT,
+    )
+    assert device not in cluster.node_links()
+    assert daemon.shim("DEL", pod).rc == 0
+    assert device in cluster.node_links()
+    assert daemon.stop() == 0

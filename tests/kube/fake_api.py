@@ -14,14 +14,20 @@ one global resourceVersion counter, bumped by every write, as etcd's revision; l
 no-op writes do not bump it; watches from a resourceVersion replay the retained history
 (`history_limit` events; older, or dropped by `compact()`: an ERROR event with a 410 Expired
 Status), `""`/`"0"` start with synthetic ADDED events; bookmarks every `bookmark_interval`
-seconds with `allowWatchBookmarks=true`; `timeoutSeconds` ends the stream cleanly; label and
-field selectors on lists and watches (an object leaving a watch's selector arrives as DELETED);
-merge, strategic merge (not for custom resources: 415), JSON and (simplified) apply patches;
-409 AlreadyExists/Conflict, 404 NotFound, 422 Invalid, 401 Unauthorized.
+seconds with `allowWatchBookmarks=true`, carrying kube-apiserver's skeleton object (a Pod's has
+`spec.containers: null`); `timeoutSeconds` ends the stream cleanly; label and field selectors on
+lists and watches (an object leaving a watch's selector arrives as DELETED, as its last version
+that matched); merge, strategic merge (not for custom resources: 415), JSON and (simplified)
+apply patches; 409 AlreadyExists/Conflict, 404 NotFound (`404 page not found` in text/plain for
+a path no API group/version serves), 422 Invalid (also a PATCH that changes `metadata.uid`), 401
+Unauthorized, 403 for new content in a Terminating namespace; graceful pod deletion (MODIFIED
+with deletionTimestamp, then DELETED once deleted with grace 0). Where this differs from
+reference/real-world.md, the fake is what is wrong.
 
 The test hooks (`create`, `get`, `list`, `update`, `patch`, `delete`, `events_for`, `compact`,
-`restart`, `stop`, `start`, `set_token`, `set_bookmark_interval`, `requests`, `inject_error`,
-`active_watches`, `wait_for_watches`) are the `api.KubeApi` interface. Hook writes act as the
+`restart`, `stop`, `start`, `set_token`, `set_crd_installed`, `set_namespace_controller`,
+`set_bookmark_interval`, `requests`, `inject_error`, `active_watches`, `wait_for_watches`) are
+the `api.KubeApi` interface. Hook writes act as the
 control plane would (the scheduler, the kubelet): they may set a pod's status and spec freely,
 while the same writes over HTTP follow the API's rules. Stdlib only.
 """
@@ -242,6 +248,7 @@ class _Watcher:
     since: int
     info: WatchInfo
     queue: queue.Queue[_Change | None] = dataclasses.field(default_factory=queue.Queue)
+    ends_cleanly: bool = False  # the None in `queue` ends the stream with its last chunk
 
     def matches(self, obj: Obj) -> bool:
         if self.namespace is not None and obj["metadata"].get("namespace") != self.namespace:
@@ -463,15 +470,19 @@ class FakeKubeApi:
     def set_crd_installed(self, kind: str, installed: bool) -> None:
         """Serve a custom resource (`kind`) or not, as if its CRD were created or deleted:
         its paths then get a real server's `404 page not found` (text/plain), discovery omits
-        it; its objects are kept for when it is served again."""
+        it, its open watches end; its objects are kept for when it is served again."""
         res = resource_for(kind)
         if not res.custom:
             raise ValueError(f"{kind} is not a custom resource")
         with self._lock:
             if installed:
                 self._uninstalled.discard(res)
-            else:
-                self._uninstalled.add(res)
+                return
+            self._uninstalled.add(res)
+            for watcher in self._watchers:
+                if watcher.res is res:  # the server ends them: the resource has no storage now
+                    watcher.ends_cleanly = True
+                    watcher.queue.put(None)
 
     def _served(self) -> builtins.list[Resource]:
         with self._lock:
@@ -1496,7 +1507,7 @@ class FakeKubeApi:
                             next_bookmark = now + interval
                     continue
                 if change is None:
-                    return False  # cut by stop()/restart()
+                    return watcher.ends_cleanly  # else cut by stop()/restart()
                 event = watcher.event_for(change)
                 if event is not None:
                     write.event(*event)

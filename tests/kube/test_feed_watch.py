@@ -8,17 +8,17 @@ every bookmark and never advances its resourceVersion from them.
 from __future__ import annotations
 
 import asyncio
-import io
+import dataclasses
 import logging
 from pathlib import Path
 
 import pytest
 
-from netattach import logs
 from netattach.cluster import model
+from tests import logging_state
 from tests.kube import objects
 from tests.kube.api import NEEDS_FAKE, KubeApi
-from tests.kube.test_feed import eventually, node_name, run_bounded, running_feed
+from tests.kube.test_feed import FAST, eventually, node_name, run_bounded, running_feed
 
 KUBE_LOGGER = "netattach.cluster.kube"
 
@@ -98,20 +98,72 @@ def test_at_debug_the_feed_shows_its_decisions_and_not_the_http_clients_requests
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
     ns, node = kube_namespace, node_name()
-    stream = io.StringIO()
-    logs.configure("debug", "text", stream)
 
     async def body() -> None:
         async with running_feed(kubeconfig, node) as (_, view):
             fake_api.create(objects.pod("mine", ns, node_name=node))
             await eventually(lambda: view.lookup_pod(ns, "mine") is not None, "the pod")
 
-    try:
+    with logging_state.configured("debug") as stream:
         run_bounded(body())
-    finally:
-        logs.configure("warning", "text", io.StringIO())
     lines = stream.getvalue().splitlines()
     assert any(
         "netattach.cluster.kube: watching pods from resourceVersion" in line for line in lines
     )
     assert [line for line in lines if " netattach." not in line] == []  # no httpx2, httpcore2...
+
+
+@pytest.mark.req("KUBE-BOOKMARK")
+def test_an_undecodable_object_in_a_list_is_skipped_and_the_view_still_syncs(
+    fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    if not fake_api.is_fake:
+        pytest.skip(NEEDS_FAKE)  # as above: a real server stores no such object
+    ns, node = kube_namespace, node_name()
+    for name in ("a", "b", "c", "d"):
+        fake_api.create(objects.pod(name, ns, node_name=node))
+    odd = objects.pod("odd", ns, node_name=node)
+    odd["spec"]["priority"] = "high"
+    fake_api.create(odd)
+    caplog.set_level(logging.INFO, logger=KUBE_LOGGER)
+    paged = dataclasses.replace(FAST, list_chunk=2)  # the odd pod is on a page of its own
+
+    async def body() -> None:
+        async with running_feed(kubeconfig, node, timing=paged) as (feed, view):
+            assert {model.name_of(p) for p in view.objects(model.POD)} == {"a", "b", "c", "d"}
+            assert feed.resource_version(model.POD) == fake_api.resource_version
+
+    run_bounded(body())
+    pages = [r for r in fake_api.requests if r.path == "/api/v1/pods" and not r.watch]
+    assert [r.query.get("limit") for r in pages] == ["2", "2", "2"]
+    assert [bool(r.query.get("continue")) for r in pages] == [False, True, True]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert f"Pod {ns}/odd" in warnings[0]
+
+
+@pytest.mark.req("KUBE-CACHE")
+def test_a_crd_deleted_while_watched_empties_its_kind_until_it_is_served_again(
+    fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ns = kube_namespace
+    fake_api.create(objects.policy("deny", ns))
+    caplog.set_level(logging.INFO, logger=KUBE_LOGGER)
+
+    async def body() -> None:
+        async with running_feed(kubeconfig, node_name()) as (feed, view):
+            assert view.lookup(model.POLICY, ns, "deny") is not None
+            # its watch ends, and a watch again is `404 page not found`, as on a real server
+            fake_api.set_crd_installed("MultiNetworkPolicy", False)  # skips on a real server
+            await eventually(
+                lambda: view.lookup(model.POLICY, ns, "deny") is None, "the kind emptied"
+            )
+            assert feed.resource_version(model.POLICY) is None
+            fake_api.set_crd_installed("MultiNetworkPolicy", True)
+            await eventually(
+                lambda: view.lookup(model.POLICY, ns, "deny") is not None, "served again"
+            )
+
+    run_bounded(body())
+    trouble = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert trouble == []

@@ -143,6 +143,57 @@ def test_a_static_pod_sandbox_gets_its_networks_and_its_mirror_pod_the_status(
     assert_nothing_left(kube_daemon, kubelet)
 
 
+@pytest.mark.req("RT-STATIC")
+def test_a_static_pod_before_its_mirror_pod_is_try_again_and_the_next_sandbox_attaches(
+    kube_api: RemoteKubeApi, kube_daemon: NodeDaemon, kubelet: Kubelet
+) -> None:
+    """kubelet creates the mirror pod asynchronously: the first sandbox may come first. It gets
+    11, containerd keeps nothing attached, and kubelet's next sandbox attaches."""
+    cluster = kube_daemon.cluster
+    kube_api.create(nad_object("net-a", NS, bridge_list(None, host_local(cluster.ipam, NET_A))))
+    config_hash = secrets.token_hex(16)
+    kubelet_annotations = {
+        "kubernetes.io/config.hash": config_hash,
+        "kubernetes.io/config.source": "file",
+    }
+    kube_daemon.start()
+    spec = kubelet.spec(NS, "static-late", config_hash, "net-a", annotations=kubelet_annotations)
+
+    with pytest.raises(CriError) as refused:
+        kubelet.run(spec)
+    assert refused.value.call == "RunPodSandbox"
+    assert "static pod: its mirror pod is not in the API yet" in refusal(refused)
+    assert kube_daemon.requests("ADD", "11") == 1.0
+    remove_what_containerd_kept(kubelet)
+
+    kube_api.create(
+        pod_object(
+            "static-late",
+            NS,
+            cluster.node.name,
+            "net-a",
+            annotations={model.MIRROR_ANNOTATION: config_hash, **kubelet_annotations},
+        )
+    )
+    sandbox = kubelet.run(spec)  # kubelet's next sandbox for the pod
+
+    assert sorted(kubelet.interfaces(sandbox)) == ["eth0", "net1"]
+    status = wait_for(
+        "the mirror pod's network-status",
+        lambda: api_status(kube_api, NS, "static-late"),
+        CHANGE_TIMEOUT,
+    )
+    assert shown(status) == [(DEFAULT_NETWORK, "eth0"), (f"{NS}/net-a", "net1")]
+    wait_for(
+        "the MirrorPodNotFound Event",
+        lambda: api_events(kube_api, NS, "static-late", "MirrorPodNotFound"),
+        CHANGE_TIMEOUT,
+    )
+    kubelet.teardown(sandbox.id)
+
+    assert_nothing_left(kube_daemon, kubelet)
+
+
 # -- hot-plug --------------------------------------------------------------------------------------
 
 

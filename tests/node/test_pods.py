@@ -67,6 +67,28 @@ def assert_status_matches_kernel(
     assert cri.ip == str(ipaddress.ip_interface(status[0]["ips"][0]).ip)
 
 
+def assert_one_line_per_call(daemon: NodeDaemon, sandbox: PodSandbox, count: int) -> None:
+    """The daemon's log has one INFO line per finished call of the sandbox: its ADD naming
+    every interface and network, and each of containerd's DELs (the later ones find nothing
+    left), all with code 0."""
+    about = f"container {sandbox.id[:12]}: "
+    calls = [
+        line.split(" netattach.calls: ", 1)[1]
+        for line in daemon.log_text().splitlines()
+        if " INFO netattach.calls: " in line and about in line
+    ]
+    interfaces = ", ".join(f"{ifname} {network}" for network, ifname in expected_entries(count))
+    adds = [call for call in calls if f"] ADD {about}" in call]
+    dels = [call for call in calls if f"] DEL {about}" in call]
+    assert len(adds) == 1, calls
+    assert adds[0].startswith(f"[{NS}/web/"), adds
+    assert f"ADD {about}{interfaces}; " in adds[0], adds
+    assert len(dels) >= 2, calls  # reference/real-world.md: stop, then remove
+    assert f"DEL {about}{interfaces}; " in dels[0], dels
+    assert all("no interfaces" in call for call in dels[1:]), dels
+    assert all(call.endswith("; code 0") for call in calls), calls
+
+
 def assert_nothing_left(daemon: NodeDaemon, kubelet: Kubelet) -> None:
     assert kubelet.sandbox_ids() == []
     assert daemon.cluster.leftovers() == NOTHING
@@ -100,6 +122,7 @@ def test_a_pod_created_by_containerd_gets_exactly_its_networks_directory_feed(
     kubelet.teardown(sandbox.id)
 
     assert_nothing_left(daemon, kubelet)
+    assert_one_line_per_call(daemon, sandbox, count)
     # reference/real-world.md: every teardown is at least two DELs (stop, then remove)
     assert daemon.requests("ADD", "0") == 1.0
     assert (daemon.requests("DEL", "0") or 0.0) >= 2.0

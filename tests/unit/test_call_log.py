@@ -15,6 +15,7 @@ import pytest
 from netattach import logs
 from netattach.cluster import store
 from netattach.daemon import dispatch, orchestrator
+from tests import logging_state
 from tests.unit.test_orchestrator_events import build, nad, pod
 
 CONTAINER = "3f2a9c1b7d4e" + "0" * 52
@@ -23,12 +24,8 @@ PREFIX = "[blue/web/u1]"
 
 @pytest.fixture
 def log_stream() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    logs.configure("info", "text", stream)
-    try:
+    with logging_state.configured("info") as stream:
         yield stream
-    finally:
-        logs.configure("warning", "text", io.StringIO())
 
 
 def environ(command: str) -> dict[str, str]:
@@ -103,16 +100,12 @@ def test_version_gets_no_line(tmp_path: Path, log_stream: io.StringIO) -> None:
 
 
 def test_debug_is_netattachs_own_and_other_libraries_stay_at_warning() -> None:
-    stream = io.StringIO()
-    logs.configure("debug", "text", stream)
-    try:
+    with logging_state.configured("debug") as stream:
         logging.getLogger("netattach.orchestrator").debug("own decision")
         for library in ("httpx2", "httpcore2.connection", "lightkube", "asyncio", "pyroute2"):
             logging.getLogger(library).debug("%s chatter", library)
             logging.getLogger(library).info("%s chatter", library)
         logging.getLogger("httpcore2").warning("httpcore2 trouble")
-    finally:
-        logs.configure("warning", "text", io.StringIO())
     text = stream.getvalue()
     assert "own decision" in text
     assert "chatter" not in text
@@ -120,17 +113,14 @@ def test_debug_is_netattachs_own_and_other_libraries_stay_at_warning() -> None:
 
 
 def test_a_library_named_in_loggers_logs_at_its_level() -> None:
-    stream = io.StringIO()
-    logs.configure("info", "text", stream, loggers={"httpx2": "debug", "netattach.x": "debug"})
-    try:
+    named = {"httpx2": "debug", "netattach.x": "debug"}
+    with logging_state.configured("info", loggers=named) as stream:
         logging.getLogger("httpx2.client").debug("request line")
         logging.getLogger("lightkube").info("lightkube chatter")
         logging.getLogger("netattach.x").debug("x decides")
         logging.getLogger("netattach.y").debug("y decides")
         logs.configure("info", "text", stream)  # named again without them: back to the default
         logging.getLogger("httpx2.client").debug("later request line")
-    finally:
-        logs.configure("warning", "text", io.StringIO())
     text = stream.getvalue()
     assert "request line" in text
     assert "later request line" not in text
@@ -142,3 +132,14 @@ def test_a_library_named_in_loggers_logs_at_its_level() -> None:
 def test_a_bad_level_for_a_logger_is_named() -> None:
     with pytest.raises(ValueError, match=r"the level of logger 'httpx2' must be one of .*'loud'"):
         logs.configure("info", loggers={"httpx2": "loud"})
+
+
+def test_debug_shows_the_plan_and_a_del_with_nothing_recorded(tmp_path: Path) -> None:
+    with logging_state.configured("debug") as stream:
+        orch, _ = build(tmp_path, view_of("net-a"))
+        assert run(orch, "ADD").exit_code == 0
+        assert run(orch, "DEL").exit_code == 0
+        assert run(orch, "DEL").exit_code == 0
+    debug = [line for line in stream.getvalue().splitlines() if " DEBUG " in line]
+    assert any(f"{PREFIX} plan: eth0 cluster-default, net1 blue/net-a" in line for line in debug)
+    assert any(f"DEL of {CONTAINER}: no pod record" in line for line in debug), debug

@@ -318,7 +318,7 @@ def test_bad_policy_settings_name_the_key_and_quote_the_value() -> None:
         "delegatePolicy.types: must be a list of names or globs ('*' any run, '?' one character, "
         "'!' in front excludes), got 'bridge'",
         "delegatePolicy.master[1]: must be a string, got 7",
-        "delegatePolicy.master[2]: must be a non-empty name without NUL, '\"' or '\\', got ''",
+        "delegatePolicy.master[2]: must be a non-empty printable name without '\"' or '\\', got ''",
         "delegatePolicy.dataDir[0]: must be an absolute directory without '..' or globs, "
         "got 'relative'",
         "delegatePolicy.dataDir[1]: must be an absolute directory without '..' or globs, "

@@ -18,7 +18,8 @@ import yaml
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 KUSTOMIZATION = DEPLOY / "kustomization.yaml"
-# What a cluster needs, by kind: the CRDs, the daemon's identity and rights, its settings, itself.
+# What a cluster needs, by kind: the CRDs, the daemon's identity and rights, its settings, itself,
+# and the admission policy bounding what NADs may ask of it (SEC-ADMISSION).
 WANTED_KINDS = [
     "CustomResourceDefinition",
     "CustomResourceDefinition",
@@ -27,6 +28,8 @@ WANTED_KINDS = [
     "ClusterRoleBinding",
     "ConfigMap",
     "DaemonSet",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 ]
 
 
@@ -100,7 +103,8 @@ def test_it_renders_the_crds_rbac_configmap_and_daemonset_crds_first() -> None:
         "multi-networkpolicies.k8s.cni.cncf.io",
         "network-attachment-definitions.k8s.cni.cncf.io",
     ]
-    assert {doc["metadata"]["name"] for doc in docs[2:]} == {"netattach"}
+    assert {doc["metadata"]["name"] for doc in docs[2:-2]} == {"netattach"}
+    assert {doc["metadata"]["name"] for doc in docs[-2:]} == {"netattach-delegate-policy"}
     namespaced = {"ServiceAccount", "ConfigMap", "DaemonSet"}
     assert {d["metadata"]["namespace"] for d in docs if d["kind"] in namespaced} == {"kube-system"}
 

@@ -8,7 +8,7 @@ import lightkube
 import pytest
 from lightkube.resources import core_v1
 
-from netattach.cluster import watch_stream
+from netattach.cluster import kube, watch_stream
 
 # Recorded from kube-apiserver 1.28.7 (reference/real-world.md): not a valid Pod.
 REAL_BOOKMARK = (
@@ -84,3 +84,42 @@ def test_an_object_the_model_cannot_decode_is_named_not_raised() -> None:
 def test_a_line_that_is_no_watch_event_is_a_broken_stream(text: str) -> None:
     with pytest.raises(ValueError, match="not a watch event"):
         watch_stream.parse_line(text, core_v1.Pod, "Pod")
+
+
+@pytest.mark.req("KUBE-BOOKMARK")
+def test_a_list_page_decodes_each_item_on_its_own() -> None:
+    body = json.dumps(
+        {
+            "kind": "PodList",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": "900", "continue": "token"},
+            "items": [pod("a"), pod("odd", priority="high"), pod("b")],
+        }
+    ).encode()
+    version, cont, items = watch_stream.parse_list(body, core_v1.Pod, "Pod")
+    assert (version, cont) == ("900", "token")
+    assert [type(item).__name__ for item in items] == ["Change", "Undecodable", "Change"]
+    odd = items[1]
+    assert isinstance(odd, watch_stream.Undecodable)
+    assert odd.describe() == "Pod ns/odd"
+
+
+def test_the_last_page_has_no_continue_and_a_custom_resource_is_a_mapping() -> None:
+    nad = {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": "blue", "namespace": "ns"},
+        "spec": {"config": "{}"},
+    }
+    body = json.dumps({"metadata": {"resourceVersion": "5"}, "items": [nad]}).encode()
+    version, cont, items = watch_stream.parse_list(body, kube.NetworkAttachmentDefinition, "NAD")
+    assert (version, cont) == ("5", "")
+    (item,) = items
+    assert isinstance(item, watch_stream.Change)
+    assert item.obj["spec"] == {"config": "{}"}
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[]", b'{"items": {}}'])
+def test_a_page_that_is_no_list_is_an_error(body: bytes) -> None:
+    with pytest.raises(ValueError, match="a list of Pod is not"):
+        watch_stream.parse_list(body, core_v1.Pod, "Pod")

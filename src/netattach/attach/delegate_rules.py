@@ -218,37 +218,37 @@ def _rules(
     raw: Mapping[object, object], key: str, base: DelegateRules, problems: list[str]
 ) -> DelegateRules:
     """`base` with each list `raw` names replaced."""
-    found: dict[str, object] = {}
-    for name, attribute in _ATTRIBUTES.items():
-        item = raw.get(name)
-        if item is None:
-            continue
-        where = f"{key}.{name}"
-        if name == "dataDir":
-            prefixes = _entries(item, where, problems, paths=True)
-            if prefixes is not None:
-                found[attribute] = globs.Prefixes(prefixes)
-        else:
-            patterns = _entries(item, where, problems, paths=False)
-            if patterns is not None:
-                found[attribute] = globs.Patterns(patterns)
-    return dataclasses.replace(base, source=key, **found)  # type: ignore[arg-type]
 
+    def names(name: str, inherited: globs.Patterns) -> globs.Patterns:
+        found = _entries(raw.get(name), f"{key}.{name}", problems, paths=False)
+        return inherited if found is None else globs.Patterns(found)
 
-_ATTRIBUTES: Final = {
-    "types": "types",
-    "master": "master",
-    "bridge": "bridge",
-    "device": "device",
-    "pciBusID": "pci_bus_id",
-    "dataDir": "data_dir",
-    "sysctl": "sysctl",
-}
+    # In the order of RULE_KEYS, so the problems come in the order the keys are documented.
+    types = names("types", base.types)
+    master = names("master", base.master)
+    bridge = names("bridge", base.bridge)
+    device = names("device", base.device)
+    pci_bus_id = names("pciBusID", base.pci_bus_id)
+    directories = _entries(raw.get("dataDir"), f"{key}.dataDir", problems, paths=True)
+    sysctl = names("sysctl", base.sysctl)
+    return DelegateRules(
+        types=types,
+        master=master,
+        bridge=bridge,
+        device=device,
+        pci_bus_id=pci_bus_id,
+        data_dir=base.data_dir if directories is None else globs.Prefixes(directories),
+        sysctl=sysctl,
+        source=key,
+    )
 
 
 def _entries(
     value: object, key: str, problems: list[str], *, paths: bool
 ) -> tuple[str, ...] | None:
+    """The entries of a list; None when it is absent (null) or bad (after the problems)."""
+    if value is None:
+        return None
     what = (
         "absolute directories ('!' in front excludes one)"
         if paths
@@ -264,9 +264,11 @@ def _entries(
             problems.append(f"{where}: must be a string, got {_show(item)}")
             continue
         body = item.removeprefix(globs.EXCLUDE)
-        if not body or "\0" in body or '"' in body or "\\" in body:
+        if not body or not body.isprintable() or '"' in body or "\\" in body:
+            # Printable and unquoted: each entry is also written into CEL and RE2 (admission).
             problems.append(
-                f"{where}: must be a non-empty name without NUL, '\"' or '\\', got {_show(item)}"
+                f"{where}: must be a non-empty printable name without '\"' or '\\', "
+                f"got {_show(item)}"
             )
         elif paths and (
             not body.startswith("/") or globs.has_dotdot(body) or "*" in body or "?" in body

@@ -21,18 +21,20 @@ httpx, whose transport seam lets us add TCP keepalives that notice a dead watch 
 turn the API's plain-text answers (`404 page not found` for an API group/version it does not
 serve, a CRD not installed) into the `Status` lightkube expects of every error.
 
-Watches are read here, not by lightkube's watch(), which decodes every event's object into the
-typed model first: a real server's BOOKMARK skeleton (`spec.containers: null`) or an object the
-model cannot decode would end the watch. `watch_stream` reads the event type first
+Lists and watches are read here, over an HTTP client authenticated by lightkube's own
+kubeconfig handling (`build_feed_http`), not by lightkube's list() and watch(), which decode
+every object into the typed model at once: a real server's BOOKMARK skeleton
+(`spec.containers: null`) or one object the model cannot decode would end the watch, or fail the
+whole list. `watch_stream` reads an event's type first and decodes each object on its own
 (KUBE-BOOKMARK); an undecodable object is logged once and skipped.
 
 The reflector (one per kind) is client-go's: list → replace that kind in the store → watch from
 the list's resourceVersion (with `allowWatchBookmarks=true`); every event, bookmarks and skipped
-objects included, advances the resourceVersion; a
-disconnect, timeout or 5xx backs off (exponential, capped, jittered) and resumes from the last
-resourceVersion; `410 Gone`/Expired relists. The store is marked synced once every kind has
-listed once. A CRD that is not installed (404 on its list) counts as an empty, listed kind and is
-looked for again every `KubeTiming.missing_crd_recheck` seconds.
+objects included, advances the resourceVersion; a disconnect, timeout or 5xx backs off
+(exponential, capped, jittered) and resumes from the last resourceVersion; `410 Gone`/Expired
+relists. The store is marked synced once every kind has listed once. A CRD that is not installed
+(404 on its list) counts as an empty, listed kind and is looked for again every
+`KubeTiming.missing_crd_recheck` seconds.
 
 Errors raised (publish_status, remove_status, fetch_pod); everything else is logged and retried:
     errors.TryAgainLaterError     the API did not answer well within the budget (transient)
@@ -51,7 +53,7 @@ import logging
 import random
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -276,9 +278,9 @@ def build_client(kubeconfig: Path | None, timing: KubeTiming) -> lightkube.Async
     )
 
 
-def build_watch_client(kubeconfig: Path | None, timing: KubeTiming) -> httpx2.AsyncClient:
-    """An HTTP client for the watch streams, authenticated as `build_client`'s (lightkube's
-    own kubeconfig handling: token, token file, client certificate, exec plugin)."""
+def build_feed_http(kubeconfig: Path | None, timing: KubeTiming) -> httpx2.AsyncClient:
+    """An HTTP client for the feed's lists and watch streams, authenticated as `build_client`'s
+    (lightkube's own kubeconfig handling: token, token file, client certificate, exec plugin)."""
     connection = _load_connection(kubeconfig)
     return httpx2.AsyncClient(
         base_url=connection.config.cluster.server,
@@ -366,7 +368,7 @@ class KubeFeed:
         self.node_name = node_name
         self.timing = KubeTiming() if timing is None else timing
         self._client = build_client(kubeconfig, self.timing)
-        self._watch_http = build_watch_client(kubeconfig, self.timing)
+        self._http = build_feed_http(kubeconfig, self.timing)
         # Objects already reported as undecodable, with the resourceVersion reported.
         self._undecodable: collections.OrderedDict[tuple[str, str, str], str] = (
             collections.OrderedDict()
@@ -460,6 +462,12 @@ class KubeFeed:
                     continue
                 if code == _GONE:
                     reflector.resource_version = None
+                if code == _NOT_FOUND and reflector.spec.custom and reflector.resource_version:
+                    # Its CRD was deleted: a list says so (and empties the kind), then the
+                    # kind is looked for again every missing_crd_recheck.
+                    log.debug("watch of %s: 404; listing again", kind)
+                    reflector.resource_version = None
+                    continue
                 reflector.failures += 1
                 delay = self.timing.backoff.delay(reflector.failures)
                 level = logging.WARNING if _is_transient(exc) else logging.ERROR
@@ -477,17 +485,18 @@ class KubeFeed:
     async def _list(self, reflector: _Reflector) -> bool:
         """List the kind into the store; False when its CRD is not installed."""
         spec = reflector.spec
-        kwargs: dict[str, Any] = {"chunk_size": self.timing.list_chunk}
-        if spec.namespaced:
-            kwargs["namespace"] = lightkube.ALL_NS
-        if reflector.fields:
-            kwargs["fields"] = reflector.fields
-        listing = self._client.list(spec.resource, **kwargs)
         objects: list[model.KubeObject] = []
+        skipped: set[tuple[str, str]] = set()
         try:
-            async for item in listing:
-                objects.append(spec.trim(item))
-            version: str | None = listing.resourceVersion
+            version: str | None = None
+            async for page_version, page in self._list_pages(reflector):
+                version = page_version
+                for event in page:
+                    if isinstance(event, watch_stream.Undecodable):
+                        self._skip_undecodable(event)
+                        skipped.add((event.namespace, event.name))
+                    elif isinstance(event, watch_stream.Change):
+                        objects.append(spec.trim(event.obj))
         except lightkube.ApiError as exc:
             if not (spec.custom and _status_code(exc) == _NOT_FOUND):
                 raise
@@ -502,7 +511,7 @@ class KubeFeed:
         if reflector.missing and version is not None:
             log.info("the API serves %s now", spec.plural)
         reflector.missing = version is None
-        self._replace_kind(spec.kind, objects)
+        self._replace_kind(spec.kind, objects, keep=skipped)
         reflector.resource_version = version
         reflector.failures = 0
         if not reflector.listed:
@@ -512,9 +521,34 @@ class KubeFeed:
                 log.info("cluster view synced from the API (node %s)", self.node_name)
         return version is not None
 
-    def _replace_kind(self, kind: str, objects: list[model.KubeObject]) -> None:
+    async def _list_pages(
+        self, reflector: _Reflector
+    ) -> AsyncIterator[tuple[str, list[watch_stream.Event]]]:
+        """The list's pages (`list_chunk` objects each), each item decoded on its own, so one
+        the client cannot decode is skipped, not the whole list (KUBE-BOOKMARK)."""
+        spec = reflector.spec
+        params: dict[str, str] = {"limit": str(self.timing.list_chunk)}
+        if reflector.fields:
+            params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in reflector.fields.items())
+        while True:
+            async with asyncio.timeout(self.timing.request_timeout):
+                response = await self._http.get(spec.path, params=params)
+            if response.is_error:
+                raise lightkube.ApiError(request=response.request, response=response)
+            version, cont, page = watch_stream.parse_list(
+                response.content, spec.resource, spec.kind
+            )
+            yield version, page
+            if not cont:
+                return
+            params["continue"] = cont
+
+    def _replace_kind(
+        self, kind: str, objects: list[model.KubeObject], *, keep: set[tuple[str, str]]
+    ) -> None:
+        """Make the store's `kind` the listed `objects`; those `keep` names stay as they are."""
         # No await in here: readers on the event loop see the kind before or after, never half.
-        fresh = {(model.namespace_of(obj), model.name_of(obj)) for obj in objects}
+        fresh = {(model.namespace_of(obj), model.name_of(obj)) for obj in objects} | keep
         for old in self._store.objects(kind):
             key = (model.namespace_of(old), model.name_of(old))
             if key not in fresh:
@@ -535,7 +569,7 @@ class KubeFeed:
         if reflector.fields:
             params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in reflector.fields.items())
         log.debug("watching %s from resourceVersion %s", spec.plural, reflector.resource_version)
-        async with self._watch_http.stream("GET", spec.path, params=params) as response:
+        async with self._http.stream("GET", spec.path, params=params) as response:
             if response.is_error:
                 await response.aread()
                 raise lightkube.ApiError(request=response.request, response=response)
@@ -861,7 +895,7 @@ class KubeFeed:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._event_worker
             self._event_worker = None
-        await self._watch_http.aclose()
+        await self._http.aclose()
         await self._client.aclose()
 
 

@@ -12,6 +12,9 @@ type is read first and the object decoded only when it is a resource:
                 kind, name and resourceVersion read from the raw JSON, so the watch goes on
 
 A line that is not a watch event at all (not JSON, no `type`) is a broken stream: `ValueError`.
+
+`parse_list` reads a page of a list the same way: each item is decoded on its own, so one the
+model cannot decode is an `Undecodable` beside the others, not a failed list.
 """
 
 import dataclasses
@@ -101,3 +104,39 @@ def parse_line(line: str | bytes, resource: type[Any], kind: str) -> Event:
             resource_version=_text(meta, "resourceVersion"),
             why=str(exc),
         )
+
+
+def _decode_item(item: object, resource: type[Any], kind: str) -> Change | Undecodable:
+    try:
+        if not isinstance(item, Mapping):
+            raise TypeError(f"a list item is {type(item).__name__}, not an object")
+        if issubclass(resource, dict):  # lightkube's generic resources: custom resources
+            return Change(type="ADDED", obj=resource(item))
+        return Change(type="ADDED", obj=resource.from_dict(dict(item)))
+    except (ValueError, TypeError) as exc:  # msgspec.ValidationError is a ValueError
+        obj = item if isinstance(item, Mapping) else {}
+        meta = _metadata(obj)
+        return Undecodable(
+            type="ADDED",
+            kind=_text(obj, "kind") or kind,
+            namespace=_text(meta, "namespace"),
+            name=_text(meta, "name"),
+            resource_version=_text(meta, "resourceVersion"),
+            why=str(exc),
+        )
+
+
+def parse_list(body: bytes, resource: type[Any], kind: str) -> tuple[str, str, list[Event]]:
+    """A list page: its resourceVersion ("" when absent), its continue token ("" on the last
+    page) and its items, as ADDED `Change`s or `Undecodable`s. `ValueError` when the page itself
+    is not a list."""
+    try:
+        page = json.loads(body)
+    except ValueError as exc:
+        raise ValueError(f"a list of {kind} is not JSON: {exc}") from exc
+    raw_items = page.get("items") if isinstance(page, Mapping) else None
+    if not isinstance(page, Mapping) or not isinstance(raw_items, list | None):
+        raise ValueError(f"a list of {kind} is not a list object")
+    meta = _metadata(page)
+    items: list[Event] = [_decode_item(item, resource, kind) for item in raw_items or []]
+    return _text(meta, "resourceVersion"), _text(meta, "continue"), items

@@ -7,13 +7,17 @@ of *its* namespace (the namespace whose NAD authors wrote it, as admission judge
 pod uses it.
 
     DelegateRefusedError (7)   names the NAD, then each refused key, value and rule
+
+`refused_nads` lists the NADs of a view the policy refuses, for `netattach status`: before any
+pod selects one.
 """
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
 from netattach.attach import delegate_check, delegate_rules
-from netattach.cluster import model
+from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.daemon import plan as plan_mod
 
@@ -71,3 +75,32 @@ def check_plan(
         refusals = check_nad(planned.status_name, planned.network.raw, policy, view)
         if refusals:
             raise refused(planned.status_name, refusals)
+
+
+def refused_nads(
+    view: store.ClusterStore,
+    policy: delegate_rules.DelegatePolicy,
+    networks_dir: Path,
+    *,
+    namespace: str = "",
+) -> list[str]:
+    """A problem line per NAD of `view` (of `namespace`, when given) that `policy` refuses:
+    `NetworkAttachmentDefinition ns/name: refused by the delegate policy: <refusals>`. A NAD that
+    does not resolve is left to the problems that already say so."""
+    if not policy.enabled:
+        return []
+    problems: list[str] = []
+    nads = sorted(view.objects(model.NAD), key=lambda n: (model.namespace_of(n), model.name_of(n)))
+    for nad in nads:
+        ns, name = model.namespace_of(nad), model.name_of(nad)
+        if namespace and ns != namespace:
+            continue
+        try:
+            found = plan_mod.resolve_nad(view, ns, name, networks_dir)
+        except errors.CNIError:
+            continue
+        refusals = check_nad(f"{ns}/{name}", found.network.raw, policy, view)
+        if refusals:
+            details = "; ".join(str(r) for r in refusals)
+            problems.append(f"{model.NAD} {ns}/{name}: refused by the delegate policy: {details}")
+    return problems

@@ -311,6 +311,8 @@ class Orchestrator:
         if (pod is None or stale) and isinstance(self.view, PodFetcher):
             # KUBE-CACHE: a pod created a moment ago (or recreated under the same name) may not
             # have reached the watch yet: read it directly before calling it missing or stale.
+            why = "stale" if stale else "not"
+            log.debug("%s %s in the cache: read from the API", ref.prefix(), why)
             try:
                 pod = await self.view.fetch_pod(ref.namespace, ref.name) or pod
             except errors.CNIError as exc:
@@ -329,6 +331,9 @@ class Orchestrator:
             self._check_plan(planned)
         except errors.CNIError as exc:
             raise with_prefix(exc, ref.prefix()) from exc
+        log.debug(
+            "%s plan: %s", ref.prefix(), ", ".join(f"{p.ifname} {p.status_name}" for p in planned)
+        )
         return planned, pod
 
     def _check_plan(self, plan: Sequence[plan_mod.PlannedAttachment]) -> None:
@@ -480,6 +485,7 @@ class Orchestrator:
                 log.error("%s; deleting from the attachment cache instead", exc)
                 record = None
             if record is None:
+                log.debug("DEL of %s: no pod record (nothing attached, or gone)", call.container_id)
                 await self.runtime.del_container(call.container_id)
                 self.records.delete(call.container_id)
             else:

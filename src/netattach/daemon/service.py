@@ -18,6 +18,7 @@ from netattach import atomic
 from netattach.cluster import files, kube, model, store
 from netattach.cni import errors, spec
 from netattach.daemon import (
+    delegate_guard,
     dispatch,
     hotplug,
     introspect,
@@ -332,7 +333,14 @@ class Daemon:
     async def describe_pods(self, query: Mapping[str, str]) -> object:
         """`GET /v1/pods` on the socket (`netattach status`): the recorded pods, read-only."""
         state = self.policy.state if self.policy is not None else _no_policy
-        return await introspect.pods_reply(self.orchestrator.records, state, query)
+        networks = self.cfg.networks
+        refused = delegate_guard.refused_nads(
+            self.view,
+            networks.delegate_policy,
+            networks.networks_dir,
+            namespace=query.get("namespace", ""),
+        )
+        return await introspect.pods_reply(self.orchestrator.records, state, query, refused)
 
 
 def _no_policy(_container_id: str) -> None:
