@@ -70,12 +70,6 @@ def render(kustomization_dir: Path = DEPLOY) -> list[dict[str, Any]]:
     return found
 
 
-# Manifests in deploy/ that `kubectl apply -k deploy/` leaves out, and why.
-APPLIED_ON_THEIR_OWN = {
-    "admission-policy.yaml": "a ValidatingAdmissionPolicy, Kubernetes 1.30+ (docs/security.md)",
-}
-
-
 def manifests_on_disk() -> set[str]:
     return {
         str(path.relative_to(DEPLOY))
@@ -85,11 +79,10 @@ def manifests_on_disk() -> set[str]:
 
 
 @pytest.mark.req("KUBE-DEPLOY")
-def test_the_kustomization_lists_every_manifest_in_deploy_but_the_optional_ones() -> None:
+def test_the_kustomization_lists_every_manifest_in_deploy_and_nothing_else() -> None:
     listed = kustomization()["resources"]
     assert len(listed) == len(set(listed))
-    assert set(listed) == manifests_on_disk() - set(APPLIED_ON_THEIR_OWN)
-    assert set(APPLIED_ON_THEIR_OWN) <= manifests_on_disk()
+    assert set(listed) == manifests_on_disk()
     for resource in listed:
         assert (DEPLOY / resource).is_file(), resource
 
