@@ -19,7 +19,7 @@ from tests.node.cri.client import CriError
 from tests.node.harness import Kubelet, NodeDaemon, refusal
 
 # root, network namespaces, containerd: under NETATTACH_REQUIRE_NETNS=1 a skip is a failure
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.req("KUBE-NODE")]
 
 NS = "blue"
 NET_A = "10.91.0.0/24"

@@ -34,7 +34,7 @@ from tests.node.containerd import CNI_PLUGINS, RUNTIME_PATH
 from tests.node.harness import Kubelet, NodeHost
 from tests.node.node_image import node_image_archive
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.req("KUBE-NODE")]
 
 NS = "blue"
 DEFAULT_SUBNET = "10.80.0.0/24"

@@ -26,7 +26,7 @@ from tests.node.api_view import api_events, api_status, nad_object, pod_object, 
 from tests.node.harness import Kubelet, NodeDaemon, PodSandbox
 
 # root, network namespaces, containerd: under NETATTACH_REQUIRE_NETNS=1 a skip is a failure
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.req("KUBE-NODE")]
 
 NS = "blue"
 STATUS_TIMEOUT = 20.0
