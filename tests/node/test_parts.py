@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.node import conftest as conftest_module
+from tests.node import containerd as containerd_module
 from tests.node import daemonset, sandbox_image
 from tests.node.containerd import CNI_PLUGINS, Containerd
 
@@ -128,3 +130,33 @@ def test_the_configmap_settings_are_yaml_with_the_keys_the_image_test_rewrites()
     assert settings["daemonSocket"].startswith("/run/netattach/")
     assert settings["cniBinDir"] == "/host/opt/cni/bin"
     assert settings["cniConfDir"] == "/host/etc/cni/net.d"
+
+
+@pytest.mark.parametrize(
+    ("required", "outcome", "said"),
+    [
+        (
+            "1",
+            {"errors": 1},
+            "*NETATTACH_REQUIRE_NETNS=1 but tests/node cannot run: no containerd*",
+        ),
+        ("", {"skipped": 1}, "*SKIPPED*no containerd*"),
+    ],
+)
+def test_a_machine_that_cannot_run_containerd_fails_the_tier_when_netns_is_required(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    required: str,
+    outcome: dict[str, int],
+    said: str,
+) -> None:
+    monkeypatch.setattr(containerd_module, "unavailable_reason", lambda: "no containerd here")
+    monkeypatch.setattr(conftest_module, "netns_unavailable_reason", lambda: None)
+    monkeypatch.setenv("NETATTACH_REQUIRE_NETNS", required)
+    pytester.makeconftest("from tests.node.conftest import node_host\n")
+    pytester.makepyfile("def test_a_pod(node_host):\n    pass\n")
+
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rs")
+
+    result.assert_outcomes(**outcome)
+    result.stdout.fnmatch_lines([said])
