@@ -106,9 +106,11 @@ class HttpReply:
 class DaemonNode:
     """A `netattach daemon` for `cluster`, with its socket, CNI dirs and installed shim."""
 
-    def __init__(self, cluster: Cluster, zipapp: Path) -> None:
+    def __init__(self, cluster: Cluster, zipapp: Path, *, default_shim: bool = False) -> None:
+        """`default_shim`: start without `--shim`, so the daemon installs its default one."""
         self.cluster = cluster
         self.zipapp = zipapp
+        self.default_shim = default_shim
         self.root = Path(tempfile.mkdtemp(prefix="na-d-"))
         self.socket = self.root / "run" / "netattach.sock"
         self.conf_dir = self.root / "net.d"
@@ -148,8 +150,7 @@ class DaemonNode:
                     "daemon",
                     "--config",
                     str(self.settings_path),
-                    "--shim",
-                    str(self.zipapp),
+                    *([] if self.default_shim else ["--shim", str(self.zipapp)]),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=stream,
