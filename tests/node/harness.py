@@ -124,7 +124,8 @@ class NodeDaemon(DaemonNode):
     """`netattach daemon` for the test's cluster, installing into containerd's CNI dirs."""
 
     def __init__(self, cluster: Cluster, host: NodeHost) -> None:
-        super().__init__(cluster, zipapp=Path(os.devnull))  # unused: start() names no --shim
+        # the daemon's default shim, as on a node: no zipapp is ever named
+        super().__init__(cluster, zipapp=Path(os.devnull), default_shim=True)
         self.host = host
         self.socket = host.daemon_socket
         self.conf_dir = host.containerd.cni_conf_dir
