@@ -8,6 +8,7 @@ daemon        per test: `netattach daemon` on the directory feed (not started), 
               into containerd's CNI dirs; stopped at teardown, and the node's links cleared
 kube_api      per test: the in-repo API server in the node namespace, namespace `blue` in it
 kube_daemon   `daemon` on the Kubernetes feed of `kube_api`, its node named after the namespace
+feed          per test, twice: the directory feed's `daemon`, then `kube_daemon` and its API
 kubelet       per test: CRI calls on containerd; at teardown every sandbox left is stopped and
               removed (the daemon started again for it if the test stopped it)
 """
@@ -25,7 +26,7 @@ from tests.e2e.kube_harness import RemoteKubeApi
 from tests.kube import objects
 from tests.netns_fixtures import netns_unavailable_reason
 from tests.node import containerd
-from tests.node.harness import Kubelet, NodeDaemon, NodeHost
+from tests.node.harness import Feed, Kubelet, NodeDaemon, NodeHost
 from tests.node.harness import node_host as make_node_host
 
 NS = "blue"
@@ -79,6 +80,15 @@ def kube_daemon(kube_api: RemoteKubeApi, daemon: NodeDaemon) -> NodeDaemon:
     daemon.settings["feed"] = {"kubernetes": {"kubeconfig": str(kubeconfig)}}
     daemon.settings["nodeName"] = daemon.cluster.node.name
     return daemon
+
+
+@pytest.fixture(params=["directory", "kubernetes"])
+def feed(request: pytest.FixtureRequest, daemon: NodeDaemon) -> Feed:
+    """The test once on each feed: its daemon on the directory feed, then on the API server."""
+    if request.param == "directory":
+        return Feed(daemon, None)
+    api = request.getfixturevalue("kube_api")
+    return Feed(request.getfixturevalue("kube_daemon"), api)
 
 
 @pytest.fixture

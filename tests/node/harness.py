@@ -9,6 +9,7 @@ the shim it installed, and what a test reads back.
                  daemon installs its shim into containerd's `bin_dir` and its conflist into its
                  `conf_dir`; the shim it installs is the daemon's default (`--shim` omitted: the
                  static C shim `make venv` builds), the one a node gets
+    Feed         the test's pods and NADs, in the directory feed or the in-repo API server
     Kubelet      (one per test) what a kubelet asks containerd for: `run(spec)` a sandbox,
                  `teardown(id)` = StopPodSandbox + RemovePodSandbox, `interfaces(id)` read in the
                  sandbox's network namespace (the path containerd gave the plugins as CNI_NETNS)
@@ -29,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -38,6 +40,8 @@ import yaml
 from netattach.netns import links, namespace
 from tests.e2e.daemon_harness import DAEMON, START_TIMEOUT, DaemonNode, wait_for
 from tests.e2e.harness import Cluster
+from tests.e2e.kube_harness import RemoteKubeApi
+from tests.kube import objects
 from tests.netns_fixtures import Node
 from tests.node import sandbox_image
 from tests.node.containerd import Containerd
@@ -279,6 +283,40 @@ class Kubelet:
         for sandbox_id in self.sandbox_ids():
             with contextlib.suppress(CriError):
                 self.teardown(sandbox_id)
+
+
+class Feed:
+    """Where the test's pods and NADs live for the daemon: the directory feed's manifests, or
+    the in-repo API server (`api`), behind one small interface so a test runs on both."""
+
+    def __init__(self, daemon: NodeDaemon, api: RemoteKubeApi | None) -> None:
+        self.daemon = daemon
+        self.api = api
+        self.name = "kubernetes" if api is not None else "directory"
+
+    def add_nad(self, ns: str, name: str, config: Mapping[str, object]) -> None:
+        if self.api is None:
+            self.daemon.cluster.add_nad(ns, name, config)
+        elif self.api.get("NetworkAttachmentDefinition", name, ns) is None:
+            self.api.create(objects.nad(name, ns, config=dict(config)))
+
+    def add_pod(self, ns: str, name: str, networks: str | None) -> str:
+        """A pod on the node selecting `networks`; its UID."""
+        if self.api is None:
+            uid = str(uuid.uuid4())
+            self.daemon.cluster.add_pod(ns, name, uid, networks)
+            return uid
+        annotations = {NETWORKS_ANNOTATION: networks} if networks is not None else None
+        created = self.api.create(
+            objects.pod(
+                name,
+                ns,
+                node_name=self.daemon.cluster.node.name,
+                annotations=annotations,
+                status={"phase": "Pending"},
+            )
+        )
+        return str(created["metadata"]["uid"])
 
 
 def refusal(call: pytest.ExceptionInfo[CriError]) -> str:

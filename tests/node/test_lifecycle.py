@@ -26,7 +26,7 @@ from tests.netns_fixtures import unique
 from tests.node.api_view import api_status, nad_object, pod_object
 from tests.node.containerd import CNI_PLUGINS
 from tests.node.cri.client import CriError, SandboxSpec
-from tests.node.harness import Kubelet, NodeDaemon, NodeHost, PodSandbox, refusal
+from tests.node.harness import Feed, Kubelet, NodeDaemon, NodeHost, PodSandbox, refusal
 
 # root, network namespaces, containerd: under NETATTACH_REQUIRE_NETNS=1 a skip is a failure
 pytestmark = [pytest.mark.netns, pytest.mark.req("KUBE-NODE")]
@@ -35,12 +35,10 @@ NS = "blue"
 NET_A = "10.91.0.0/24"
 
 
-def one_network_pod(daemon: NodeDaemon, kubelet: Kubelet, name: str) -> PodSandbox:
+def one_network_pod(feed: Feed, kubelet: Kubelet, name: str) -> PodSandbox:
     """A pod selecting `net-a` (the NAD made if missing), run by containerd."""
-    cluster = daemon.cluster
-    cluster.add_nad(NS, "net-a", bridge_list(None, host_local(cluster.ipam, NET_A)))
-    uid = str(uuid.uuid4())
-    cluster.add_pod(NS, name, uid, "net-a")
+    feed.add_nad(NS, "net-a", bridge_list(None, host_local(feed.daemon.cluster.ipam, NET_A)))
+    uid = feed.add_pod(NS, name, "net-a")
     sandbox = kubelet.run(kubelet.spec(NS, name, uid, "net-a"))
     assert sorted(kubelet.interfaces(sandbox)) == ["eth0", "net1"]
     return sandbox
@@ -58,10 +56,11 @@ def assert_nothing_left(daemon: NodeDaemon, kubelet: Kubelet) -> None:
 
 @pytest.mark.req("RT-DEL")
 def test_containerd_restarted_with_sandboxes_running_then_they_are_torn_down(
-    node_host: NodeHost, daemon: NodeDaemon, kubelet: Kubelet
+    node_host: NodeHost, feed: Feed, kubelet: Kubelet
 ) -> None:
+    daemon = feed.daemon
     daemon.start()
-    pods = [one_network_pod(daemon, kubelet, name) for name in ("web", "db")]
+    pods = [one_network_pod(feed, kubelet, name) for name in ("web", "db")]
     kernel = {pod.id: kubelet.interfaces(pod) for pod in pods}
     calls = (daemon.requests("ADD", "0"), daemon.requests("DEL", "0"))
     assert calls == (2.0, None)
@@ -85,16 +84,16 @@ def test_containerd_restarted_with_sandboxes_running_then_they_are_torn_down(
 
 @pytest.mark.req("RT-DELERR")
 def test_with_the_daemon_stopped_containerd_reports_the_socket_and_recovers_when_it_is_back(
-    daemon: NodeDaemon, kubelet: Kubelet
+    feed: Feed, kubelet: Kubelet
 ) -> None:
+    daemon = feed.daemon
     daemon.start()
-    running = one_network_pod(daemon, kubelet, "web")
+    running = one_network_pod(feed, kubelet, "web")
     daemon.terminate_quietly()
     assert not daemon.socket.exists()
 
     # A new pod: RunPodSandbox fails with the shim's error, which names the socket.
-    uid = str(uuid.uuid4())
-    daemon.cluster.add_pod(NS, "late", uid, "net-a")
+    uid = feed.add_pod(NS, "late", "net-a")
     with pytest.raises(CriError) as refused:
         kubelet.run(kubelet.spec(NS, "late", uid, "net-a"))
     assert refused.value.call == "RunPodSandbox"
