@@ -28,7 +28,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,7 +37,7 @@ import pytest
 import yaml
 
 from netattach.netns import links, namespace
-from tests.e2e.daemon_harness import DAEMON, START_TIMEOUT, DaemonNode, wait_for
+from tests.e2e.daemon_harness import DAEMON, START_TIMEOUT, DaemonNode, free_port_in, wait_for
 from tests.e2e.harness import Cluster
 from tests.e2e.kube_harness import RemoteKubeApi
 from tests.kube import objects
@@ -100,28 +99,6 @@ def node_host() -> Iterator[NodeHost]:
             containerd.close()
         namespace.remove(name)
         shutil.rmtree(base, ignore_errors=True)
-
-
-def free_port_in(netns: str) -> int:
-    """A TCP port free on 127.0.0.1 of the network namespace `netns`."""
-    done = subprocess.run(
-        [
-            "nsenter",
-            f"--net={netns}",
-            "--",
-            sys.executable,
-            "-I",
-            "-S",
-            "-c",
-            "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
-            "print(s.getsockname()[1])",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    return int(done.stdout)
 
 
 class NodeDaemon(DaemonNode):
