@@ -218,10 +218,13 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
     passes: list[tuple[float, float]] = []
     converge = sync.converge
 
+    pass_done = asyncio.Event()
+
     async def timed() -> None:
         started = time.perf_counter()
         await converge()
         passes.append((started, time.perf_counter()))
+        pass_done.set()
 
     sync.converge = timed  # type: ignore[method-assign]
     started = time.perf_counter()
@@ -262,7 +265,8 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
     # Drain: the last changes enforced (a pass starts after the last change and ends).
     last = changes[-1]
     while not any(start >= last for start, _ in passes):
-        await asyncio.sleep(0.01)
+        pass_done.clear()
+        await pass_done.wait()
     end = time.perf_counter()
     usage1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     task.cancel()
