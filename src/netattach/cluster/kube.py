@@ -41,6 +41,7 @@ import ctypes
 import dataclasses
 import datetime
 import functools
+import gc
 import json
 import logging
 import random
@@ -282,6 +283,7 @@ def _release_free_memory() -> None:
     """Give the C heap's free pages back to the system (glibc's `malloc_trim`; nothing where
     there is none): a relist parses thousands of objects, and freed memory fragmented between
     the few survivors would otherwise stay resident."""
+    gc.collect()  # the pages' parsed models first, cycles included
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
 
