@@ -500,6 +500,9 @@ class PolicySync:
         raise_errors: bool = False,
     ) -> None:
         key = f"{record.namespace}/{record.pod}"
+        # Let the loop read finished nft processes between the tables of a pass: building a
+        # big table is long enough that queued completions would otherwise wait behind it.
+        await asyncio.sleep(0)
         table = render.build_table(key, rules)
         governing = sorted(
             {

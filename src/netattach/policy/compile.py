@@ -30,6 +30,7 @@ from netattach.policy.model import (
     Rule,
     merge_ranges,
 )
+from netattach.policy.ranges import HostRanges
 from netattach.policy.selection import AddressSet, AddressSets, Selection, set_name
 from netattach.policy.views import Interner, PodView, ViewCache, build_view, network_status, pod_key
 
@@ -158,12 +159,22 @@ class _Peer:
 class _Sel:
     """One selection's resolved state: its pods, and per network its addresses and groups."""
 
-    __slots__ = ("addresses", "dependents", "groups", "names", "peers", "pods", "selection")
+    __slots__ = (
+        "addresses",
+        "dependents",
+        "groups",
+        "hosts",
+        "names",
+        "peers",
+        "pods",
+        "selection",
+    )
 
     def __init__(self, selection: Selection, peers: tuple[_Peer, ...]) -> None:
         self.selection = selection
         self.peers = peers
-        self.pods: list[PodView] | None = None
+        self.pods: dict[str, PodView] | None = None  # the members, by pod key
+        self.hosts: dict[str, HostRanges] = {}  # network -> addresses, kept up to date
         self.addresses: dict[str, AddressSet | None] = {}
         self.groups: dict[tuple[str, tuple[PortSpec, ...]], list[_Group]] = {}
         self.dependents: set[str] = set()
@@ -175,6 +186,7 @@ class _Sel:
 
     def invalidate(self) -> set[str]:
         self.pods = None
+        self.hosts.clear()
         self.addresses.clear()
         self.groups.clear()
         return self.dependents
@@ -333,13 +345,36 @@ class Compiler:
             self._port_groups.clear()
         for sel in self._sels.values():
             if sel.pods is None and not sel.addresses and not sel.groups:
-                continue  # nothing resolved yet: nothing to invalidate
+                continue  # nothing resolved yet: nothing to keep up to date
             was, now = self._selects(sel, before), self._selects(sel, after)
-            if was != now or (
+            if was != now or (not relabel_only and (was or now)):
+                self._member_changed(sel, before if was else None, after if now else None)
+            elif (
                 not relabel_only
-                and (was or (sel.groups and (self._held(sel, before) or self._held(sel, after))))
+                and sel.groups
+                and (self._held(sel, before) or self._held(sel, after))
             ):
-                self._dirty |= sel.invalidate()
+                sel.groups.clear()
+                self._dirty |= sel.dependents
+
+    def _member_changed(self, sel: _Sel, before: PodView | None, after: PodView | None) -> None:
+        """A member left (`before`), joined (`after`) or changed its addresses or ports (both):
+        its hosts leave and join the selection's address sets in place."""
+        if sel.pods is not None:
+            if before is not None:
+                sel.pods.pop(before.key, None)
+            if after is not None:
+                sel.pods[after.key] = after
+        changed = bool(sel.groups)
+        sel.groups.clear()
+        for network, hosts in sel.hosts.items():
+            gone = () if before is None else before.addresses.get(network, ())
+            added = () if after is None else after.addresses.get(network, ())
+            if gone != added and hosts.update(gone, added):
+                sel.addresses[network] = self._sets.get(hosts.ranges)
+                changed = True
+        if changed:
+            self._dirty |= sel.dependents
 
     def _selects(self, sel: _Sel, view: PodView | None) -> bool:
         """Whether a pod selector of `sel` picks `view`."""
@@ -422,9 +457,9 @@ class Compiler:
         self._rule_sels[key] = (policy, sel)
         return sel
 
-    def _pods_of(self, sel: _Sel) -> list[PodView]:
+    def _pods_of(self, sel: _Sel) -> dict[str, PodView]:
         if sel.pods is None:
-            out: list[PodView] = []
+            out: dict[str, PodView] = {}
             selectors = [p for p in sel.peers if p.block is None]
             for ns in self._buckets:
                 ns_id, ns_labels = self._namespace(ns)
@@ -437,11 +472,10 @@ class Compiler:
                         else self._selectors.matches(p.namespace_selector, ns_id, ns_labels)
                     )
                 }
-                if len(in_scope) == 1 or None in in_scope:
-                    out.extend(self._matching(ns, None if None in in_scope else in_scope.pop()))
-                elif in_scope:
-                    found = {v.key: v for sid in in_scope for v in self._matching(ns, sid)}
-                    out.extend(found.values())
+                if None in in_scope:
+                    in_scope = {None}
+                for sid in in_scope:
+                    out.update((v.key, v) for v in self._matching(ns, sid))
             sel.pods = out
         return sel.pods
 
@@ -473,13 +507,10 @@ class Compiler:
         if sel.everything:
             return None
         if network not in sel.addresses:
-            ranges: list[AddressRange] = []
-            for p in sel.peers:
-                if p.block is not None:
-                    ranges.extend(p.block)
-            for v in self._pods_of(sel):
-                ranges.extend(v.addresses.get(network, ()))
-            sel.addresses[network] = self._sets.get(merge_ranges(ranges))
+            blocks = [r for p in sel.peers if p.block is not None for r in p.block]
+            hosts = [a for v in self._pods_of(sel).values() for a in v.addresses.get(network, ())]
+            found = sel.hosts[network] = HostRanges(blocks, hosts)
+            sel.addresses[network] = self._sets.get(found.ranges)
         return sel.addresses[network]
 
     def _groups(
