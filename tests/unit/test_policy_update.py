@@ -13,10 +13,8 @@ from netattach.policy.compile import compile_pod
 from netattach.policy.model import parse_policy
 from tests.unit.test_policy_render import NAMESPACES, TARGET, pod, policy
 
-WEB = {
-    "podSelector": {"matchLabels": {"app": "db"}},
-    "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "web"}}}]}],
-}
+FROM_WEB: dict[str, Any] = {"from": [{"podSelector": {"matchLabels": {"app": "web"}}}]}
+WEB: dict[str, Any] = {"podSelector": {"matchLabels": {"app": "db"}}, "ingress": [FROM_WEB]}
 
 
 def table(peers: int, spec: dict[str, Any] = WEB) -> render.Table:
@@ -59,7 +57,7 @@ def test_many_peers_leaving_refill_the_set_instead_of_deleting_one_by_one() -> N
 
 @pytest.mark.req("POL-UPDATE")
 def test_a_rule_change_rewrites_the_chains_and_keeps_shared_sets() -> None:
-    ports = {**WEB, "ingress": [{**WEB["ingress"][0], "ports": [{"port": 80}]}]}
+    ports = {**WEB, "ingress": [{**FROM_WEB, "ports": [{"port": 80}]}]}
     script = update.render_update(table(3), table(3, ports))
     assert script is not None
     assert "flush chain inet netattach i0_in" in script
