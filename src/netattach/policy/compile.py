@@ -166,15 +166,15 @@ class _Sel:
         "hosts",
         "names",
         "peers",
-        "pods",
         "selection",
+        "stale",
     )
 
     def __init__(self, selection: Selection, peers: tuple[_Peer, ...]) -> None:
         self.selection = selection
         self.peers = peers
-        self.pods: dict[str, PodView] | None = None  # the members, by pod key
         self.hosts: dict[str, HostRanges] = {}  # network -> addresses, kept up to date
+        self.stale: set[str] = set()  # networks whose `addresses` lag behind `hosts`
         self.addresses: dict[str, AddressSet | None] = {}
         self.groups: dict[tuple[str, tuple[PortSpec, ...]], list[_Group]] = {}
         self.dependents: set[str] = set()
@@ -185,8 +185,8 @@ class _Sel:
         return not self.peers
 
     def invalidate(self) -> set[str]:
-        self.pods = None
         self.hosts.clear()
+        self.stale.clear()
         self.addresses.clear()
         self.groups.clear()
         return self.dependents
@@ -208,6 +208,7 @@ class Compiler:
         self._pods: dict[str, PodView] = {}
         self._buckets: dict[str, dict[int, dict[str, PodView]]] = {}  # ns -> label id -> pods
         self._matches: dict[str, dict[int | None, list[PodView]]] = {}  # ns -> selector -> pods
+        self._owners: dict[str, dict[AddressRange, set[str]]] = {}  # network -> host -> pods
         self._ns_labels: dict[str, tuple[int, Mapping[str, str]]] = {}
         self._policies: dict[_PolicyKey, Policy] = {}
         self._policy_selector: dict[_PolicyKey, int] = {}
@@ -248,12 +249,14 @@ class Compiler:
         self._pods[view.key] = view
         self._buckets.setdefault(view.namespace, {}).setdefault(view.label_id, {})[view.key] = view
         self._pod_changed(before, view)
+        self._own(before, view)
 
     def remove_pod(self, key: str) -> None:
         before = self._pods.pop(key, None)
         if before is not None:
             self._unbucket(before)
             self._pod_changed(before, None)
+            self._own(before, None)
 
     def set_policies(self, policies: Iterable[Policy]) -> None:
         """The cluster's valid policies now: only those added, changed or gone count."""
@@ -318,6 +321,24 @@ class Compiler:
             if any(p.namespace_selector is not None for p in sel.peers):
                 self._dirty |= sel.invalidate()
 
+    def _own(self, before: PodView | None, after: PodView | None) -> None:
+        """Keep the index of which pods hold each address (a host two pods share leaves a
+        selection only when no member holds it any more)."""
+        for view, keep in ((before, False), (after, True)):
+            if view is None:
+                continue
+            for network, hosts in view.addresses.items():
+                per_network = self._owners.setdefault(network, {})
+                for host in hosts:
+                    if keep:
+                        per_network.setdefault(host, set()).add(view.key)
+                    else:
+                        owners = per_network.get(host)
+                        if owners is not None:
+                            owners.discard(view.key)
+                            if not owners:
+                                del per_network[host]
+
     def _unbucket(self, view: PodView) -> None:
         buckets = self._buckets[view.namespace]
         bucket = buckets[view.label_id]
@@ -344,7 +365,7 @@ class Compiler:
         if not relabel_only:
             self._port_groups.clear()
         for sel in self._sels.values():
-            if sel.pods is None and not sel.addresses and not sel.groups:
+            if not sel.hosts and not sel.groups:
                 continue  # nothing resolved yet: nothing to keep up to date
             was, now = self._selects(sel, before), self._selects(sel, after)
             if was != now or (not relabel_only and (was or now)):
@@ -359,19 +380,25 @@ class Compiler:
 
     def _member_changed(self, sel: _Sel, before: PodView | None, after: PodView | None) -> None:
         """A member left (`before`), joined (`after`) or changed its addresses or ports (both):
-        its hosts leave and join the selection's address sets in place."""
-        if sel.pods is not None:
-            if before is not None:
-                sel.pods.pop(before.key, None)
-            if after is not None:
-                sel.pods[after.key] = after
+        its hosts leave and join the selection's addresses in place."""
+        key = (before or after).key  # type: ignore[union-attr]
         changed = bool(sel.groups)
         sel.groups.clear()
         for network, hosts in sel.hosts.items():
-            gone = () if before is None else before.addresses.get(network, ())
-            added = () if after is None else after.addresses.get(network, ())
-            if gone != added and hosts.update(gone, added):
-                sel.addresses[network] = self._sets.get(hosts.ranges)
+            old = set(() if before is None else before.addresses.get(network, ()))
+            new = set(() if after is None else after.addresses.get(network, ()))
+            if old == new:
+                continue
+            owners = self._owners.get(network, {})
+
+            def held(host: AddressRange, owners: Mapping[AddressRange, set[str]] = owners) -> bool:
+                return any(
+                    other != key and self._selects(sel, self._pods.get(other))
+                    for other in owners.get(host, ())
+                )
+
+            if hosts.update(sorted(old - new), sorted(new - old), held):
+                sel.stale.add(network)
                 changed = True
         if changed:
             self._dirty |= sel.dependents
@@ -389,7 +416,7 @@ class Compiler:
         if view is None:
             return False
         for network, _ in sel.groups:
-            peers = sel.addresses.get(network)
+            peers = self._addresses(sel, network)
             for addr in view.addresses.get(network, ()):
                 if peers is None or peers.holds(addr):
                     return True
@@ -458,26 +485,26 @@ class Compiler:
         return sel
 
     def _pods_of(self, sel: _Sel) -> dict[str, PodView]:
-        if sel.pods is None:
-            out: dict[str, PodView] = {}
-            selectors = [p for p in sel.peers if p.block is None]
-            for ns in self._buckets:
-                ns_id, ns_labels = self._namespace(ns)
-                in_scope = {
-                    p.pod_selector
-                    for p in selectors
-                    if (
-                        ns == sel.selection.namespace
-                        if p.namespace_selector is None
-                        else self._selectors.matches(p.namespace_selector, ns_id, ns_labels)
-                    )
-                }
-                if None in in_scope:
-                    in_scope = {None}
-                for sid in in_scope:
-                    out.update((v.key, v) for v in self._matching(ns, sid))
-            sel.pods = out
-        return sel.pods
+        """The members of a selection now (read when a network's addresses are first needed;
+        then kept up to date host by host, never read again)."""
+        out: dict[str, PodView] = {}
+        selectors = [p for p in sel.peers if p.block is None]
+        for ns in self._buckets:
+            ns_id, ns_labels = self._namespace(ns)
+            in_scope = {
+                p.pod_selector
+                for p in selectors
+                if (
+                    ns == sel.selection.namespace
+                    if p.namespace_selector is None
+                    else self._selectors.matches(p.namespace_selector, ns_id, ns_labels)
+                )
+            }
+            if None in in_scope:
+                in_scope = {None}
+            for sid in in_scope:
+                out.update((v.key, v) for v in self._matching(ns, sid))
+        return out
 
     def _matching(self, ns: str, sid: int | None) -> list[PodView]:
         """The pods of `ns` a pod selector (None: every pod) matches, kept until one of the
@@ -506,12 +533,18 @@ class Compiler:
         """The addresses a selection admits on `network` (None: any address)."""
         if sel.everything:
             return None
-        if network not in sel.addresses:
-            blocks = [r for p in sel.peers if p.block is not None for r in p.block]
-            hosts = [a for v in self._pods_of(sel).values() for a in v.addresses.get(network, ())]
-            found = sel.hosts[network] = HostRanges(blocks, hosts)
-            sel.addresses[network] = self._sets.get(found.ranges)
-        return sel.addresses[network]
+        found = sel.addresses.get(network)
+        if found is None or network in sel.stale:
+            hosts = sel.hosts.get(network)
+            if hosts is None:
+                blocks = [r for p in sel.peers if p.block is not None for r in p.block]
+                members = self._pods_of(sel).values()
+                hosts = sel.hosts[network] = HostRanges(
+                    blocks, [a for v in members for a in v.addresses.get(network, ())]
+                )
+            found = sel.addresses[network] = self._sets.get(hosts.snapshot())
+            sel.stale.discard(network)
+        return found
 
     def _groups(
         self, sel: _Sel, direction: Direction, rule: Rule, network: str, target: PodView

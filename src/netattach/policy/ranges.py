@@ -4,50 +4,56 @@ The addresses are the union of fixed ranges (its ipBlocks) and of its member pod
 addresses, as disjoint ranges in address order with adjacent ones joined (what
 `model.merge_ranges` gives for the same addresses). A pod joining or leaving adds or removes its
 hosts with a bisection and a splice, instead of merging every member's addresses again: the
-cost of a change is the change (and one copy of the tuple), not the selection's size.
+cost of a change is the change, not the selection's size. The tuple the compiler reads is made
+once per pass (`snapshot`), however many changes came in between.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from netattach.policy.model import AddressRange, merge_ranges
+
+_TOP = 1 << 130  # above any IPv6 address: bisects to the last range starting at or before a host
 
 
 def _covering(ranges: list[AddressRange], host: AddressRange) -> int:
     """The index of the range holding `host`, or -1."""
-    i = bisect.bisect_right(ranges, (host[0], host[1], 1 << 130)) - 1
+    i = bisect.bisect_right(ranges, (host[0], host[1], _TOP)) - 1
     if i >= 0 and ranges[i][0] == host[0] and ranges[i][1] <= host[1] <= ranges[i][2]:
         return i
     return -1
 
 
 class HostRanges:
-    """Fixed ranges plus counted hosts (a host two pods share stays until both leave)."""
+    """Fixed ranges plus hosts; which hosts another member still holds, the caller knows."""
 
-    __slots__ = ("_blocks", "_hosts", "ranges")
+    __slots__ = ("_blocks", "_ranges", "_snapshot")
 
     def __init__(self, blocks: Iterable[AddressRange], hosts: Iterable[AddressRange]) -> None:
         self._blocks = list(merge_ranges(blocks))
-        self._hosts: dict[AddressRange, int] = {}
-        for host in hosts:
-            self._hosts[host] = self._hosts.get(host, 0) + 1
-        self.ranges = merge_ranges([*self._blocks, *self._hosts])
+        self._snapshot: tuple[AddressRange, ...] | None = merge_ranges([*self._blocks, *hosts])
+        self._ranges = list(self._snapshot)
 
-    def update(self, gone: Iterable[AddressRange], added: Iterable[AddressRange]) -> bool:
-        """Hosts of members that left and of members that joined; True when `ranges` changed."""
-        out: list[AddressRange] | None = None
+    def snapshot(self) -> tuple[AddressRange, ...]:
+        if self._snapshot is None:
+            self._snapshot = tuple(self._ranges)
+        return self._snapshot
+
+    def update(
+        self,
+        gone: Iterable[AddressRange],
+        added: Iterable[AddressRange],
+        held: Callable[[AddressRange], bool],
+    ) -> bool:
+        """Hosts of a member that left and of one that joined (`held`: whether another member
+        still has a host); True when the addresses changed."""
+        changed = False
+        out = self._ranges
         for host in gone:
-            count = self._hosts.get(host, 0)
-            if count != 1:
-                if count:
-                    self._hosts[host] = count - 1
-                continue
-            del self._hosts[host]
-            if _covering(self._blocks, host) >= 0:
-                continue  # an ipBlock still admits it
-            out = list(self.ranges) if out is None else out
+            if held(host) or _covering(self._blocks, host) >= 0:
+                continue  # still admitted
             i = _covering(out, host)
             if i < 0:
                 continue
@@ -58,17 +64,13 @@ class HostRanges:
             if host[1] < last:
                 parts.append((version, host[1] + 1, last))
             out[i : i + 1] = parts
+            changed = True
         for host in added:
-            count = self._hosts.get(host, 0)
-            self._hosts[host] = count + 1
-            if count:
-                continue
-            out = list(self.ranges) if out is None else out
             if _covering(out, host) >= 0:
-                continue  # already admitted (an ipBlock)
+                continue  # already admitted
             version, value = host[0], host[1]
             i = bisect.bisect_left(out, host)
-            joined = (version, value, value)
+            joined = host
             if i > 0 and out[i - 1][0] == version and out[i - 1][2] == value - 1:
                 i -= 1
                 joined = (version, out[i][1], value)
@@ -77,9 +79,7 @@ class HostRanges:
                 joined = (version, joined[1], out[i][2])
                 del out[i]
             out.insert(i, joined)
-        if out is None:
-            return False
-        fresh = tuple(out)
-        changed = fresh != self.ranges
-        self.ranges = fresh
+            changed = True
+        if changed:
+            self._snapshot = None
         return changed
