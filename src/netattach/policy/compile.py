@@ -576,9 +576,9 @@ class Compiler:
         for resolved, addresses in self._destinations(network, rule.ports):
             if resolved == numeric:
                 continue
-            for addr in addresses:
-                if peers is None or peers.holds(addr):
-                    groups.setdefault(resolved, []).append(addr)
+            inside = addresses if peers is None else peers.hosts_within(addresses)
+            if inside:
+                groups.setdefault(resolved, []).extend(inside)
         for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
             group_name = set_name(name or network, ports)
             out.append((self._sets.get(merge_ranges(addrs)), ports, group_name))
