@@ -484,10 +484,10 @@ class Compiler:
         self._rule_sels[key] = (policy, sel)
         return sel
 
-    def _pods_of(self, sel: _Sel) -> dict[str, PodView]:
+    def _pods_of(self, sel: _Sel) -> Iterable[PodView]:
         """The members of a selection now (read when a network's addresses are first needed;
         then kept up to date host by host, never read again)."""
-        out: dict[str, PodView] = {}
+        out: list[PodView] = []
         selectors = [p for p in sel.peers if p.block is None]
         for ns in self._buckets:
             ns_id, ns_labels = self._namespace(ns)
@@ -501,9 +501,12 @@ class Compiler:
                 )
             }
             if None in in_scope:
-                in_scope = {None}
-            for sid in in_scope:
-                out.update((v.key, v) for v in self._matching(ns, sid))
+                out.extend(self._matching(ns, None))
+            elif len(in_scope) == 1:
+                out.extend(self._matching(ns, in_scope.pop()))
+            elif in_scope:
+                found = {v.key: v for sid in in_scope for v in self._matching(ns, sid)}
+                out.extend(found.values())
         return out
 
     def _matching(self, ns: str, sid: int | None) -> list[PodView]:
@@ -538,7 +541,7 @@ class Compiler:
             hosts = sel.hosts.get(network)
             if hosts is None:
                 blocks = [r for p in sel.peers if p.block is not None for r in p.block]
-                members = self._pods_of(sel).values()
+                members = self._pods_of(sel)
                 hosts = sel.hosts[network] = HostRanges(
                     blocks, [a for v in members for a in v.addresses.get(network, ())]
                 )
@@ -678,8 +681,9 @@ def compile_pods(
     for view in views:
         compiler.set_pod(view)
     compiler.set_policies(policies)
+    seen = {id(pod): view for pod, view in zip(pods, views, strict=True)}  # a target is a peer too
     for pod in targets:
-        compiler.set_target(compiler.view(pod))
+        compiler.set_target(seen.get(id(pod)) or compiler.view(pod))
     compiler.compile_changed()
     return {pod_key(pod): compiler.rules(pod_key(pod)) for pod in targets}
 

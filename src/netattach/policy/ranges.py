@@ -11,7 +11,7 @@ once per pass (`snapshot`), however many changes came in between.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from netattach.policy.model import AddressRange, merge_ranges
 
@@ -31,8 +31,8 @@ class HostRanges:
 
     __slots__ = ("_blocks", "_ranges", "_snapshot")
 
-    def __init__(self, blocks: Iterable[AddressRange], hosts: Iterable[AddressRange]) -> None:
-        self._blocks = list(merge_ranges(blocks))
+    def __init__(self, blocks: Sequence[AddressRange], hosts: Iterable[AddressRange]) -> None:
+        self._blocks = list(merge_ranges(blocks)) if blocks else []
         self._snapshot: tuple[AddressRange, ...] | None = merge_ranges([*self._blocks, *hosts])
         self._ranges = list(self._snapshot)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -25,6 +25,7 @@ from netattach.policy.model import (
 )
 
 POINTS_MAX: Final = 65536  # addresses a set may hold and still be tested by a set of them
+POINTS_FROM: Final = 64  # hosts asked about at once that make that set worth building
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +117,12 @@ class AddressSet:
             found = self._joined[version] = ", ".join(self.texts(version))
         return found
 
-    def hosts_within(self, hosts: Iterable[AddressRange]) -> list[AddressRange]:
+    def hosts_within(self, hosts: Sequence[AddressRange]) -> list[AddressRange]:
         """The hosts (`(version, address, address)`) that lie in the set: by a set of every
-        address it holds when it holds few (`POINTS_MAX`), else by bisection."""
+        address it holds when many are asked about and it holds few (`POINTS_MAX`), else by
+        bisection."""
+        if self._points is None and len(hosts) < POINTS_FROM:
+            return [h for h in hosts if self.holds(h)]
         if self._points is None:
             size = sum(last - first + 1 for _, first, last in self.ranges)
             self._points = (

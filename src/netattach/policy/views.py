@@ -36,10 +36,11 @@ class PodView:
     addresses: Mapping[str, tuple[AddressRange, ...]]  # network -> host addresses, sorted
     interfaces: tuple[tuple[str, str], ...]  # (ifname, network)
     ports: tuple[tuple[str, str, int], ...]  # (name, protocol, number)
+    key: str = ""  # "namespace/name"
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
     def same_content(self, other: PodView) -> bool:
         """Equal as compile reads them (label ids of different interners are not compared)."""
