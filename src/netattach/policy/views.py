@@ -148,13 +148,6 @@ class ViewCache:
         self.interner = interner or Interner()
         self._views: dict[tuple[object, ...], PodView] = {}
 
-    def view(self, pod: KubeObject) -> PodView:
-        key = _view_key(pod)
-        found = self._views.get(key)
-        if found is None:
-            found = self._views[key] = build_view(pod, self.interner)
-        return found
-
     def views(self, pods: Iterable[KubeObject]) -> list[PodView]:
         fresh: dict[tuple[object, ...], PodView] = {}
         out = []
