@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The static C shim, built beside its source: the daemon installs it when --shim names none.
+NATIVE_SHIM := src/netattach/shim/netattach-shim
 
-.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench bench-memory clean shim
+.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench bench-memory clean shim image
 
 deps:
 	@scripts/install-deps.sh
@@ -12,10 +14,13 @@ deps:
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,build]'
+	$(BIN)/python -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
-venv: deps $(STAMP)
+$(NATIVE_SHIM): src/netattach/shim/netattach-shim.c scripts/build-shim.sh
+	@scripts/build-shim.sh native $@
+
+venv: deps $(STAMP) $(NATIVE_SHIM)
 
 lint: venv
 	$(BIN)/ruff check src tests bench
@@ -72,11 +77,16 @@ bench-policy-latency: venv
 bench-memory: venv
 	$(BIN)/python -m bench.daemon_memory
 
-# The shim's self-contained executable dist/netattach-shim/netattach-shim (and the zipapp beside it).
+# The shim in the forms nodes run: dist/netattach-shim (static C) and dist/netattach-shim.pyz.
 shim: venv
-	@$(BIN)/python -c 'import nuitka, PyInstaller' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[build]'
-	PYTHON=$(BIN)/python scripts/build-shim.sh executable dist
+	scripts/build-shim.sh native dist/netattach-shim
 	PYTHON=$(BIN)/python scripts/build-shim.sh zipapp dist/netattach-shim.pyz
 
+# The node image as an OCI archive, dist/netattach-image.tar, with no container registry: a Debian
+# root filesystem (mmdebstrap) holding netattach and its shim, packed by umoci (root, ~1 min).
+# Load it with `ctr -n k8s.io images import dist/netattach-image.tar` (docs/deploy.md).
+image: venv
+	PYTHON=$(BIN)/python scripts/build-image.sh dist/netattach-image.tar
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis $(NATIVE_SHIM)

@@ -187,7 +187,9 @@ def per_pod(table: dict[str, dict[str, float]], pods: int) -> dict[str, dict[str
 # -- the run -----------------------------------------------------------------------------------
 
 
-def measure(guard: guard_mod.Guard, runs: int, strace_pods: int) -> dict[str, Any]:
+def measure(
+    guard: guard_mod.Guard, runs: int, strace_pods: int, networks: int = 2
+) -> dict[str, Any]:
     topo = topology.Topology(guard.work, guard.name)
     node_name = guard.name("node")
     node_path = node.make_node(guard, topo.macvlan_master, topo.macvlan_peer)
@@ -199,7 +201,7 @@ def measure(guard: guard_mod.Guard, runs: int, strace_pods: int) -> dict[str, An
     kubeconfig = api.write_kubeconfig(guard.work / "kubeconfig")
     api.create(topo.namespace_object())
     api.create_many(topo.nad_objects())
-    pod = topo.pod("web", "bridge", 2)
+    pod = topo.pod("web", "bridge", networks)
     created = api.create(topo.pod_object(pod, node_name))
     pod = dataclasses.replace(pod, uid=created["metadata"]["uid"])
     topo.write_manifests([pod], node_name)
@@ -247,7 +249,7 @@ def measure(guard: guard_mod.Guard, runs: int, strace_pods: int) -> dict[str, An
         for name in ("traced", "no-fsync", "traced-kube")
     }
     return {
-        "pod": "default + 2 bridge attachments",
+        "pod": f"default + {networks} bridge attachments",
         "runs": runs,
         "latency": {
             who: {op: stats.summary(values) for op, values in ops.items()}
@@ -309,11 +311,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--strace-pods", type=int, default=20)
+    parser.add_argument("--networks", type=int, default=2, help="bridge attachments per pod")
     args = parser.parse_args()
     with guard_mod.Guard() as guard:
         try:
             described = machine.describe(guard.work)
-            result = measure(guard, args.runs, args.strace_pods)
+            result = measure(guard, args.runs, args.strace_pods, args.networks)
             result["machine"] = described
             result["git"] = machine.git()
         finally:

@@ -1,7 +1,7 @@
 """The contenders: what each does for one pod's ADD and DEL, and for many pods at once.
 
     floor        the pod's delegate plugins executed directly (no meta-plugin), by the runner
-    thick-dir    the shim (the Nuitka build, else the zipapp) -> a daemon on the directory feed
+    thick-dir    the shim (the native C build) -> a daemon on the directory feed
     thick-kube   the same shim -> a daemon on the Kubernetes feed (the in-repo fake API)
     thin         `netattach-thin` with the directory feed
     peer         NETATTACH_BENCH_PEER with the config NETATTACH_BENCH_PEER_CONF

@@ -106,7 +106,11 @@ def memory(result: dict[str, Any]) -> list[str]:
 
 
 def shim(result: dict[str, Any]) -> list[str]:
-    lines = ["", "shim start-up (CNI_COMMAND=VERSION, process start to exit), ms"]
+    lines = [
+        "",
+        "start-up (CNI_COMMAND=VERSION, posix_spawn to exit): the shim's forms, netattach-thin,"
+        " and the bridge plugin for scale, ms",
+    ]
     for form, s in result["shim_startup"].items():
         lines.append(
             f"  {form:8} p50 {s['p50']:6.1f}  min {s['min']:6.1f}  p90 {s['p90']:6.1f}  "
@@ -146,6 +150,62 @@ def footer(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+# Issue 12's targets, "Faster than Multus on every pod" (ms over the floor unless said).
+ADD_TARGETS = {"0": 8.0, "2": 10.0, "7": 16.0}
+DEL_TARGETS = {"2": 10.0}
+SHIM_STARTUP_TARGET = 2.0
+THIN_ADD_TARGET = 40.0
+THIN_VERSION_TARGET = 20.0
+BURST_TARGET = 0.8  # thick pods/s as a share of the floor's
+
+
+def _verdict(value: float, target: float, *, at_least: bool = False) -> str:
+    met = value >= target if at_least else value <= target
+    return "met" if met else "NOT met"
+
+
+def targets(result: dict[str, Any]) -> list[str]:
+    """Each figure of issue 12 beside its target, from this run (bridge pods; both feeds)."""
+    lines = ["", "targets (issue 12; bridge pods, p50 over the floor; both feeds of thick mode)"]
+    overhead = result["overhead"].get("bridge", {})
+    for op, table in (("ADD", ADD_TARGETS), ("DEL", DEL_TARGETS)):
+        for count, target in table.items():
+            for who in ("thick-dir", "thick-kube"):
+                extra = overhead.get(count, {}).get(who)
+                if extra is None:
+                    continue
+                value = extra[f"{op.lower()}_p50_ms"]
+                lines.append(
+                    f"  {who:10} {op} default + {count:<2} {value:+7.1f} ms   target <= "
+                    f"+{target:g}   {_verdict(value, target)}"
+                )
+    thin = overhead.get("2", {}).get("thin")
+    if thin is not None:
+        value = thin["add_p50_ms"]
+        lines.append(
+            f"  {'thin':10} ADD default + 2  {value:+7.1f} ms   target <= +{THIN_ADD_TARGET:g}"
+            f"   {_verdict(value, THIN_ADD_TARGET)}"
+        )
+    startup = result["shim_startup"]
+    for form, target in (("native", SHIM_STARTUP_TARGET), ("thin", THIN_VERSION_TARGET)):
+        if form in startup:
+            value = startup[form]["p50"]
+            lines.append(
+                f"  {form:10} VERSION start-up {value:7.1f} ms   target <= {target:g}"
+                f"     {_verdict(value, target)}"
+            )
+    largest = max(result["throughput"], key=int)
+    burst = result["throughput"][largest]
+    for who in ("thick-dir", "thick-kube"):
+        if who in burst and "floor" in burst:
+            share = burst[who]["add_pods_per_s"] / burst["floor"]["add_pods_per_s"]
+            lines.append(
+                f"  {who:10} {largest}-pod burst ADD {share:5.2f} x the floor's pods/s   target >= "
+                f"{BURST_TARGET:g}   {_verdict(share, BURST_TARGET, at_least=True)}"
+            )
+    return lines
+
+
 def render(result: dict[str, Any]) -> str:
-    sections = [header, latency, throughput, memory, shim, policy, footer]
+    sections = [header, latency, throughput, memory, shim, policy, targets, footer]
     return "\n".join(line for section in sections for line in section(result))

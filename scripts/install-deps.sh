@@ -2,7 +2,11 @@
 # Install what netattach's demo and tests need on a Debian machine, only what is missing.
 # Debian packages: containernetworking-plugins (/usr/lib/cni), iproute2, nftables, util-linux
 # (nsenter), iputils-ping, graphviz (`dot`, for `netattach graph`); python3-venv when the
-# interpreter cannot make a virtualenv; gcc and python3-dev for the shim's Nuitka build.
+# interpreter cannot make a virtualenv; gcc and libc6-dev for the static C shim (and tests/node's
+# static `pause` program); containerd and runc for tests/node (a real runtime creating pod
+# sandboxes; the tier starts its own containerd on its own socket: the package's service is not
+# used); mmdebstrap and umoci for `make image` (the node image, built from Debian's packages with
+# no container registry).
 set -euo pipefail
 
 need=()
@@ -13,10 +17,13 @@ command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
-# The shim's self-contained build (Nuitka, `make shim`, its tests) compiles C against Python.h.
-command -v gcc >/dev/null 2>&1 || need+=(gcc)
-python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_path("include"), "Python.h")))' \
-  >/dev/null 2>&1 || need+=(python3-dev)
+# The native shim is a static C program: a compiler, and libc's static archive to link it with.
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+printf 'int main(void) { return 0; }\n' | cc -static -x c -o /dev/null - >/dev/null 2>&1 || need+=(libc6-dev)
+command -v containerd >/dev/null 2>&1 || need+=(containerd)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+command -v umoci >/dev/null 2>&1 || need+=(umoci)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -11,6 +11,10 @@ A line is about a pod when the record carries `pod` (and maybe `uid`, `network`)
 prefix that `orchestrator.PodRef.prefix` writes (Multus's form). Either way the text line starts
 with that prefix and the JSON line has the fields, so operators grep one shape and log pipelines
 index the other.
+
+The level applies to netattach's own loggers (`netattach.*`): `debug` shows its decisions, not
+the HTTP client's requests. Other libraries' loggers log warnings and errors only, unless the
+settings' `loggers` name them with a level of their own.
 """
 
 import datetime
@@ -25,8 +29,10 @@ LogFormat = Literal["text", "json"]
 FORMATS: Final[tuple[LogFormat, ...]] = ("text", "json")
 LEVELS: Final = ("debug", "info", "warning", "error")
 
-# The HTTP client logs every request at INFO: the feed reports what matters itself.
-_QUIET: Final = ("httpx", "httpx2", "httpcore")
+# netattach's own loggers are this one's children; every other logger (httpx2 and httpcore2, which
+# log each request, lightkube, asyncio, pyroute2...) stays at WARNING unless named in `loggers`.
+OWN: Final = "netattach"
+THIRD_PARTY_LEVEL: Final = logging.WARNING
 # `[ns/pod/uid]` or `[ns/pod/uid:network]` at the start of a message; a NAD network is `ns/net`.
 _PREFIX: Final = re.compile(
     r"\[(?P<namespace>[^/\]\s]*)/(?P<pod>[^/\]\s]+)/(?P<uid>[^:\]\s]*)(?::(?P<network>[^\]\s]+))?\]"
@@ -105,14 +111,32 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, default=str)
 
 
-def configure(level: str, log_format: LogFormat = "text", stream: TextIO | None = None) -> None:
-    """Send every logger's records at `level` and above to `stream` (stderr) in `log_format`.
+# The loggers the last `configure` set a level on (put back to NOTSET by the next one).
+_named: set[str] = set()
+
+
+def configure(
+    level: str,
+    log_format: LogFormat = "text",
+    stream: TextIO | None = None,
+    *,
+    loggers: Mapping[str, str] | None = None,
+) -> None:
+    """Send netattach's records at `level` and above to `stream` (stderr) in `log_format`;
+    other libraries' at WARNING and above, or at the level `loggers` names for them
+    (`{"httpx2": "debug"}`: a logger and its children).
 
     Replaces the root logger's handlers, so calling it again (a test, a re-exec) does not
-    double every line.
+    double every line; loggers named by an earlier call go back to the default.
     """
+    named = dict(loggers or {})
     if level not in LEVELS:
         raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
+    for name, value in named.items():
+        if value not in LEVELS:
+            raise ValueError(
+                f"the level of logger {name!r} must be one of {', '.join(LEVELS)}, got {value!r}"
+            )
     if log_format not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}, got {log_format!r}")
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
@@ -121,6 +145,11 @@ def configure(level: str, log_format: LogFormat = "text", stream: TextIO | None 
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level.upper())
-    for noisy in _QUIET:
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    root.setLevel(THIRD_PARTY_LEVEL)
+    for name in _named:
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    _named.clear()
+    _named.update({OWN, *named})
+    logging.getLogger(OWN).setLevel(level.upper())
+    for name, value in named.items():
+        logging.getLogger(name).setLevel(value.upper())

@@ -57,13 +57,19 @@ def encode_reply(exit_code: int, stdout: bytes) -> bytes:
 
 
 def decode_reply(body: bytes) -> tuple[int, bytes]:
+    # Terse on purpose: the shim's C form words these the same (netattach-shim.c decode_reply).
     try:
         raw = quickjson.loads(body.decode("utf-8", errors="surrogateescape"))
     except (ValueError, RecursionError) as exc:
-        raise WireError(f"reply body is not JSON: {str(exc)[:120]}") from exc
+        raise WireError("reply body is not JSON") from exc
     if not isinstance(raw, dict):
         raise WireError("reply body is not a JSON object")
     code, stdout = raw.get("exitCode"), raw.get("stdout", "")
     if not isinstance(code, int) or isinstance(code, bool) or not isinstance(stdout, str):
         raise WireError("reply needs an integer 'exitCode' and a string 'stdout'")
-    return code, stdout.encode("utf-8", errors="surrogateescape")
+    if not 0 <= code <= 255:
+        raise WireError("reply 'exitCode' must be from 0 to 255")
+    try:
+        return code, stdout.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise WireError("reply 'stdout' is not text") from exc

@@ -33,7 +33,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -75,11 +74,28 @@ def wait_for(what: str, predicate: Any, timeout: float, *, every: float = POLL) 
         time.sleep(every)
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+def free_port_in(netns: str) -> int:
+    """A TCP port free on 127.0.0.1 of the network namespace `netns`: where the daemon listens
+    for metrics, a port free on the host may be the in-node fake API server's, whose /readyz
+    would then pass for the daemon's."""
+    done = subprocess.run(
+        [
+            "nsenter",
+            f"--net={netns}",
+            "--",
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
+            "print(s.getsockname()[1])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return int(done.stdout)
 
 
 # A GET from inside a namespace: `nsenter --net=NODE python -I -S -c HTTP_GET HOST PORT PATH`
@@ -106,9 +122,11 @@ class HttpReply:
 class DaemonNode:
     """A `netattach daemon` for `cluster`, with its socket, CNI dirs and installed shim."""
 
-    def __init__(self, cluster: Cluster, zipapp: Path) -> None:
+    def __init__(self, cluster: Cluster, zipapp: Path, *, default_shim: bool = False) -> None:
+        """`default_shim`: start without `--shim`, so the daemon installs its default one."""
         self.cluster = cluster
         self.zipapp = zipapp
+        self.default_shim = default_shim
         self.root = Path(tempfile.mkdtemp(prefix="na-d-"))
         self.socket = self.root / "run" / "netattach.sock"
         self.conf_dir = self.root / "net.d"
@@ -116,7 +134,7 @@ class DaemonNode:
         self.conflist = self.conf_dir / CONFLIST_NAME
         self.installed_shim = self.bin_dir / SHIM_NAME
         self.settings_path = cluster.root / "daemon.yaml"
-        self.port = free_port()
+        self.port = free_port_in(cluster.node.path)
         self.settings: dict[str, Any] = {
             **json.loads(json.dumps(cluster.settings)),
             "logLevel": "info",
@@ -148,8 +166,7 @@ class DaemonNode:
                     "daemon",
                     "--config",
                     str(self.settings_path),
-                    "--shim",
-                    str(self.zipapp),
+                    *([] if self.default_shim else ["--shim", str(self.zipapp)]),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=stream,

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from netattach.daemon import shim_install
 from tests.e2e.daemon_harness import (
     CONFLIST_NAME,
     SHIM_NAME,
@@ -183,3 +184,30 @@ def test_with_the_daemon_down_the_shim_answers_11_and_a_later_del_frees_everythi
         reply = daemon.shim("DEL", pod)
         assert (reply.rc, reply.out) == (0, None), reply
     assert cluster.leftovers() == NOTHING
+
+
+@pytest.mark.req("KUBE-INSTALL")
+def test_without_shim_the_daemon_installs_the_static_shim_and_pods_attach_through_it(
+    daemon: DaemonNode,
+) -> None:
+    """The default form: no `--shim`, and the runtime runs the static C program the daemon put
+    in cniBinDir; it carries a pod's ADD and DEL like any other form."""
+    cluster = daemon.cluster
+    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.82.0.0/24")))
+    pod = cluster.pod("blue", "web", "net-a")
+    daemon.default_shim = True
+    daemon.start()
+    installed = daemon.installed_shim.read_bytes()
+
+    added = daemon.shim("ADD", pod)
+    attached = sorted(cluster.interfaces(pod.netns))
+    deleted = daemon.shim("DEL", pod)
+
+    assert installed == shim_install.NATIVE_SHIM.read_bytes()
+    assert installed.startswith(b"\x7fELF")
+    assert sorted(p.name for p in daemon.bin_dir.iterdir()) == [SHIM_NAME]
+    assert added.rc == 0, (added, daemon.log_text())
+    assert attached == ["eth0", "net1"]
+    assert deleted.rc == 0, deleted
+    assert cluster.leftovers() == NOTHING
+    assert daemon.requests("ADD", "0") == 1.0

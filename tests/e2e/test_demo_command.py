@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -60,14 +61,36 @@ def test_install_cni_puts_an_executable_netattach_thin_in_the_bin_dir(tmp_path: 
     assert done.returncode == 0, done.stderr
     installed = tmp_path / "netattach-thin"
     assert installed.stat().st_mode & 0o755 == 0o755
-    assert installed.read_bytes() == (Path(sys.executable).parent / "netattach-thin").read_bytes()
+    # This interpreter, isolated (-IS): no site processing and no PYTHON* variable on any call.
+    assert installed.read_bytes().startswith(f"#!{sys.executable} -IS\n".encode())
     assert [p.name for p in tmp_path.iterdir()] == ["netattach-thin"]  # no temp file left
+    hostile = {"PYTHONPATH": "/nonexistent", "PYTHONSTARTUP": "/nonexistent", "PATH": "/usr/bin"}
     version = subprocess.run(
         [str(installed)],
-        input=b"",
-        env={"CNI_COMMAND": "VERSION"},
+        input=b'{"cniVersion": "0.4.0"}',
+        env={**hostile, "CNI_COMMAND": "VERSION"},
         capture_output=True,
         check=False,
     )
-    assert version.returncode == 0
-    assert b'"supportedVersions"' in version.stdout
+    assert version.returncode == 0, version.stderr
+    assert json.loads(version.stdout) == {
+        "cniVersion": "0.4.0",
+        "supportedVersions": ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"],
+    }
+    # ADD takes the full path (the orchestrator and its dependencies), found without site.
+    add = subprocess.run(
+        [str(installed)],
+        input=b"{not json",
+        env={
+            **hostile,
+            "CNI_COMMAND": "ADD",
+            "CNI_CONTAINERID": "c1",
+            "CNI_NETNS": "/x",
+            "CNI_IFNAME": "eth0",
+            "CNI_PATH": "/usr/lib/cni",
+        },
+        capture_output=True,
+        check=False,
+    )
+    assert add.returncode == 1, add.stderr
+    assert json.loads(add.stdout)["code"] == 6

@@ -246,3 +246,27 @@ def test_del_after_the_pod_and_nads_are_gone(cluster: Cluster) -> None:
     assert (reply.rc, reply.out) == (0, None)
     # the default network's config, like the NAD's, came from the pod record
     assert cluster.leftovers() == NOTHING
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_the_thin_plugin_writes_its_call_lines_to_the_runtimes_journal_only_at_debug(
+    cluster: Cluster, level: str
+) -> None:
+    """The thin plugin's stderr is the container runtime's journal: a working pod writes nothing
+    there unless `logLevel: debug` asks for a line per call."""
+    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.83.0.0/24")))
+    cluster.settings["logLevel"] = level
+    pod = cluster.pod("blue", "web", "net-a")
+
+    added, deleted = cluster.add(pod), cluster.delete(pod)
+
+    assert (added.rc, deleted.rc) == (0, 0)
+    if level == "info":
+        assert (added.stderr, deleted.stderr) == ("", "")
+    else:
+        assert "ADD container " in added.stderr
+        assert "eth0 " in added.stderr
+        assert "net1 blue/net-a" in added.stderr
+        assert "; code 0" in added.stderr
+        assert "DEL container " in deleted.stderr
+    assert cluster.leftovers() == NOTHING

@@ -2,9 +2,9 @@
 
 `KubeApi` is the interface both `fake_api.FakeKubeApi` and `real_api.RealKubeApi` implement, so a
 test written against the `fake_api` fixture runs unchanged against a real cluster. The hooks only
-a fake can offer (`compact`, `restart`, `stop`, `start`, `set_token`, `set_bookmark_interval`,
-`requests`, `clear_requests`, `inject_error`, `active_watches`) skip the test on a real server
-with the reason `NEEDS_FAKE`.
+a fake can offer (`compact`, `restart`, `stop`, `start`, `set_token`, `set_crd_installed`,
+`set_namespace_controller`, `set_bookmark_interval`, `requests`, `clear_requests`,
+`inject_error`, `active_watches`) skip the test on a real server with the reason `NEEDS_FAKE`.
 """
 
 from __future__ import annotations
@@ -59,6 +59,18 @@ class Connection:
     base_url: str
     token: str | None = None
     ssl_context: ssl.SSLContext | None = None
+    client_certificate: bool = False
+    """`ssl_context` presents a client certificate: it authenticates too, whatever the token."""
+    ssl_context_without_certificate: ssl.SSLContext | None = None
+    """The same trust without the client certificate (HTTPS only)."""
+
+    def token_only(self) -> Connection:
+        """This connection with the bearer token as its sole credential."""
+        return dataclasses.replace(
+            self,
+            ssl_context=self.ssl_context_without_certificate or self.ssl_context,
+            client_certificate=False,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +157,10 @@ class KubeApi(Protocol):
     def start(self) -> None: ...
 
     def set_token(self, token: str | None) -> None: ...
+
+    def set_crd_installed(self, kind: str, installed: bool) -> None: ...
+
+    def set_namespace_controller(self, running: bool) -> None: ...
 
     def set_bookmark_interval(self, seconds: float) -> None: ...
 

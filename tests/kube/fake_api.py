@@ -14,14 +14,20 @@ one global resourceVersion counter, bumped by every write, as etcd's revision; l
 no-op writes do not bump it; watches from a resourceVersion replay the retained history
 (`history_limit` events; older, or dropped by `compact()`: an ERROR event with a 410 Expired
 Status), `""`/`"0"` start with synthetic ADDED events; bookmarks every `bookmark_interval`
-seconds with `allowWatchBookmarks=true`; `timeoutSeconds` ends the stream cleanly; label and
-field selectors on lists and watches (an object leaving a watch's selector arrives as DELETED);
-merge, strategic merge (not for custom resources: 415), JSON and (simplified) apply patches;
-409 AlreadyExists/Conflict, 404 NotFound, 422 Invalid, 401 Unauthorized.
+seconds with `allowWatchBookmarks=true`, carrying kube-apiserver's skeleton object (a Pod's has
+`spec.containers: null`); `timeoutSeconds` ends the stream cleanly; label and field selectors on
+lists and watches (an object leaving a watch's selector arrives as DELETED, as its last version
+that matched); merge, strategic merge (not for custom resources: 415), JSON and (simplified)
+apply patches; 409 AlreadyExists/Conflict, 404 NotFound (`404 page not found` in text/plain for
+a path no API group/version serves), 422 Invalid (also a PATCH that changes `metadata.uid`), 401
+Unauthorized, 403 for new content in a Terminating namespace; graceful pod deletion (MODIFIED
+with deletionTimestamp, then DELETED once deleted with grace 0). Where this differs from
+reference/real-world.md, the fake is what is wrong.
 
 The test hooks (`create`, `get`, `list`, `update`, `patch`, `delete`, `events_for`, `compact`,
-`restart`, `stop`, `start`, `set_token`, `set_bookmark_interval`, `requests`, `inject_error`,
-`active_watches`, `wait_for_watches`) are the `api.KubeApi` interface. Hook writes act as the
+`restart`, `stop`, `start`, `set_token`, `set_crd_installed`, `set_namespace_controller`,
+`set_bookmark_interval`, `requests`, `inject_error`, `active_watches`, `wait_for_watches`) are
+the `api.KubeApi` interface. Hook writes act as the
 control plane would (the scheduler, the kubelet): they may set a pod's status and spec freely,
 while the same writes over HTTP follow the API's rules. Stdlib only.
 """
@@ -68,6 +74,7 @@ from tests.kube.resources import (
     PODS,
     RESOURCES,
     Resource,
+    bookmark_object,
     default_namespace,
     default_pod,
     field_value,
@@ -163,6 +170,19 @@ def invalid(res: Resource, name: str, causes: list[Cause]) -> ApiStatusError:
     return _error(422, "Invalid", f'{res.qualified_kind} "{name}" is invalid: {joined}', details)
 
 
+_FINISHED = ("Succeeded", "Failed")
+_NAMESPACE_PURGING = (
+    "The system is ensuring all content is removed from this namespace.  Upon completion, this "
+    "namespace will automatically be purged by the system."
+)
+PAGE_NOT_FOUND = "404 page not found\n"
+"""Go's http.NotFound body: what a path no API group/version serves gets (text/plain)."""
+
+
+class PageNotFoundError(Exception):
+    """A path the server serves nothing at: 404 `404 page not found`, not a Status."""
+
+
 def bad_request(message: str) -> ApiStatusError:
     return _error(400, "BadRequest", message)
 
@@ -228,6 +248,7 @@ class _Watcher:
     since: int
     info: WatchInfo
     queue: queue.Queue[_Change | None] = dataclasses.field(default_factory=queue.Queue)
+    ends_cleanly: bool = False  # the None in `queue` ends the stream with its last chunk
 
     def matches(self, obj: Obj) -> bool:
         if self.namespace is not None and obj["metadata"].get("namespace") != self.namespace:
@@ -246,8 +267,12 @@ class _Watcher:
             return "MODIFIED", change.obj
         if new_match:
             return "ADDED", change.obj
-        if old_match:
-            return "DELETED", change.obj
+        if old_match and change.old is not None:
+            # As the real watch cache: the object's last version that matched, carrying the
+            # resourceVersion of the change that took it out of the selection.
+            last = copy.deepcopy(change.old)
+            last["metadata"]["resourceVersion"] = change.obj["metadata"]["resourceVersion"]
+            return "DELETED", last
         return None
 
 
@@ -317,6 +342,8 @@ class FakeKubeApi:
         self._watchers: set[_Watcher] = set()
         self._requests: list[RequestRecord] = []
         self._faults: list[_Fault] = []
+        self._uninstalled: set[Resource] = set()  # custom resources whose CRD is "deleted"
+        self._namespace_controller = True
         self._token = token
         self._bookmark_interval = bookmark_interval
         self._schemas: dict[str, Obj] = dict(crd_schemas or {})
@@ -433,6 +460,33 @@ class FakeKubeApi:
                 self._connections.discard(conn)
 
     # -- configuration hooks --------------------------------------------------------------------
+
+    def set_namespace_controller(self, running: bool) -> None:
+        """Whether a deleted namespace is emptied and removed (True, the default, at once) or
+        stays Terminating, refusing new content, as on a server without a namespace controller."""
+        with self._lock:
+            self._namespace_controller = running
+
+    def set_crd_installed(self, kind: str, installed: bool) -> None:
+        """Serve a custom resource (`kind`) or not, as if its CRD were created or deleted:
+        its paths then get a real server's `404 page not found` (text/plain), discovery omits
+        it, its open watches end; its objects are kept for when it is served again."""
+        res = resource_for(kind)
+        if not res.custom:
+            raise ValueError(f"{kind} is not a custom resource")
+        with self._lock:
+            if installed:
+                self._uninstalled.discard(res)
+                return
+            self._uninstalled.add(res)
+            for watcher in self._watchers:
+                if watcher.res is res:  # the server ends them: the resource has no storage now
+                    watcher.ends_cleanly = True
+                    watcher.queue.put(None)
+
+    def _served(self) -> builtins.list[Resource]:
+        with self._lock:
+            return [r for r in RESOURCES if r not in self._uninstalled]
 
     def set_token(self, token: str | None) -> None:
         """Require `Authorization: Bearer <token>` (None: accept any request)."""
@@ -615,7 +669,7 @@ class FakeKubeApi:
 
     def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
         res = resource_for(kind)
-        self._delete(res, self._ns(res, namespace), name, None)
+        self._delete(res, self._ns(res, namespace), name, None, control_plane=True)
 
     def events_for(self, namespace: str, pod: str) -> builtins.list[Obj]:
         """The core/v1 Events about pod `namespace/pod`, oldest first."""
@@ -733,15 +787,42 @@ class FakeKubeApi:
             raise invalid(res, obj["metadata"].get("name", ""), causes)
         return obj
 
-    def _require_namespace(self, res: Resource, namespace: str | None) -> None:
-        if res.namespaced and ("", namespace or "") not in self._objects[NAMESPACES.key]:
+    def _require_namespace(
+        self, res: Resource, namespace: str | None, name: str | None = None
+    ) -> None:
+        if not res.namespaced:
+            return
+        ns = self._objects[NAMESPACES.key].get(("", namespace or ""))
+        if ns is None:
             raise not_found(NAMESPACES, namespace or "")
+        if ns["metadata"].get("deletionTimestamp"):
+            # kube-apiserver's NamespaceLifecycle admission (reference/real-world.md)
+            why = (
+                f"unable to create new content in namespace {namespace} because it is being "
+                "terminated"
+            )
+            who = f'{res.qualified} "{name}"' if name else res.qualified
+            raise _error(
+                403,
+                "Forbidden",
+                f"{who} is forbidden: {why}",
+                {
+                    **res.details(name or ""),
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": why,
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                },
+            )
 
     def _create(self, res: Resource, body: Any, namespace: str | None, *, privileged: bool) -> Obj:
         obj = self._decode(res, body, namespace)
         meta = obj["metadata"]
         with self._lock:
-            self._require_namespace(res, namespace)
+            self._require_namespace(res, namespace, meta.get("name") or None)
             if meta.get("resourceVersion"):
                 raise _error(
                     500,
@@ -934,6 +1015,16 @@ class FakeKubeApi:
                 if error.bad_request:
                     raise bad_request(str(error)) from None
                 raise _error(422, "Invalid", str(error)) from None
+            uid = (patched.get("metadata") or {}).get("uid") if isinstance(patched, dict) else None
+            if uid is not None and uid != old["metadata"]["uid"]:
+                # A real server applies the patch, then validates the update: a patch that
+                # sets another uid (a guard against a recreated pod) is 422, not a 409.
+                immutable = Cause(
+                    "FieldValueInvalid",
+                    "metadata.uid",
+                    f'Invalid value: "{uid}": field is immutable',
+                )
+                raise invalid(res, name, [immutable])
             return self._update(res, patched, namespace, name, subresource, privileged=privileged)
 
     def _remove(self, res: Resource, key: tuple[str, str], last: Obj) -> Obj:
@@ -945,9 +1036,63 @@ class FakeKubeApi:
         self._commit("DELETED", res, final, None)
         return final
 
+    @staticmethod
+    def _grace_period(old: Obj, options: Obj | None) -> int:
+        """A pod's grace period, as the pod strategy decides it: the DeleteOptions', else the
+        pod's own; none for a pod never scheduled or already finished."""
+        spec = old.get("spec") or {}
+        if not spec.get("nodeName") or (old.get("status") or {}).get("phase") in _FINISHED:
+            return 0
+        given = (options or {}).get("gracePeriodSeconds")
+        if isinstance(given, int) and not isinstance(given, bool) and given >= 0:
+            return given
+        period = spec.get("terminationGracePeriodSeconds", 30)
+        return period if isinstance(period, int) else 30
+
+    def _mark_deleted(self, res: Resource, key: tuple[str, str], old: Obj, grace: int) -> Obj:
+        """Set deletionTimestamp (MODIFIED) and keep the object (lock held)."""
+        obj = copy.deepcopy(old)
+        obj["metadata"]["deletionTimestamp"] = _now()
+        obj["metadata"]["deletionGracePeriodSeconds"] = grace
+        if res is NAMESPACES:
+            obj.setdefault("status", {})["phase"] = "Terminating"
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        self._objects[res.key][key] = obj
+        self._commit("MODIFIED", res, obj, old)
+        return obj
+
+    def _terminate_namespace(self, key: tuple[str, str], old: Obj) -> Obj:
+        """Namespace deletion (lock held): Terminating first (new content refused with 403),
+        then, as the namespace controller, its objects and itself are deleted, unless the fake
+        runs without one (`set_namespace_controller(False)`: Terminating forever)."""
+        if old["metadata"].get("deletionTimestamp"):
+            raise conflict(NAMESPACES, key[1], _NAMESPACE_PURGING)
+        terminating = self._mark_deleted(NAMESPACES, key, old, 0)
+        if not self._namespace_controller:
+            return terminating
+        self._purge_namespace(key[1])
+        return terminating
+
+    def _purge_namespace(self, name: str) -> None:
+        for other in RESOURCES:
+            if other.namespaced:
+                for inner in [k for k in self._objects[other.key] if k[0] == name]:
+                    self._remove(other, inner, self._objects[other.key][inner])
+        key = ("", name)
+        self._remove(NAMESPACES, key, self._objects[NAMESPACES.key][key])
+
     def _delete(
-        self, res: Resource, namespace: str | None, name: str, options: Obj | None
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        options: Obj | None,
+        *,
+        control_plane: bool = False,
     ) -> tuple[Obj, int]:
+        """DELETE; `control_plane`: a hook's deletion, complete at once (a namespace with its
+        objects, a pod without its grace period), as `RealKubeApi.delete` forces it."""
         with self._lock:
             key = (namespace or "", name)
             old = self._objects[res.key].get(key)
@@ -981,11 +1126,21 @@ class FakeKubeApi:
                 self._objects[res.key][key] = obj
                 self._commit("MODIFIED", res, obj, old)
                 return copy.deepcopy(obj), 200
-            if res is NAMESPACES:
+            if res is NAMESPACES and control_plane:
                 for other in RESOURCES:
                     if other.namespaced:
                         for inner in [k for k in self._objects[other.key] if k[0] == name]:
                             self._remove(other, inner, self._objects[other.key][inner])
+            elif res is NAMESPACES:
+                return copy.deepcopy(self._terminate_namespace(key, old)), 200
+            if res is PODS and not control_plane:
+                grace = self._grace_period(old, options)
+                if grace > 0:
+                    # Graceful: the kubelet stops the containers, then deletes with grace 0.
+                    # Watches see MODIFIED (deletionTimestamp) first (reference/real-world.md).
+                    if meta.get("deletionTimestamp"):
+                        return copy.deepcopy(old), 200
+                    return copy.deepcopy(self._mark_deleted(res, key, old, grace)), 200
             final = self._remove(res, key, old)
             if res in (PODS, NAMESPACES):
                 return final, 200
@@ -1040,7 +1195,8 @@ class FakeKubeApi:
     def _discovery(self, path: str) -> Obj | None:
         path = path.rstrip("/") or "/"
         groups: dict[str, builtins.list[str]] = {}
-        for res in RESOURCES:
+        served = self._served()
+        for res in served:
             if res.group and res.version not in groups.setdefault(res.group, []):
                 groups[res.group].append(res.version)
         if path == "/version":
@@ -1083,7 +1239,7 @@ class FakeKubeApi:
             group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
             resources = [
                 entry
-                for res in RESOURCES
+                for res in served
                 if (res.group, res.version) == (group, version)
                 for entry in res.discovery()
             ]
@@ -1105,10 +1261,16 @@ class FakeKubeApi:
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
             raise missing
-        served = {r.plural: r for r in RESOURCES if (r.group, r.version) == (group, version)}
+        served = {r.plural: r for r in self._served() if (r.group, r.version) == (group, version)}
         legacy_watch = bool(rest) and rest[0] == "watch"
         if legacy_watch:
             rest = rest[1:]
+        if group:
+            # Custom resources: kube-apiserver hands a path of a group/version or resource no
+            # CRD serves to its last handler, whose answer is not a Status (real-world.md).
+            named = rest[2] if len(rest) >= 3 and rest[0] == "namespaces" else "".join(rest[:1])
+            if named not in served:
+                raise PageNotFoundError()
         if not served or not rest:
             raise missing
         namespace: str | None = None
@@ -1170,6 +1332,14 @@ class FakeKubeApi:
             options = self._json_body(req) if req.body.strip() else None
             if options is not None and not isinstance(options, dict):
                 raise bad_request("DeleteOptions must be a JSON object")
+            if "gracePeriodSeconds" in req.query:
+                try:
+                    grace = int(req.query["gracePeriodSeconds"])
+                except ValueError:
+                    raise bad_request(
+                        f"invalid gracePeriodSeconds: {req.query['gracePeriodSeconds']}"
+                    ) from None
+                options = {**(options or {}), "gracePeriodSeconds": grace}
             obj, code = self._delete(res, namespace, name, options)
             return _Response(code, obj)
         raise not_allowed
@@ -1296,10 +1466,7 @@ class FakeKubeApi:
 
     def _stream(self, start: _WatchStart, write: _ChunkWriter) -> bool:
         """Write a watch stream; True when it ended cleanly (False: cut or client gone)."""
-        kind_of = {"kind": "", "apiVersion": ""}
         watcher = start.watcher
-        if watcher is not None:
-            kind_of = {"kind": watcher.res.kind, "apiVersion": watcher.res.api_version}
         try:
             if start.error is not None:
                 write.event("ERROR", start.error)
@@ -1310,13 +1477,11 @@ class FakeKubeApi:
             if start.initial_end_bookmark is not None:
                 write.event(
                     "BOOKMARK",
-                    {
-                        **kind_of,
-                        "metadata": {
-                            "resourceVersion": str(start.initial_end_bookmark),
-                            "annotations": {INITIAL_EVENTS_END: "true"},
-                        },
-                    },
+                    bookmark_object(
+                        watcher.res,
+                        start.initial_end_bookmark,
+                        {INITIAL_EVENTS_END: "true"},
+                    ),
                 )
             interval = max(self._bookmark_interval, 0.01)
             began = time.monotonic()
@@ -1338,13 +1503,11 @@ class FakeKubeApi:
                     if next_bookmark is not None and now >= next_bookmark:
                         rv = self._bookmark_rv(watcher)
                         if rv is not None:
-                            write.event(
-                                "BOOKMARK", {**kind_of, "metadata": {"resourceVersion": str(rv)}}
-                            )
+                            write.event("BOOKMARK", bookmark_object(watcher.res, rv))
                             next_bookmark = now + interval
                     continue
                 if change is None:
-                    return False  # cut by stop()/restart()
+                    return watcher.ends_cleanly  # else cut by stop()/restart()
                 event = watcher.event_for(change)
                 if event is not None:
                     write.event(*event)
@@ -1386,6 +1549,8 @@ class FakeKubeApi:
             result = self._handle(req)
         except ApiStatusError as error:
             result = _Response(error.code, error.status)
+        except PageNotFoundError:
+            result = _Response(404, PAGE_NOT_FOUND, text=True)
         if isinstance(result, _Response):
             self._log(req, result.code, watch=False)
             if result.code == 429:

@@ -58,17 +58,12 @@ def connection_from_kubeconfig(path: Path) -> Connection:
     base = path.parent
     server = str(cluster["server"])
     context_ssl: ssl.SSLContext | None = None
+    without_certificate: ssl.SSLContext | None = None
+    certificate = False
     if server.startswith("https"):
         scratch = Path(tempfile.mkdtemp(prefix="netattach-kubeconfig-"))
-        context_ssl = ssl.create_default_context()
-        if cluster.get("insecure-skip-tls-verify"):
-            context_ssl.check_hostname = False
-            context_ssl.verify_mode = ssl.CERT_NONE
-        elif cluster.get("certificate-authority-data"):
-            ca = _data_file(scratch, "ca.crt", cluster["certificate-authority-data"])
-            context_ssl.load_verify_locations(ca)
-        elif cluster.get("certificate-authority"):
-            context_ssl.load_verify_locations(str(base / cluster["certificate-authority"]))
+        context_ssl = _trusting(cluster, base, scratch)
+        without_certificate = _trusting(cluster, base, scratch)
         cert = user.get("client-certificate")
         key = user.get("client-key")
         if user.get("client-certificate-data"):
@@ -77,10 +72,69 @@ def connection_from_kubeconfig(path: Path) -> Connection:
             key = _data_file(scratch, "client.key", user["client-key-data"])
         if cert and key:
             context_ssl.load_cert_chain(str(base / cert), str(base / key))
+            certificate = True
     token = user.get("token")
     if token is None and user.get("tokenFile"):
         token = (base / user["tokenFile"]).read_text(encoding="utf-8").strip()
-    return Connection(server, token, context_ssl)
+    return Connection(
+        server,
+        token,
+        context_ssl,
+        client_certificate=certificate,
+        ssl_context_without_certificate=without_certificate,
+    )
+
+
+_CREDENTIALS = (
+    "token",
+    "tokenFile",
+    "client-certificate",
+    "client-certificate-data",
+    "client-key",
+    "client-key-data",
+    "username",
+    "password",
+    "exec",
+    "auth-provider",
+)
+
+
+def with_token_only(kubeconfig: Path, path: Path, token: str) -> Path:
+    """Write to `path` a copy of `kubeconfig` whose current user authenticates with `token` and
+    nothing else (its certificates and other credentials dropped; relative file paths made
+    absolute, since the copy lives elsewhere)."""
+    config: dict[str, Any] = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
+    base = kubeconfig.resolve().parent
+    for entry in config.get("clusters") or []:
+        cluster = entry.get("cluster") or {}
+        if cluster.get("certificate-authority"):
+            cluster["certificate-authority"] = str(base / cluster["certificate-authority"])
+    context_name = config.get("current-context")
+    contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
+    context = contexts.get(context_name) if context_name else next(iter(contexts.values()), None)
+    if context is None:
+        raise ValueError(f"{kubeconfig}: no current context")
+    for entry in config.get("users") or []:
+        if entry.get("name") == context.get("user"):
+            user = {k: v for k, v in (entry.get("user") or {}).items() if k not in _CREDENTIALS}
+            entry["user"] = {**user, "token": token}
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def _trusting(cluster: Obj, base: Path, scratch: Path) -> ssl.SSLContext:
+    """A TLS context that trusts the cluster's CA (or nothing, with insecure-skip-tls-verify)."""
+    context = ssl.create_default_context()
+    if cluster.get("insecure-skip-tls-verify"):
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif cluster.get("certificate-authority-data"):
+        context.load_verify_locations(
+            _data_file(scratch, "ca.crt", cluster["certificate-authority-data"])
+        )
+    elif cluster.get("certificate-authority"):
+        context.load_verify_locations(str(base / cluster["certificate-authority"]))
+    return context
 
 
 class RealKubeApi:
@@ -239,6 +293,12 @@ class RealKubeApi:
         pytest.skip(NEEDS_FAKE)
 
     def set_token(self, token: str | None) -> None:
+        pytest.skip(NEEDS_FAKE)
+
+    def set_crd_installed(self, kind: str, installed: bool) -> None:
+        pytest.skip(NEEDS_FAKE)  # deleting a CRD deletes its objects on a shared cluster
+
+    def set_namespace_controller(self, running: bool) -> None:
         pytest.skip(NEEDS_FAKE)
 
     def set_bookmark_interval(self, seconds: float) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from typing import Any
@@ -210,6 +211,29 @@ POLICIES = Resource(
     field_labels=("metadata.name", "metadata.namespace"),
 )
 RESOURCES: tuple[Resource, ...] = (NAMESPACES, PODS, EVENTS, NADS, POLICIES)
+
+
+# The zero value of each built-in kind's spec and status as Go's JSON encoder writes it: what a
+# real server's BOOKMARK carries. A Pod's is not a valid Pod (`spec.containers: null`).
+_SKELETON_BODIES: dict[str, Obj] = {
+    "Pod": {"spec": {"containers": None}, "status": {}},
+    "Namespace": {"spec": {}, "status": {}},
+}
+
+
+def bookmark_object(res: Resource, resource_version: int, annotations: Obj | None = None) -> Obj:
+    """The object of a BOOKMARK event as kube-apiserver 1.28 sends it: an empty object of the
+    kind (built-in kinds with `creationTimestamp: null` and their spec/status zero values;
+    custom resources are unstructured: metadata only) carrying the resourceVersion."""
+    meta: Obj = {"resourceVersion": str(resource_version)}
+    if not res.custom:
+        meta["creationTimestamp"] = None
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    body: Obj = {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}
+    if not res.custom:
+        body.update(copy.deepcopy(_SKELETON_BODIES.get(res.kind, {})))
+    return body
 
 
 def resource_for(kind: str) -> Resource:

@@ -7,6 +7,7 @@ skip there with "needs the in-repo fake".
 
 from __future__ import annotations
 
+import secrets
 import socket
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ import yaml
 from tests.kube import objects
 from tests.kube.api import NEEDS_FAKE, PATCH_CONTENT_TYPES, ApiStatusError, KubeApi, Obj
 from tests.kube.fake_api import FakeKubeApi
-from tests.kube.kube_http import HttpResponse, KubeHttp
+from tests.kube.kube_http import HttpResponse, KubeHttp, WatchEvent, WatchStream
 from tests.kube.real_api import connection_from_kubeconfig
 from tests.kube.resources import EVENTS, NADS, NAMESPACES, PODS, POLICIES
 
@@ -47,6 +48,18 @@ def failure(response: HttpResponse, code: int, reason: str) -> Obj:
     assert status["reason"] == reason
     assert status["code"] == code
     return status
+
+
+def without_deletion_marks(watch: WatchStream, count: int) -> list[WatchEvent]:
+    """The next `count` events of `watch`, leaving out the MODIFIED event that only sets a pod's
+    deletionTimestamp: a real server may send one before DELETED even with no grace period."""
+    events: list[WatchEvent] = []
+    while len(events) < count:
+        event = watch.expect()
+        marks = event.type == "MODIFIED" and event.object["metadata"].get("deletionTimestamp")
+        if not marks:
+            events.append(event)
+    return events
 
 
 def rv(obj: Obj) -> int:
@@ -83,9 +96,42 @@ def test_discovery_documents_name_the_served_resources(kube_http: KubeHttp) -> N
     assert ok(kube_http.get("/version"))["major"] == "1"
 
 
-def test_unknown_paths_are_404_status(kube_http: KubeHttp) -> None:
-    failure(kube_http.get("/api/v1/widgets"), 404, "NotFound")
-    failure(kube_http.get("/apis/k8s.cni.cncf.io/v1/multi-networkpolicies"), 404, "NotFound")
+def test_an_unknown_core_resource_is_a_404_status(kube_http: KubeHttp) -> None:
+    status = failure(kube_http.get("/api/v1/widgets"), 404, "NotFound")
+    assert status["message"] == "the server could not find the requested resource"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/apis/k8s.cni.cncf.io/v1/multi-networkpolicies",  # served at v1beta1 only
+        "/apis/k8s.cni.cncf.io/v1/namespaces/default/widgets",
+        "/apis/netattach-nothing.example.com/v1/widgets",  # no such group
+    ],
+)
+def test_a_path_no_api_group_version_serves_is_a_plain_404(kube_http: KubeHttp, path: str) -> None:
+    """Not a Status: kube-apiserver's last handler answers as Go's http.NotFound
+    (reference/real-world.md), so a client must not expect JSON there."""
+    response = kube_http.get(path)
+    assert response.status == 404
+    assert response.headers["content-type"] == "text/plain; charset=utf-8"
+    assert response.body.decode().strip() == "404 page not found"
+
+
+def test_a_crd_not_installed_is_a_plain_404_and_absent_from_discovery(
+    kube_http: KubeHttp, kube_namespace: str, fake_api: KubeApi
+) -> None:
+    ok(
+        kube_http.post(NADS.collection_path(kube_namespace), objects.nad("kept", kube_namespace)),
+        201,
+    )
+    fake_api.set_crd_installed("NetworkAttachmentDefinition", False)  # skips on a real server
+    response = kube_http.get(NADS.collection_path(kube_namespace))
+    assert (response.status, response.body) == (404, b"404 page not found\n")
+    group = ok(kube_http.get("/apis/k8s.cni.cncf.io"))
+    assert [v["version"] for v in group["versions"]] == ["v1beta1"]
+    fake_api.set_crd_installed("NetworkAttachmentDefinition", True)
+    assert names(ok(kube_http.get(NADS.collection_path(kube_namespace)))) == ["kept"]
 
 
 # -- CRUD and errors ---------------------------------------------------------------------------
@@ -439,7 +485,7 @@ def test_watch_from_a_resource_version_delivers_the_later_events_in_order(
     with kube_http.watch(PODS.collection_path(kube_namespace), {"resourceVersion": start}) as watch:
         assert watch.status == 200
         assert watch.headers["content-type"] == "application/json"
-        events = watch.take(3)
+        events = without_deletion_marks(watch, 3)
         assert [(e.type, e.name) for e in events] == [
             ("ADDED", "late"),
             ("MODIFIED", "early"),
@@ -490,6 +536,22 @@ def test_delete_preconditions(kube_http: KubeHttp, kube_namespace: str) -> None:
     assert kube_http.delete(path, current).status in (200, 202)
 
 
+def test_a_patch_setting_another_uid_is_422_field_is_immutable(
+    kube_http: KubeHttp, kube_namespace: str
+) -> None:
+    pod = create_pod(kube_http, kube_namespace, "web")
+    path = PODS.object_path("web", kube_namespace)
+    guard = {"metadata": {"uid": "0b0e4e5c-0000-4000-8000-000000000000", "labels": {"a": "b"}}}
+    status = failure(kube_http.patch(path, guard, MERGE), 422, "Invalid")
+    assert status["message"] == (
+        'Pod "web" is invalid: metadata.uid: Invalid value: '
+        '"0b0e4e5c-0000-4000-8000-000000000000": field is immutable'
+    )
+    assert status["details"]["causes"][0]["field"] == "metadata.uid"
+    same = {"metadata": {"uid": pod["metadata"]["uid"], "labels": {"a": "b"}}}
+    assert ok(kube_http.patch(path, same, MERGE))["metadata"]["labels"] == {"a": "b"}
+
+
 def test_watch_with_a_selector_sees_objects_enter_and_leave(
     kube_http: KubeHttp, kube_namespace: str
 ) -> None:
@@ -498,9 +560,11 @@ def test_watch_with_a_selector_sees_objects_enter_and_leave(
     query = {"labelSelector": "net=yes", "resourceVersion": "0"}
     with kube_http.watch(PODS.collection_path(kube_namespace), query) as watch:
         assert watch.expect().type == "ADDED"
-        ok(kube_http.patch(path, {"metadata": {"labels": {"net": "no"}}}, MERGE))
+        moved = ok(kube_http.patch(path, {"metadata": {"labels": {"net": "no"}}}, MERGE))
         left = watch.expect()
-        assert (left.type, left.object["metadata"]["labels"]) == ("DELETED", {"net": "no"})
+        # the last version that matched (reference/real-world.md), at the change's version
+        assert (left.type, left.object["metadata"]["labels"]) == ("DELETED", {"net": "yes"})
+        assert left.resource_version == moved["metadata"]["resourceVersion"]
         ok(kube_http.patch(path, {"metadata": {"labels": {"net": "yes"}}}, MERGE))
         assert watch.expect().type == "ADDED"
         create_pod(kube_http, kube_namespace, "other", labels={"net": "no"})
@@ -537,15 +601,25 @@ def test_bookmarks_arrive_with_allow_watch_bookmarks(
         assert added.type == "ADDED"
         bookmark = watch.expect(2)
         assert bookmark.type == "BOOKMARK"
+        # kube-apiserver 1.28's skeleton (reference/real-world.md): not a valid Pod.
         assert bookmark.object == {
             "kind": "Pod",
             "apiVersion": "v1",
-            "metadata": {"resourceVersion": bookmark.resource_version},
+            "metadata": {"resourceVersion": bookmark.resource_version, "creationTimestamp": None},
+            "spec": {"containers": None},
+            "status": {},
         }
         assert int(bookmark.resource_version) >= int(added.resource_version)
     with kube_http.watch(PODS.collection_path(kube_namespace), {"resourceVersion": "0"}) as plain:
         assert plain.expect().type == "ADDED"
         assert plain.drain(0.3) == []  # no bookmarks unless asked for
+    with kube_http.watch(NADS.collection_path(kube_namespace), query) as custom:
+        # a custom resource's bookmark is unstructured: metadata only
+        assert custom.expect(2).object == {
+            "kind": "NetworkAttachmentDefinition",
+            "apiVersion": "k8s.cni.cncf.io/v1",
+            "metadata": {"resourceVersion": fake_api.resource_version},
+        }
 
 
 def test_send_initial_events_ends_with_a_bookmark(
@@ -678,6 +752,59 @@ def test_finalizers_delay_deletion(kube_http: KubeHttp, kube_namespace: str) -> 
     failure(kube_http.get(path), 404, "NotFound")
 
 
+def test_a_graceful_pod_delete_is_modified_then_deleted_when_the_kubelet_confirms(
+    kube_http: KubeHttp, kube_namespace: str
+) -> None:
+    created = create_pod(kube_http, kube_namespace, "grace", node_name="node-a")
+    path = PODS.object_path("grace", kube_namespace)
+    query = {"resourceVersion": created["metadata"]["resourceVersion"]}
+    with kube_http.watch(PODS.collection_path(kube_namespace), query) as watch:
+        terminating = ok(kube_http.delete(path))
+        assert terminating["metadata"]["deletionTimestamp"]
+        assert terminating["metadata"]["deletionGracePeriodSeconds"] == 30
+        event = watch.expect()
+        assert event.type == "MODIFIED"
+        assert event.object["metadata"]["deletionTimestamp"]
+        assert ok(kube_http.get(path))["metadata"]["deletionTimestamp"]  # still there
+        # the kubelet, once the containers stopped (a real server may first send the grace
+        # period shortened to 0 as another MODIFIED)
+        ok(kube_http.request("DELETE", path, query={"gracePeriodSeconds": "0"}))
+        (gone,) = without_deletion_marks(watch, 1)
+        assert (gone.type, gone.name) == ("DELETED", "grace")
+    failure(kube_http.get(path), 404, "NotFound")
+
+
+def test_an_unscheduled_pod_is_deleted_at_once(kube_http: KubeHttp, kube_namespace: str) -> None:
+    created = create_pod(kube_http, kube_namespace, "nowhere")
+    query = {"resourceVersion": created["metadata"]["resourceVersion"]}
+    with kube_http.watch(PODS.collection_path(kube_namespace), query) as watch:
+        ok(kube_http.delete(PODS.object_path("nowhere", kube_namespace)))
+        failure(kube_http.get(PODS.object_path("nowhere", kube_namespace)), 404, "NotFound")
+        assert [e.type for e in without_deletion_marks(watch, 1)] == ["DELETED"]
+        assert watch.drain(0.2) == []
+
+
+def test_a_terminating_namespace_refuses_new_content_with_403(
+    kube_http: KubeHttp, fake_api: KubeApi
+) -> None:
+    # Skips on a real server: its namespace controller empties the namespace at its own pace.
+    fake_api.set_namespace_controller(False)
+    name = f"netattach-test-{secrets.token_hex(4)}"
+    ok(kube_http.post(NAMESPACES.collection_path(), objects.namespace(name)), 201)
+    terminating = ok(kube_http.delete(NAMESPACES.object_path(name)))
+    assert terminating["status"]["phase"] == "Terminating"
+    assert terminating["metadata"]["deletionTimestamp"]
+    event = objects.event("web.1", name, pod_name="web", reason="X", message="y")
+    status = failure(kube_http.post(EVENTS.collection_path(name), event), 403, "Forbidden")
+    assert status["message"] == (
+        f'events "web.1" is forbidden: unable to create new content in namespace {name} '
+        "because it is being terminated"
+    )
+    assert status["details"]["causes"][0]["reason"] == "NamespaceTerminating"
+    again = failure(kube_http.delete(NAMESPACES.object_path(name)), 409, "Conflict")
+    assert "ensuring all content is removed" in again["message"]
+
+
 def test_pod_status_is_written_through_its_subresource(
     kube_http: KubeHttp, kube_namespace: str
 ) -> None:
@@ -742,13 +869,26 @@ def test_deleting_a_namespace_deletes_its_objects(
 # -- authentication and the fake's hooks -------------------------------------------------------
 
 
-def test_a_wrong_token_is_401(kube_http: KubeHttp, kube_namespace: str) -> None:
-    response = kube_http.request("GET", PODS.collection_path(kube_namespace), token="wrong")
+def test_a_wrong_token_is_401_when_it_is_the_only_credential(
+    kube_http: KubeHttp, kube_namespace: str
+) -> None:
+    token_only = KubeHttp(kube_http.conn.token_only())
+    response = token_only.request("GET", PODS.collection_path(kube_namespace), token="wrong")
     status = failure(response, 401, "Unauthorized")
     assert status["message"] == "Unauthorized"
-    watch = kube_http.watch(PODS.collection_path(kube_namespace), token="wrong")
+    watch = token_only.watch(PODS.collection_path(kube_namespace), token="wrong")
     assert watch.status == 401
     assert watch.error["reason"] == "Unauthorized"
+
+
+def test_a_wrong_token_next_to_a_client_certificate_is_not_looked_at(
+    kube_http: KubeHttp, kube_namespace: str
+) -> None:
+    if not kube_http.conn.client_certificate:
+        pytest.skip("the API is not reached with a client certificate (the fake serves HTTP)")
+    # the certificate authenticates (reference/real-world.md)
+    response = kube_http.request("GET", PODS.collection_path(kube_namespace), token="wrong")
+    assert ok(response)["items"] == []
 
 
 def test_set_token_controls_authentication(kube_http: KubeHttp, fake_api: KubeApi) -> None:

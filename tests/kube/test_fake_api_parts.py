@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.kube.api import Obj
 from tests.kube.crds import load_crd_schemas
 from tests.kube.patches import PatchError, json_patch, merge_patch, strategic_merge_patch
+from tests.kube.real_api import with_token_only
 from tests.kube.schema import prune_and_default, validate
 from tests.kube.selectors import (
     SelectorError,
@@ -267,3 +270,40 @@ def test_validation_causes(schemas: dict[str, Obj]) -> None:
     }
     missing = {(c.reason, c.field) for c in validate({"spec": {}}, schemas["MultiNetworkPolicy"])}
     assert missing == {("FieldValueRequired", "spec.podSelector")}
+
+
+# -- kubeconfig rewriting (the tests' own, for a real server too) -------------------------------
+
+
+def test_with_token_only_keeps_the_trust_and_drops_every_other_credential(tmp_path: Path) -> None:
+    source = tmp_path / "home" / "kubeconfig"
+    source.parent.mkdir()
+    source.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": {"server": "https://k:6443", "certificate-authority": "ca.crt"},
+                    }
+                ],
+                "users": [
+                    {
+                        "name": "admin",
+                        "user": {"client-certificate": "a.crt", "client-key": "a.key", "token": ""},
+                    }
+                ],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "admin"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    written = with_token_only(source, tmp_path / "copy", "not-the-token")
+    config = yaml.safe_load(written.read_text())
+    assert config["users"] == [{"name": "admin", "user": {"token": "not-the-token"}}]
+    assert config["clusters"][0]["cluster"] == {
+        "server": "https://k:6443",
+        "certificate-authority": str(source.parent / "ca.crt"),
+    }

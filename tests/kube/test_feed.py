@@ -355,22 +355,28 @@ def test_the_view_is_not_synced_until_every_kind_has_listed(
     run_bounded(body())
 
 
-@pytest.mark.req("KUBE-CACHE")
+@pytest.mark.req("KUBE-CACHE", "KUBE-BOOKMARK")
 def test_a_crd_that_is_not_installed_does_not_keep_the_view_from_syncing(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
     fake_api.create(objects.policy("later", kube_namespace))
-    fake_api.inject_error(404, method="GET", path=r"/multi-networkpolicies$", times=1)
+    # Its paths are then `404 page not found` in text/plain, as a real server answers them.
+    fake_api.set_crd_installed("MultiNetworkPolicy", False)
 
     async def body() -> None:
-        async with running_feed(kubeconfig, node_name()) as (_, view):
-            # looked for again after missing_crd_recheck, as if the CRD were installed since
+        async with running_feed(kubeconfig, node_name()) as (feed, view):
+            assert view.lookup(model.POLICY, kube_namespace, "later") is None
+            assert feed.resource_version(model.POLICY) is None
+            fake_api.set_crd_installed("MultiNetworkPolicy", True)
+            # looked for again after missing_crd_recheck
             await eventually(
                 lambda: view.lookup(model.POLICY, kube_namespace, "later") is not None,
                 "the policy once its CRD is served",
             )
 
     run_bounded(body())
+    lists = [r for r in fake_api.requests if r.path.endswith("/multi-networkpolicies")]
+    assert [r.status for r in lists][:2] == [404, 200]
 
 
 @pytest.mark.req("KUBE-CACHE")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -177,8 +178,11 @@ def test_publish_status_of_a_deleted_pod_is_tolerated(
 
 @pytest.mark.req("KUBE-STATUS", "RT-UID")
 def test_a_status_with_the_pods_uid_never_lands_on_a_recreated_pod_of_that_name(
-    fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
+    fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A real server answers the UID-guarded PATCH with 422 (metadata.uid is immutable), the
+    fake too: neither is an I/O failure, only a debug line."""
+    caplog.set_level(logging.DEBUG, logger="netattach.cluster.kube")
     ns = kube_namespace
     old = fake_api.create(objects.pod("web", ns))
     fake_api.delete("Pod", "web", ns)
@@ -194,6 +198,12 @@ def test_a_status_with_the_pods_uid_never_lands_on_a_recreated_pod_of_that_name(
 
     run_bounded(body())
     assert annotations_of(fake_api, "web", ns)[STATUS] == "[]"
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert [text for level, text in lines if level >= logging.INFO] == []
+    assert any(
+        level == logging.DEBUG and "another pod's now" in text and "nothing written" in text
+        for level, text in lines
+    ), lines
 
 
 @pytest.mark.req("KUBE-STATUS")

@@ -2,15 +2,16 @@
 
     source      python -I -S, running the package's __main__ from src/ (what -m does)
     zipapp      scripts/build-shim.sh zipapp: the host's python3 runs it
-    executable  scripts/build-shim.sh executable: the self-contained build the image carries
-                (Nuitka standalone; about 20 s to build with Nuitka's cache warm, 50 s cold)
+    native      scripts/build-shim.sh native: the static C program the image carries and the
+                daemon installs by default (netattach-shim.c)
+    sanitized   scripts/build-shim.sh sanitized: the same C file under AddressSanitizer and
+                UBSan, which abort on any out-of-bounds access, leak or undefined behaviour
 
-A form that cannot be built fails its tests: CI must have the build tools (`pip install -e
-'.[build]'`), and a skipped form would let a broken build ship.
+A form that cannot be built fails its tests: CI must have a C compiler, and a skipped form would
+let a broken build ship.
 """
 
 import dataclasses
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ from tests.shim.stub_daemon import StubDaemon
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 BUILD_SCRIPT = ROOT / "scripts" / "build-shim.sh"
-FORMS = ("source", "zipapp", "executable")
+FORMS = ("source", "zipapp", "native", "sanitized")
 # The exchange timeout the shim is given in tests, so that a test of a hanging daemon is quick
 # and a broken shim cannot hang the suite for the shim's default 300 s.
 TEST_TIMEOUT = "20"
@@ -36,6 +37,8 @@ TEST_TIMEOUT = "20"
 class Shim:
     form: str
     argv: tuple[str, ...]
+    # What this form always runs with (the sanitizers' settings).
+    base_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def run(
         self, command: str, stdin: bytes, env: Mapping[str, str] | None = None
@@ -45,11 +48,14 @@ class Shim:
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "CNI_COMMAND": command,
             "NETATTACH_SHIM_TIMEOUT": TEST_TIMEOUT,
+            **self.base_env,
             **(env or {}),
         }
-        return subprocess.run(
+        done = subprocess.run(
             self.argv, input=stdin, env=full_env, capture_output=True, timeout=120, check=False
         )
+        assert done.returncode != SANITIZER_EXIT, done.stderr.decode(errors="replace")
+        return done
 
 
 def run_isolated(code: str) -> subprocess.CompletedProcess[str]:
@@ -85,15 +91,25 @@ def zipapp_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def executable_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if importlib.util.find_spec("nuitka") is None:
-        pytest.fail(
-            f"Nuitka is not installed in {sys.executable}, so the shim's self-contained form cannot"
-            " be built and tested: install the build extra (pip install -e '.[build]')"
-        )
-    dist = tmp_path_factory.mktemp("executable")
-    _build("executable", str(dist))
-    return dist / "netattach-shim" / "netattach-shim"
+def native_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("native") / "netattach-shim"
+    _build("native", str(out))
+    return out
+
+
+@pytest.fixture(scope="session")
+def sanitized_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sanitized") / "netattach-shim"
+    _build("sanitized", str(out))
+    return out
+
+
+# A sanitizer report makes the program exit with this code, which no test expects.
+SANITIZER_EXIT = 86
+SANITIZER_ENV = {
+    "ASAN_OPTIONS": f"detect_leaks=1:abort_on_error=0:exitcode={SANITIZER_EXIT}",
+    "UBSAN_OPTIONS": f"halt_on_error=1:print_stacktrace=1:exitcode={SANITIZER_EXIT}",
+}
 
 
 def source_argv() -> tuple[str, ...]:
@@ -111,8 +127,10 @@ def shim(request: pytest.FixtureRequest) -> Shim:
     form: str = request.param
     if form == "zipapp":
         return Shim(form, (sys.executable, str(request.getfixturevalue("zipapp_path"))))
-    if form == "executable":
-        return Shim(form, (str(request.getfixturevalue("executable_path")),))
+    if form == "native":
+        return Shim(form, (str(request.getfixturevalue("native_path")),))
+    if form == "sanitized":
+        return Shim(form, (str(request.getfixturevalue("sanitized_path")),), SANITIZER_ENV)
     return Shim(form, source_argv())
 
 

@@ -8,6 +8,8 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -293,3 +295,57 @@ def test_the_zipapp_runs_on_python_3_9(
     assert daemon.requests[0].decoded() == ({**CNI_ENV, "CNI_COMMAND": "ADD"}, config(daemon.path))
     assert missing.returncode == 1, missing.stderr
     assert error_of(missing.stdout)["code"] == 11
+
+
+def test_a_full_accept_queue_is_waited_out(shim: Shim, socket_dir: Path) -> None:
+    """A UNIX socket refuses a connection to a full accept queue at once (EAGAIN): the shim
+    retries until the daemon, busy for a while, accepts and answers."""
+    path = socket_dir / "busy.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(0)
+    fillers = []
+    for _ in range(4):  # enough to fill a backlog of 0 (the kernel allows one more)
+        filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        filler.setblocking(False)
+        try:
+            filler.connect(str(path))
+        except BlockingIOError:
+            filler.close()
+            break
+        fillers.append(filler)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        probe.connect(str(path))  # the queue is full: a connect now is refused at once
+    probe.close()
+
+    started = threading.Event()
+
+    def serve_later() -> None:
+        started.wait(10)
+        time.sleep(0.5)
+        for filler in fillers:
+            conn, _ = server.accept()
+            conn.close()
+            filler.close()
+        conn, _ = server.accept()
+        with conn:
+            conn.settimeout(10)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(wire_reply(0, RESULT))
+
+    thread = threading.Thread(target=serve_later, daemon=True)
+    thread.start()
+    started.set()
+    done = shim.run("ADD", config(path), CNI_ENV)
+    thread.join(10)
+    server.close()
+
+    assert (done.returncode, done.stdout) == (0, RESULT), done.stdout + done.stderr

@@ -325,6 +325,13 @@ def test_a_bad_cluster_network_is_reported_quoting_it(written: object, reason: s
         ("logLevel", "INFO", "logLevel: must be one of debug, info, warning, error, got 'INFO'"),
         ("logLevel", "trace", "logLevel: must be one of debug, info, warning, error, got 'trace'"),
         ("logLevel", False, "logLevel: must be one of debug, info, warning, error, got False"),
+        ("loggers", "debug", "loggers: must be a mapping of logger names to levels, got 'debug'"),
+        (
+            "loggers",
+            {"httpx2": "verbose"},
+            "loggers.httpx2: must be one of debug, info, warning, error, got 'verbose'",
+        ),
+        ("loggers", {"a b": "debug"}, "loggers: 'a b' is not a logger name (like httpx2 or a.b)"),
     ],
 )
 def test_a_bad_value_is_one_problem_naming_the_key_and_quoting_the_value(
@@ -420,6 +427,14 @@ def test_a_document_that_is_not_a_mapping_is_one_problem(raw: object) -> None:
     (problem,) = _problems_of(raw)
     assert problem.startswith("settings: must be a mapping of settings keys (clusterNetwork, ")
     assert problem.endswith(f"got {raw!r}")
+
+
+def test_loggers_name_other_libraries_levels() -> None:
+    parsed = settings.parse_settings(
+        _minimal(loggers={"httpx2": "debug", "netattach.cluster.kube": "info"}), source=SOURCE
+    )
+    assert parsed.logging.loggers == (("httpx2", "debug"), ("netattach.cluster.kube", "info"))
+    assert settings.parse_settings(_minimal(), source=SOURCE).logging.loggers == ()
 
 
 def test_valid_settings_have_no_problems() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from netattach import logs
 from netattach.cni import errors
-from netattach.daemon import service, settings
+from netattach.daemon import service, settings, shim_install
+from netattach.runtime import children
 
 
 def run(
@@ -23,16 +24,17 @@ def run(
     except errors.CNIError as exc:
         print(f"netattach daemon: {exc}", file=sys.stderr)
         return 2
-    logs.configure(log_level or cfg.logging.level, log_format)
+    logs.configure(log_level or cfg.logging.level, log_format, loggers=dict(cfg.logging.loggers))
 
     async def main() -> int:
+        children.watch_children_with_pidfds()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         try:
             daemon = service.Daemon(cfg, shim=Path(shim) if shim else None)
-        except errors.CNIError as exc:
+        except (errors.CNIError, shim_install.ShimNotFoundError) as exc:
             print(f"netattach daemon: {exc}", file=sys.stderr)
             return 2
         return await daemon.run(stop)

@@ -60,7 +60,8 @@ def in_node(*argv: str) -> list[str]:
 
 @contextlib.contextmanager
 def node_daemon() -> Iterator[subprocess.Popen[bytes]]:
-    """`netattach daemon` in the node namespace, installing the shim; stopped with SIGTERM."""
+    """`netattach daemon` in the node namespace, installing its default shim (the native one, as
+    on a real node); stopped with SIGTERM."""
     log = (DEMO_ROOT / "daemon.log").open("wb")
     proc = subprocess.Popen(
         in_node(
@@ -68,8 +69,6 @@ def node_daemon() -> Iterator[subprocess.Popen[bytes]]:
             "daemon",
             "--config",
             str(DEMO_ROOT / "settings.yaml"),
-            "--shim",
-            executable("netattach-shim"),
         ),
         stdout=log,
         stderr=subprocess.STDOUT,

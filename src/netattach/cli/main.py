@@ -82,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     daemon = commands.add_parser("daemon", help="run the node daemon behind the CNI shim")
     daemon.add_argument("--config", required=True, help="the netattach settings file")
     daemon.add_argument(
-        "--shim", help="the shim executable to install into cniBinDir (default: none installed)"
+        "--shim",
+        help="the shim to install into cniBinDir as `netattach` (default: the native shim built"
+        " with netattach, else a zipapp of the Python shim)",
     )
     daemon.add_argument(
         "--log-format", choices=logs.FORMATS, default="text", help="log lines as text or JSON"
@@ -96,6 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
         "install-cni", help="install the netattach-thin plugin into a CNI bin directory"
     )
     install.add_argument("--bin-dir", required=True, help="the runtime's CNI bin directory")
+    admission = commands.add_parser(
+        "admission-policy",
+        help="the settings' delegatePolicy as a ValidatingAdmissionPolicy and binding (YAML)",
+    )
+    admission.add_argument("--config", required=True, help="the netattach settings file")
+    admission.add_argument(
+        "--name", default="netattach-delegate-policy", help="the policy's and binding's name"
+    )
+    admission.add_argument("-o", "--output", metavar="FILE", help="write here, not to stdout")
     return parser
 
 
@@ -175,6 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from netattach.cli import sweep
 
         return sweep.run(config=args.config)
+    if args.command == "admission-policy":
+        from netattach.cli import admission as admission_cmd
+
+        return admission_cmd.run(config=args.config, name=args.name, output=args.output)
     if args.command == "install-cni":
         from netattach.cli import install
 

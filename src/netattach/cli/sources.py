@@ -26,7 +26,7 @@ from typing import Any, Literal
 from netattach.cli import cluster_pods
 from netattach.cluster import files, model, store
 from netattach.cni import errors
-from netattach.daemon import introspect, plan, server, settings
+from netattach.daemon import delegate_guard, introspect, plan, server, settings
 
 SourceKind = Literal["daemon", "directory", "cluster"]
 DAEMON_TIMEOUT = 10.0
@@ -78,9 +78,8 @@ def choose(
 def read(source: Source, *, namespace: str = "", name: str = "") -> cluster_pods.Listing:
     if source.kind == "daemon":
         assert source.path is not None
-        return cluster_pods.Listing(
-            pods=_from_daemon(source.path, namespace, name), policies=[], problems=[]
-        )
+        pods, problems = _from_daemon(source.path, namespace, name)
+        return cluster_pods.Listing(pods=pods, policies=[], problems=problems)
     if source.kind == "directory":
         assert source.path is not None
         return _from_directory(source.path, namespace, name)
@@ -112,7 +111,9 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def _from_daemon(path: Path, namespace: str, name: str) -> list[introspect.PodReport]:
+def _from_daemon(
+    path: Path, namespace: str, name: str
+) -> tuple[list[introspect.PodReport], list[str]]:
     query = urllib.parse.urlencode(
         {k: v for k, v in (("namespace", namespace), ("name", name)) if v}
     )
@@ -144,7 +145,7 @@ def _from_daemon(path: Path, namespace: str, name: str) -> list[introspect.PodRe
             f"the daemon at {str(path)!r} refused {target!r} ({reply.status}): {_reason(raw)}"
         )
     try:
-        return introspect.parse_reply(raw)
+        return introspect.parse_reply(raw), introspect.parse_problems(raw)
     except introspect.ReportFormatError as exc:
         raise SourceError(f"the daemon at {str(path)!r} answered an unknown shape: {exc}") from exc
 
@@ -192,4 +193,9 @@ def _from_directory(path: Path, namespace: str, name: str) -> cluster_pods.Listi
         name=name,
     )
     listing.problems.extend(f"manifest skipped: {problem}" for problem in manifest_problems)
+    listing.problems.extend(
+        delegate_guard.refused_nads(
+            view, cfg.networks.delegate_policy, cfg.networks.networks_dir, namespace=namespace
+        )
+    )
     return listing

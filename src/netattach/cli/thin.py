@@ -1,17 +1,58 @@
-"""`netattach-thin`: the executable a container runtime runs as a CNI plugin."""
+"""`netattach-thin`: the executable a container runtime runs as a CNI plugin.
 
-import logging
+A VERSION call is answered before anything heavy is imported: a runtime may ask it of every
+plugin it finds, and it costs what the shim's start-up costs (tests/unit/test_thin_version.py).
+ADD, DEL and the rest import the orchestrator.
+"""
+
 import os
 import sys
 
-from netattach.daemon import thin
+from netattach import quickjson
+from netattach.cni import spec
+
+# With one of these set, a VERSION call has something to validate: the full path answers it.
+_VALIDATED_ON_VERSION = (spec.ENV_CONTAINERID, spec.ENV_IFNAME, spec.ENV_ARGS)
+
+
+def version_reply(environ: dict[str, str] | os._Environ[str], stdin: bytes) -> bytes | None:
+    """The reply to a plain VERSION call (what `dispatch.handle` answers), or None when the call
+    is anything else or needs the full path to report a problem."""
+    if environ.get(spec.ENV_COMMAND) != spec.VERSION:
+        return None
+    if any(environ.get(name) for name in _VALIDATED_ON_VERSION):
+        return None
+    cni_version = spec.CURRENT_VERSION
+    if stdin.strip():
+        try:
+            raw = quickjson.loads(stdin.decode("utf-8"))
+        except (ValueError, RecursionError):
+            return None  # not JSON: the full path says so (error 6)
+        if not isinstance(raw, dict) or len(stdin) > 1024 * 1024:
+            return None
+        declared = raw.get("cniVersion")
+        if isinstance(declared, str) and declared in spec.VERSIONS:
+            cni_version = declared
+    reply = {"cniVersion": cni_version, "supportedVersions": list(spec.VERSIONS)}
+    return quickjson.dumps(reply).encode()
 
 
 def main() -> int:
+    stdin = sys.stdin.buffer.read()
+    quick = version_reply(os.environ, stdin)
+    if quick is not None:
+        sys.stdout.buffer.write(quick)
+        sys.stdout.flush()
+        return 0
+
+    import logging
+
+    from netattach.daemon import thin
+
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="netattach-thin %(levelname)s %(message)s"
     )
-    reply = thin.handle(os.environ, sys.stdin.buffer.read())
+    reply = thin.handle(os.environ, stdin)
     sys.stdout.buffer.write(reply.stdout)
     sys.stdout.flush()
     return reply.exit_code

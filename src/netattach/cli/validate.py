@@ -7,7 +7,10 @@ items may omit their kind). Every document is checked as what it is:
     netattach settings                a mapping with `clusterNetwork` (or with settings keys
                                       only): every key, as the daemon reads them
     NetworkAttachmentDefinition       name and namespace (NAD-NAME); spec.config parsed by the
-                                      daemon's own `resolve_delegate` (NAD-BADCONF)
+                                      daemon's own `resolve_delegate` (NAD-BADCONF) and checked
+                                      against the delegate policy (SEC-DELEGATE) of the settings
+                                      among the inputs (the defaults when none is), with the
+                                      labels of the Namespaces among them
     MultiNetworkPolicy                parsed by the daemon's own `policy.model.parse_policy`:
                                       the policy-for annotation, selectors, peers, ports
     Pod, and the pod template of a    the selection annotation, parsed by the daemon's own
@@ -29,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from netattach.attach import delegate, selection
+from netattach.attach import delegate, delegate_check, delegate_rules, selection
 from netattach.cluster import documents, model
 from netattach.cni import conf, errors
 from netattach.daemon import settings
@@ -88,6 +91,9 @@ class _Report:
         self.checked = 0
         self.problems = 0
         self.unreadable = False
+        # SEC-DELEGATE: the policy NADs are checked against, and the namespaces' labels.
+        self.policy = delegate_rules.DEFAULT_POLICY
+        self.namespace_labels: dict[str, dict[str, str]] = {}
 
     def line(self, text: str) -> None:
         # One line each, whatever a message holds: a line is one problem to a reader or a grep.
@@ -113,21 +119,60 @@ def run(paths: Sequence[str], *, stdin: TextIO, stdout: TextIO) -> int:
     if not paths:
         report.line("netattach validate: no input named (give files, or - for standard input)")
         return EXIT_UNREADABLE
+    texts: list[tuple[str, str | None, str]] = []  # label, text (None: unreadable), why not
     for path in paths:
         label = _STDIN_LABEL if path == STDIN else path
         try:
             text = stdin.read() if path == STDIN else Path(path).read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
-            report.unreadable = True
-            report.line(f"{label}: cannot read: not UTF-8 text ({exc})")
+            texts.append((label, None, f"not UTF-8 text ({exc})"))
             continue
         except OSError as exc:
-            report.unreadable = True
-            report.line(f"{label}: cannot read: {exc}")
+            texts.append((label, None, str(exc)))
             continue
-        _check_text(text, label, report)
+        texts.append((label, text, ""))
+    _read_context([read for _, read, _ in texts if read is not None], report)
+    for label, read, why in texts:
+        if read is None:
+            report.unreadable = True
+            report.line(f"{label}: cannot read: {why}")
+        else:
+            _check_text(read, label, report)
     report.line(f"{report.checked} objects checked, {report.problems} problems")
     return report.exit_status()
+
+
+def _read_context(texts: Sequence[str], report: _Report) -> None:
+    """The delegate policy of the first valid settings among `texts`, and every Namespace's
+    labels: what the NADs among them are checked against."""
+    found_policy = False
+    for text in texts:
+        for document in _load_documents(text)[0]:
+            if not isinstance(document, Mapping):
+                continue
+            if document.get("kind") == model.NAMESPACE:
+                name = _names(document)[1]
+                metadata = document.get("metadata")
+                labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+                if name and isinstance(labels, Mapping):
+                    report.namespace_labels[name] = {str(k): str(v) for k, v in labels.items()}
+            elif (
+                not found_policy
+                and _is_settings(document)
+                and not settings.settings_problems(document)
+            ):
+                parsed = settings.parse_settings(document, source="validate")
+                report.policy, found_policy = parsed.networks.delegate_policy, True
+
+
+def _is_settings(document: Mapping[str, object]) -> bool:
+    return "kind" not in document and (
+        "clusterNetwork" in document
+        or (
+            not any(key in document for key in _CNI_KEYS)
+            and any(key in document for key in settings.KEYS)
+        )
+    )
 
 
 def _check_text(text: str, label: str, report: _Report) -> None:
@@ -202,7 +247,7 @@ def _check_object(
         return
     subject = f"{label} {kind} {_identity(document, where)}"
     if kind == model.NAD:
-        report.results(subject, *_nad_problems(document))
+        report.results(subject, *_nad_problems(document, report))
     elif kind == model.POLICY:
         report.results(subject, *_policy_problems(document))
     elif kind == model.POD:
@@ -217,8 +262,9 @@ def _check_object(
 # --- NetworkAttachmentDefinition ---------------------------------------------------------------
 
 
-def _nad_problems(document: Mapping[str, object]) -> tuple[list[str], list[str]]:
-    """The NAD's problems and warnings: its names, its apiVersion, its spec.config."""
+def _nad_problems(document: Mapping[str, object], report: _Report) -> tuple[list[str], list[str]]:
+    """The NAD's problems and warnings: its names, its apiVersion, its spec.config, and what
+    of it the delegate policy refuses."""
     problems: list[str] = []
     warnings: list[str] = []
     expected = model.API_VERSIONS[model.NAD]
@@ -271,6 +317,13 @@ def _nad_problems(document: Mapping[str, object]) -> tuple[list[str], list[str]]
     else:
         if found.name_mismatch is not None:
             warnings.append(found.name_mismatch.removeprefix(nad))
+        if report.policy.enabled:
+            labels = report.namespace_labels.get(nad_namespace, {})
+            rules = report.policy.rules_for(nad_namespace, labels)
+            problems += [
+                f"refused by the delegate policy: {refusal}"
+                for refusal in delegate_check.check_config(found.network.raw, rules)
+            ]
     return problems, warnings
 
 

@@ -17,15 +17,24 @@ certificates, exec plugins), TLS set-up and bearer-token auth. In-cluster it rea
 service-account token from its file and, when the API answers 401, reads the file again and
 retries (`BearerTokenFileAuth`, client-go's tokenFileAuth), so a token the kubelet rotated is
 picked up without a restart; a kubeconfig `tokenFile` gets the same treatment. Its transport is
-httpx, whose transport seam lets us add what lightkube's watch does not ask for:
-`allowWatchBookmarks=true`, and TCP keepalives that notice a dead watch connection.
+httpx, whose transport seam lets us add TCP keepalives that notice a dead watch connection, and
+turn the API's plain-text answers (`404 page not found` for an API group/version it does not
+serve, a CRD not installed) into the `Status` lightkube expects of every error.
+
+Lists and watches are read here, over an HTTP client authenticated by lightkube's own
+kubeconfig handling (`build_feed_http`), not by lightkube's list() and watch(), which decode
+every object into the typed model at once: a real server's BOOKMARK skeleton
+(`spec.containers: null`) or one object the model cannot decode would end the watch, or fail the
+whole list. `watch_stream` reads an event's type first and decodes each object on its own
+(KUBE-BOOKMARK); an undecodable object is logged once and skipped.
 
 The reflector (one per kind) is client-go's: list → replace that kind in the store → watch from
-the list's resourceVersion; every event, bookmarks included, advances the resourceVersion; a
-disconnect, timeout or 5xx backs off (exponential, capped, jittered) and resumes from the last
-resourceVersion; `410 Gone`/Expired relists. The store is marked synced once every kind has
-listed once. A CRD that is not installed (404 on its list) counts as an empty, listed kind and is
-looked for again every `KubeTiming.missing_crd_recheck` seconds.
+the list's resourceVersion (with `allowWatchBookmarks=true`); every event, bookmarks and skipped
+objects included, advances the resourceVersion; a disconnect, timeout or 5xx backs off
+(exponential, capped, jittered) and resumes from the last resourceVersion; `410 Gone`/Expired
+relists. The store is marked synced once every kind has listed once. A CRD that is not installed
+(404 on its list) counts as an empty, listed kind and is looked for again every
+`KubeTiming.missing_crd_recheck` seconds.
 
 Errors raised (publish_status, remove_status, fetch_pod); everything else is logged and retried:
     errors.TryAgainLaterError     the API did not answer well within the budget (transient)
@@ -47,9 +56,9 @@ import logging
 import random
 import socket
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final, Literal
 
 import httpx2
 import lightkube
@@ -60,7 +69,7 @@ from lightkube.models import meta_v1
 from lightkube.resources import core_v1
 from lightkube.types import PatchType
 
-from netattach.cluster import kube_objects, model, store
+from netattach.cluster import kube_objects, model, store, watch_stream
 from netattach.cni import errors
 
 log = logging.getLogger(__name__)
@@ -78,6 +87,10 @@ RETRYABLE_CODES: Final = frozenset({409, 429, 500, 502, 503, 504})
 _GONE: Final = 410
 _NOT_FOUND: Final = 404
 _CONFLICT: Final = 409
+_INVALID: Final = 422
+# What a write with a UID precondition gets when the name is another pod's now: 409 from a
+# precondition, 422 ("metadata.uid: field is immutable") from a real server's PATCH.
+_UID_REFUSALS: Final = frozenset({_CONFLICT, _INVALID})
 # Event names are DNS subdomains (253); client-go names them "<object>.<unix nanoseconds hex>".
 _EVENT_NAME_MAX: Final = 253
 # events.k8s.io caps a note at 1 kB; core/v1 has no cap, but kubectl shows no more either.
@@ -86,6 +99,12 @@ EVENT_MESSAGE_MAX: Final = 1024
 EVENT_FOLD_WINDOW: Final = 600.0
 _EVENT_FOLD_MEMORY: Final = 512
 _EVENT_QUEUE_MAX: Final = 1000
+# A plain-text error answer is kept this long as the Status message.
+_PLAIN_ERROR_MAX: Final = 512
+_PLAIN_REASONS: Final = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound"}
+_BODY_HEADERS: Final = frozenset({"content-type", "content-length", "content-encoding"})
+# How many undecodable objects are remembered, so each is logged once (KUBE-BOOKMARK).
+_UNDECODABLE_MEMORY: Final = 1024
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +146,7 @@ class _Kind:
     resource: type[Any]
     namespaced: bool
     plural: str
+    path: str  # the collection of every namespace, which the watch reads
     custom: bool  # a CRD: a 404 on its list means it is not installed
     trim: Callable[[Any], model.KubeObject]
 
@@ -162,16 +182,43 @@ class _EventRequest:
     kind: str = model.POD
 
 
-class _BookmarkTransport(httpx2.AsyncBaseTransport):
-    """Asks every watch for BOOKMARK events, which lightkube's watch() has no parameter for."""
+class _ApiTransport(httpx2.AsyncBaseTransport):
+    """Makes every error answer a JSON `Status`, as lightkube's ApiError expects.
+
+    kube-apiserver answers a path under an API group/version it does not serve (a CRD not
+    installed) with `404 page not found` in text/plain; lightkube would fail to decode it as JSON
+    instead of reporting a 404.
+    """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
         self._inner = inner
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if request.method == "GET" and request.url.params.get("watch") in ("true", "1"):
-            request.url = request.url.copy_set_param("allowWatchBookmarks", "true")
-        return await self._inner.handle_async_request(request)
+        response = await self._inner.handle_async_request(request)
+        content_type = response.headers.get("content-type", "")
+        if response.status_code < 400 or content_type.startswith("application/json"):
+            return response
+        try:
+            body = await response.aread()
+        finally:
+            await response.aclose()
+        text = body.decode(errors="replace").strip()[:_PLAIN_ERROR_MAX]
+        status = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": text or httpx2.codes.get_reason_phrase(response.status_code),
+            "reason": _PLAIN_REASONS.get(response.status_code, ""),
+            "code": response.status_code,
+        }
+        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _BODY_HEADERS]
+        return httpx2.Response(
+            response.status_code,
+            headers=[*headers, ("content-type", "application/json")],
+            content=json.dumps(status).encode(),
+            request=request,
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -187,9 +234,13 @@ def _keepalive_options() -> list[tuple[int, int, int]]:
     return options
 
 
-def build_client(kubeconfig: Path | None, timing: KubeTiming) -> lightkube.AsyncClient:
-    """A lightkube client for the current context of `kubeconfig`, or for the pod's service
-    account when None; `errors.InvalidNetworkConfigError` when neither can be used."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Connection:
+    config: Any  # lightkube's SingleConfig: the cluster, the user, the kubeconfig's directory
+    verify: Any  # the TLS context (or flag) lightkube set up for that cluster and user
+
+
+def _load_connection(kubeconfig: Path | None) -> _Connection:
     where = str(kubeconfig) if kubeconfig is not None else "the in-cluster service account"
     try:
         if kubeconfig is None:
@@ -201,7 +252,7 @@ def build_client(kubeconfig: Path | None, timing: KubeTiming) -> lightkube.Async
                 f"cannot use {where}", "no current context with a user to authenticate as"
             )
         # TLS is lightkube's own set-up (CA file or data, client certificates); the transport
-        # is ours only to add bookmarks and keepalives, so it is handed that context.
+        # is ours only to add keepalives and JSON errors, so it is handed that context.
         verify = client_adapter.verify_cluster(config.cluster, config.user, config.abs_file)
     except KeyError as exc:  # from_service_account without KUBERNETES_SERVICE_HOST/PORT
         raise errors.InvalidNetworkConfigError(
@@ -209,14 +260,36 @@ def build_client(kubeconfig: Path | None, timing: KubeTiming) -> lightkube.Async
         ) from exc
     except (lightkube.ConfigError, OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         raise errors.InvalidNetworkConfigError(f"cannot load {where}", str(exc)) from exc
-    transport = _BookmarkTransport(
-        httpx2.AsyncHTTPTransport(verify=verify, socket_options=_keepalive_options())
+    return _Connection(config, verify)
+
+
+def _transport(connection: _Connection) -> _ApiTransport:
+    return _ApiTransport(
+        httpx2.AsyncHTTPTransport(verify=connection.verify, socket_options=_keepalive_options())
     )
+
+
+def build_client(kubeconfig: Path | None, timing: KubeTiming) -> lightkube.AsyncClient:
+    """A lightkube client for the current context of `kubeconfig`, or for the pod's service
+    account when None; `errors.InvalidNetworkConfigError` when neither can be used."""
+    connection = _load_connection(kubeconfig)
     return lightkube.AsyncClient(
-        config,
+        connection.config,
         timeout=httpx2.Timeout(timing.request_timeout),
         field_manager=COMPONENT,
-        transport=transport,
+        transport=_transport(connection),
+    )
+
+
+def build_feed_http(kubeconfig: Path | None, timing: KubeTiming) -> httpx2.AsyncClient:
+    """An HTTP client for the feed's lists and watch streams, authenticated as `build_client`'s
+    (lightkube's own kubeconfig handling: token, token file, client certificate, exec plugin)."""
+    connection = _load_connection(kubeconfig)
+    return httpx2.AsyncClient(
+        base_url=connection.config.cluster.server,
+        auth=client_adapter.user_auth(connection.config.user),
+        timeout=httpx2.Timeout(timing.request_timeout, read=None),
+        transport=_transport(connection),
     )
 
 
@@ -270,13 +343,8 @@ def _newer(candidate: str, seen: str | None) -> bool:
         return False
 
 
-def _bookmark_version(obj: object) -> str | None:
-    if isinstance(obj, Mapping):
-        meta = obj.get("metadata")
-        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-    else:
-        version = getattr(getattr(obj, "metadata", None), "resourceVersion", None)
-    return version if isinstance(version, str) and version else None
+def _object_key(kind: str, obj: model.KubeObject) -> tuple[str, str, str]:
+    return (kind, model.namespace_of(obj), model.name_of(obj))
 
 
 def _release_free_memory() -> None:
@@ -313,12 +381,18 @@ class KubeFeed:
         self.timing = KubeTiming() if timing is None else timing
         self._client = build_client(kubeconfig, self.timing)
         self._shared = kube_objects.Shared()
+        self._http = build_feed_http(kubeconfig, self.timing)
+        # Objects already reported as undecodable, with the resourceVersion reported.
+        self._undecodable: collections.OrderedDict[tuple[str, str, str], str] = (
+            collections.OrderedDict()
+        )
         kinds = (
             _Kind(
                 model.POD,
                 core_v1.Pod,
                 True,
                 "pods",
+                "/api/v1/pods",
                 False,
                 functools.partial(kube_objects.trim_pod, shared=self._shared),
             ),
@@ -327,6 +401,7 @@ class KubeFeed:
                 core_v1.Namespace,
                 False,
                 "namespaces",
+                "/api/v1/namespaces",
                 False,
                 functools.partial(kube_objects.trim_namespace, shared=self._shared),
             ),
@@ -335,6 +410,7 @@ class KubeFeed:
                 NetworkAttachmentDefinition,
                 True,
                 "network-attachment-definitions",
+                f"/apis/{model.API_VERSIONS[model.NAD]}/network-attachment-definitions",
                 True,
                 functools.partial(kube_objects.trim_nad, shared=self._shared),
             ),
@@ -343,6 +419,7 @@ class KubeFeed:
                 MultiNetworkPolicy,
                 True,
                 "multi-networkpolicies",
+                f"/apis/{model.API_VERSIONS[model.POLICY]}/multi-networkpolicies",
                 True,
                 functools.partial(kube_objects.trim_policy, shared=self._shared),
             ),
@@ -398,6 +475,12 @@ class KubeFeed:
                     continue
                 if code == _GONE:
                     reflector.resource_version = None
+                if code == _NOT_FOUND and reflector.spec.custom and reflector.resource_version:
+                    # Its CRD was deleted: a list says so (and empties the kind), then the
+                    # kind is looked for again every missing_crd_recheck.
+                    log.debug("watch of %s: 404; listing again", kind)
+                    reflector.resource_version = None
+                    continue
                 reflector.failures += 1
                 delay = self.timing.backoff.delay(reflector.failures)
                 level = logging.WARNING if _is_transient(exc) else logging.ERROR
@@ -415,17 +498,18 @@ class KubeFeed:
     async def _list(self, reflector: _Reflector) -> bool:
         """List the kind into the store; False when its CRD is not installed."""
         spec = reflector.spec
-        kwargs: dict[str, Any] = {"chunk_size": self.timing.list_chunk}
-        if spec.namespaced:
-            kwargs["namespace"] = lightkube.ALL_NS
-        if reflector.fields:
-            kwargs["fields"] = reflector.fields
-        listing = self._client.list(spec.resource, **kwargs)
         objects: list[model.KubeObject] = []
+        skipped: set[tuple[str, str]] = set()
         try:
-            async for item in listing:
-                objects.append(spec.trim(item))
-            version: str | None = listing.resourceVersion
+            version: str | None = None
+            async for page_version, page in self._list_pages(reflector):
+                version = page_version
+                for event in page:
+                    if isinstance(event, watch_stream.Undecodable):
+                        self._skip_undecodable(event)
+                        skipped.add((event.namespace, event.name))
+                    elif isinstance(event, watch_stream.Change):
+                        objects.append(spec.trim(event.obj))
         except lightkube.ApiError as exc:
             if not (spec.custom and _status_code(exc) == _NOT_FOUND):
                 raise
@@ -440,7 +524,7 @@ class KubeFeed:
         if reflector.missing and version is not None:
             log.info("the API serves %s now", spec.plural)
         reflector.missing = version is None
-        self._replace_kind(spec.kind, objects)
+        self._replace_kind(spec.kind, objects, keep=skipped)
         del objects
         _release_free_memory()  # what parsing the pages took, given back
         reflector.resource_version = version
@@ -452,9 +536,34 @@ class KubeFeed:
                 log.info("cluster view synced from the API (node %s)", self.node_name)
         return version is not None
 
-    def _replace_kind(self, kind: str, objects: list[model.KubeObject]) -> None:
+    async def _list_pages(
+        self, reflector: _Reflector
+    ) -> AsyncIterator[tuple[str, list[watch_stream.Event]]]:
+        """The list's pages (`list_chunk` objects each), each item decoded on its own, so one
+        the client cannot decode is skipped, not the whole list (KUBE-BOOKMARK)."""
+        spec = reflector.spec
+        params: dict[str, str] = {"limit": str(self.timing.list_chunk)}
+        if reflector.fields:
+            params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in reflector.fields.items())
+        while True:
+            async with asyncio.timeout(self.timing.request_timeout):
+                response = await self._http.get(spec.path, params=params)
+            if response.is_error:
+                raise lightkube.ApiError(request=response.request, response=response)
+            version, cont, page = watch_stream.parse_list(
+                response.content, spec.resource, spec.kind
+            )
+            yield version, page
+            if not cont:
+                return
+            params["continue"] = cont
+
+    def _replace_kind(
+        self, kind: str, objects: list[model.KubeObject], *, keep: set[tuple[str, str]]
+    ) -> None:
+        """Make the store's `kind` the listed `objects`; those `keep` names stay as they are."""
         # No await in here: readers on the event loop see the kind before or after, never half.
-        fresh = {(model.namespace_of(obj), model.name_of(obj)) for obj in objects}
+        fresh = {(model.namespace_of(obj), model.name_of(obj)) for obj in objects} | keep
         for old in self._store.objects(kind):
             key = (model.namespace_of(old), model.name_of(old))
             if key not in fresh:
@@ -464,41 +573,72 @@ class KubeFeed:
 
     async def _watch(self, reflector: _Reflector) -> None:
         spec = reflector.spec
-        kwargs: dict[str, Any] = {
-            "resource_version": reflector.resource_version,
+        params: dict[str, str] = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
             # client-go spreads its watches' ends over [timeout, 2*timeout).
-            "server_timeout": int(self.timing.watch_timeout * (1 + random.random())),  # noqa: S311
+            "timeoutSeconds": str(int(self.timing.watch_timeout * (1 + random.random()))),  # noqa: S311
         }
-        if spec.namespaced:
-            kwargs["namespace"] = lightkube.ALL_NS
+        if reflector.resource_version:
+            params["resourceVersion"] = reflector.resource_version
         if reflector.fields:
-            kwargs["fields"] = reflector.fields
-        stream = cast(
-            AsyncGenerator[tuple[str, Any], None], self._client.watch(spec.resource, **kwargs)
-        )
-        async with contextlib.aclosing(stream):
+            params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in reflector.fields.items())
+        log.debug("watching %s from resourceVersion %s", spec.plural, reflector.resource_version)
+        async with self._http.stream("GET", spec.path, params=params) as response:
+            if response.is_error:
+                await response.aread()
+                raise lightkube.ApiError(request=response.request, response=response)
+            lines = response.aiter_lines()
             while True:
                 try:
                     async with asyncio.timeout(self.timing.watch_idle_timeout):
-                        event_type, obj = await anext(stream)
+                        line = await anext(lines)
                 except StopAsyncIteration:
-                    return  # lightkube gave up on the stream: watch again from where we are
-                self._apply(reflector, event_type, obj)
+                    return  # the server ended the watch (timeoutSeconds): watch again
+                if line.strip():
+                    self._apply(reflector, watch_stream.parse_line(line, spec.resource, spec.kind))
 
-    def _apply(self, reflector: _Reflector, event_type: str, obj: object) -> None:
+    def _apply(self, reflector: _Reflector, event: watch_stream.Event) -> None:
         spec = reflector.spec
-        if event_type == "BOOKMARK":
-            version = _bookmark_version(obj)
+        if isinstance(event, watch_stream.Bookmark):
+            version = event.resource_version
+        elif isinstance(event, watch_stream.Undecodable):
+            self._skip_undecodable(event)
+            if event.type == "DELETED" and event.name:
+                # Gone is gone, whatever its last version looked like.
+                self._store.remove(spec.kind, event.namespace, event.name)
+            version = event.resource_version
         else:
-            trimmed = spec.trim(obj)
-            if event_type in ("ADDED", "MODIFIED"):
+            trimmed = spec.trim(event.obj)
+            if event.type in ("ADDED", "MODIFIED"):
                 self._store.upsert(trimmed)
-            elif event_type == "DELETED":
+                self._undecodable.pop(_object_key(spec.kind, trimmed), None)
+            elif event.type == "DELETED":
                 self._store.remove(spec.kind, model.namespace_of(trimmed), model.name_of(trimmed))
-            version = model.meta(trimmed).get("resourceVersion")
+            version = model.meta(trimmed).get("resourceVersion", "")
         if version:
             reflector.resource_version = version
         reflector.failures = 0
+
+    def _skip_undecodable(self, event: watch_stream.Undecodable) -> None:
+        """Log an object the client cannot decode once (not on each of its events); skip it."""
+        key = (event.kind, event.namespace, event.name)
+        if key in self._undecodable:
+            self._undecodable[key] = event.resource_version
+            self._undecodable.move_to_end(key)
+            log.debug("skipped %s %s again (undecodable)", event.type, event.describe())
+            return
+        self._undecodable[key] = event.resource_version
+        while len(self._undecodable) > _UNDECODABLE_MEMORY:
+            self._undecodable.popitem(last=False)
+        log.warning(
+            "skipped %s %s at resourceVersion %s: the client cannot decode it (%s); "
+            "the cache keeps its last readable version",
+            event.type,
+            event.describe(),
+            event.resource_version or "?",
+            event.why,
+        )
 
     # -- direct read (KUBE-CACHE) ---------------------------------------------------------------
 
@@ -548,10 +688,10 @@ class KubeFeed:
             raise errors.InternalError(
                 f"network-status of {namespace}/{pod} is not JSON", str(exc)
             ) from exc
-        done = await self._patch_status(
+        outcome = await self._patch_status(
             namespace, pod, text, uid=uid, budget=self.timing.status_budget, verb="publish"
         )
-        if not done:
+        if outcome == "gone":
             log.warning("pod %s/%s is gone; its network-status was not published", namespace, pod)
 
     async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None:
@@ -570,11 +710,13 @@ class KubeFeed:
 
     async def _patch_status(
         self, namespace: str, pod: str, text: str | None, *, uid: str, budget: float, verb: str
-    ) -> bool:
-        """The merge patch, retried within `budget`; False when the pod is gone."""
+    ) -> Literal["written", "gone", "another pod"]:
+        """The merge patch, retried within `budget`: "written", "gone" (404), or "another pod"
+        (the name is a recreated pod's now: nothing written, nothing to fail for)."""
         metadata: dict[str, object] = {"annotations": {model.STATUS_ANNOTATION: text}}
         if uid:
-            # A precondition, not a change: a recreated pod of the same name gets 409.
+            # A precondition, not a change: a recreated pod of the same name refuses it (409,
+            # or 422 from a real server's PATCH: metadata.uid is immutable).
             metadata["uid"] = uid
         patch = {"metadata": metadata}
         loop = asyncio.get_running_loop()
@@ -589,14 +731,23 @@ class KubeFeed:
                     await self._client.patch(
                         core_v1.Pod, pod, patch, namespace=namespace, patch_type=PatchType.MERGE
                     )
-                return True
+                return "written"
             except Exception as exc:
                 failure = exc
             code = _status_code(failure)
             if code == _NOT_FOUND:
-                return False
-            if code == _CONFLICT and uid and await self._is_other_pod(namespace, pod, uid):
-                return False
+                return "gone"
+            if code in _UID_REFUSALS and uid and await self._is_other_pod(namespace, pod, uid):
+                log.debug(
+                    "%s network-status of %s/%s: the name is another pod's now (%s, not UID %s); "
+                    "nothing written",
+                    verb,
+                    namespace,
+                    pod,
+                    code,
+                    uid,
+                )
+                return "another pod"
             if not _is_transient(failure):
                 if not isinstance(failure, httpx2.HTTPError):
                     log.error("%s network-status of %s/%s", verb, namespace, pod, exc_info=failure)
@@ -622,7 +773,7 @@ class KubeFeed:
             await asyncio.sleep(delay)
 
     async def _is_other_pod(self, namespace: str, pod: str, uid: str) -> bool:
-        """After a 409 on a patch with a UID precondition: is the name another pod's now?"""
+        """After a 409/422 on a patch with a UID precondition: is the name another pod's now?"""
         try:
             async with asyncio.timeout(self.timing.request_timeout):
                 current = await self._client.get(core_v1.Pod, pod, namespace=namespace)
@@ -759,6 +910,7 @@ class KubeFeed:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._event_worker
             self._event_worker = None
+        await self._http.aclose()
         await self._client.aclose()
 
 

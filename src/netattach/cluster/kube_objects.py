@@ -6,7 +6,8 @@ anywhere), so each object is cut down as it arrives (`trim_*`):
 
     all kinds   metadata.name, .namespace, .uid, .resourceVersion, .labels (selectors read them)
                 and the annotations under `k8s.v1.cni.cncf.io/` (networks, network-status,
-                policy-for, resourceName); other annotations (last-applied-configuration...) go
+                policy-for, resourceName) and a static pod's `kubernetes.io/config.mirror`
+                (RT-STATIC); other annotations (last-applied-configuration...) go
     Pod         spec.nodeName, the named container ports (name, containerPort, protocol);
                 status.phase
     Namespace   nothing more (namespaceSelector reads its labels)
@@ -34,6 +35,10 @@ from netattach.cluster import model
 
 # The Network Plumbing WG's annotation prefix: every annotation netattach reads starts with it.
 OUR_ANNOTATIONS: Final = "k8s.v1.cni.cncf.io/"
+
+
+# Annotations of other prefixes that netattach reads.
+KEPT_ANNOTATIONS: Final = frozenset({model.MIRROR_ANNOTATION})
 
 
 class Shared:
@@ -73,7 +78,9 @@ def _our_annotations(annotations: Mapping[str, Any] | None) -> dict[str, str]:
     return {
         key: value
         for key, value in (annotations or {}).items()
-        if isinstance(key, str) and key.startswith(OUR_ANNOTATIONS) and isinstance(value, str)
+        if isinstance(key, str)
+        and (key.startswith(OUR_ANNOTATIONS) or key in KEPT_ANNOTATIONS)
+        and isinstance(value, str)
     }
 
 

@@ -9,6 +9,8 @@ from typing import Any, Final, TypedDict
 NAD_GROUP: Final = "k8s.cni.cncf.io"
 NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
 STATUS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/network-status"
+# On a static pod's mirror pod: kubelet's config hash, which kubelet sends as K8S_POD_UID.
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 
 POD: Final = "Pod"
 NAMESPACE: Final = "Namespace"

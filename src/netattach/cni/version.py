@@ -7,6 +7,12 @@ from netattach.cni import errors, spec
 
 def parse_version(text: str) -> tuple[int, int, int]:
     """`"0.3.1"` → `(0, 3, 1)`; anything not `MAJOR.MINOR.PATCH` raises code 1."""
+    if isinstance(text, str) and text in _KNOWN:
+        return _KNOWN[text]  # every result and config is compared by version many times a call
+    return _parse_version(text)
+
+
+def _parse_version(text: str) -> tuple[int, int, int]:
     parts = text.split(".") if isinstance(text, str) else []
     if len(parts) != 3 or not all(
         p.isdigit() and (p == "0" or not p.startswith("0")) for p in parts
@@ -14,6 +20,9 @@ def parse_version(text: str) -> tuple[int, int, int]:
         raise errors.IncompatibleVersionError(f"invalid CNI version {text!r}")
     major, minor, patch = (int(p) for p in parts)
     return major, minor, patch
+
+
+_KNOWN: dict[str, tuple[int, int, int]] = {v: _parse_version(v) for v in spec.VERSIONS}
 
 
 def at_least(version: str, floor: str) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 from netattach import wire
 from netattach.cni import env, errors, spec
+from netattach.daemon import call_log
 from netattach.daemon import orchestrator as orchestrator_mod
 
 log = logging.getLogger("netattach.dispatch")
@@ -132,7 +133,15 @@ async def handle(
             cni_version = declared
         if call.command == spec.VERSION:
             return Reply(exit_code=0, stdout=version_reply(cni_version))
-        orchestrator = await orchestrator_for(netconf)
-        return Reply(exit_code=0, stdout=await run_call(orchestrator, call, netconf))
     except Exception as exc:  # the runtime gets a CNI error, the log the traceback
         return error_reply(as_cni_error(exc), cni_version)
+    with call_log.noted(call) as outcome:
+        ref = orchestrator_mod.pod_ref(call)
+        if ref is not None:
+            call_log.note_pod(ref.namespace, ref.name, ref.uid)
+        try:
+            orchestrator = await orchestrator_for(netconf)
+            return Reply(exit_code=0, stdout=await run_call(orchestrator, call, netconf))
+        except Exception as exc:  # the runtime gets a CNI error, the log the traceback
+            outcome.failure = as_cni_error(exc)
+            return error_reply(outcome.failure, cni_version)

@@ -130,6 +130,12 @@ def parse_reply(raw: object) -> list[PodReport]:
     return [PodReport.from_raw(item, f"reply.pods[{index}]") for index, item in enumerate(pods)]
 
 
+def parse_problems(raw: object) -> list[str]:
+    """The problems of the daemon's answer beyond its pods (NADs its delegate policy refuses,
+    SEC-DELEGATE); none from a daemon that does not send them."""
+    return list(_texts(_mapping(raw, "reply"), "problems", "reply"))
+
+
 # -- what is wrong ----------------------------------------------------------------------------
 
 
@@ -305,13 +311,23 @@ def build_reports(
 
 
 async def pods_reply(
-    store: records_mod.PodRecords, policy_state: PolicyState, query: Mapping[str, str]
+    store: records_mod.PodRecords,
+    policy_state: PolicyState,
+    query: Mapping[str, str],
+    problems: Sequence[str] = (),
 ) -> dict[str, object]:
     """The answer to `GET /v1/pods?namespace=&name=`: the records are read in a worker thread,
-    the policy state on the caller's loop (it belongs to the loop's policy sync)."""
+    the policy state on the caller's loop (it belongs to the loop's policy sync); `problems`
+    of the node beyond its pods (the NADs its delegate policy refuses)."""
     namespace, name = parse_query(query)
     loaded = await asyncio.to_thread(_load, store, namespace, name)
-    return {"kind": KIND, "pods": [r.to_raw() for r in build_reports(loaded, policy_state)]}
+    reply: dict[str, object] = {
+        "kind": KIND,
+        "pods": [r.to_raw() for r in build_reports(loaded, policy_state)],
+    }
+    if problems:  # a reply without them reads as before
+        reply["problems"] = list(problems)
+    return reply
 
 
 # -- reading raw fields -------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from netattach.attach import delegate, selection, status
 from netattach.cluster import model
 from netattach.cni import conf, env, errors, result, spec
-from netattach.daemon import hotplug
+from netattach.daemon import call_log, delegate_guard, hotplug, pod_identity
 from netattach.daemon import locks as locks_mod
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
@@ -74,6 +74,13 @@ FAILURE_REASONS = {
 }
 
 
+def failure_reason(exc: errors.CNIError) -> str:
+    """The reason of the Warning Event for `exc`."""
+    if isinstance(exc, delegate_guard.DelegateRefusedError):
+        return delegate_guard.EVENT_REASON
+    return pod_identity.event_reason(exc) or FAILURE_REASONS.get(exc.code, "FailedAttachNetwork")
+
+
 class PolicyEnforcer(Protocol):
     """MultiNetworkPolicy on the pods of this node (daemon/policy_sync.py)."""
 
@@ -113,6 +120,8 @@ def with_prefix(exc: errors.CNIError, prefix: str) -> errors.CNIError:
     """The same error (same code) with `[ns/pod/uid:network]` in front of its message."""
     msg = f"{prefix} {exc.msg}"
     cls = errors.BY_CODE.get(exc.code)
+    if isinstance(exc, delegate_guard.DelegateRefusedError):
+        cls = delegate_guard.DelegateRefusedError  # its own Event reason
     if cls is None or isinstance(exc, errors.PluginError):
         return errors.PluginError(exc.code, msg, exc.details)
     return cls(msg, exc.details)
@@ -195,11 +204,10 @@ class Orchestrator:
                 plan, pod = await self._plan(call, netconf, ref)
             except errors.CNIError as exc:
                 log.error("%s", exc)  # refused before any plugin ran; the message names the pod
-                await self._event(
-                    ref, FAILURE_REASONS.get(exc.code, "FailedAttachNetwork"), str(exc), "Warning"
-                )
+                await self._event(ref, failure_reason(exc), str(exc), "Warning")
                 raise
-            ref = dataclasses.replace(ref, uid=ref.uid or (model.uid_of(pod) if pod else ""))
+            # The API pod's UID: a static pod's status and Events go to its mirror (RT-STATIC).
+            ref = dataclasses.replace(ref, uid=(model.uid_of(pod) if pod else "") or ref.uid)
             record = records_mod.PodRecord(
                 container_id=call.container_id,
                 netns=call.netns,
@@ -217,15 +225,22 @@ class Orchestrator:
                     current = planned.status_name
                     intents.append(self._intent(planned, intents))
                 current = ""
+                call_log.note_record(record, intents)
                 # One durable write names every attachment before the first plugin runs: after a
                 # crash at any point, DEL finds all that may hold resources (a DEL of one that
                 # never ran is a DEL of nothing, which every plugin must accept).
-                self.records.save(dataclasses.replace(record, attachments=tuple(intents)))
+                # Its fsyncs in a worker thread: a burst of pods must not queue behind them.
+                await asyncio.to_thread(
+                    self.records.save, dataclasses.replace(record, attachments=tuple(intents))
+                )
                 for planned, intent in zip(plan, intents, strict=True):
                     current = planned.status_name
                     made.append(intent)
+                    # The pod record saved above is the write-ahead record: no second one.
                     res = await self.runtime.add_network_list(
-                        planned.network, _runtime_conf(call, call.netns, made[-1])
+                        planned.network,
+                        _runtime_conf(call, call.netns, made[-1]),
+                        record_intent=False,
                     )
                     delegate.verify_result(
                         res,
@@ -292,22 +307,19 @@ class Orchestrator:
                 f"{ref.prefix()} the cluster view is not synced yet", f"waited {SYNC_TIMEOUT:g}s"
             )
         pod = self.view.lookup_pod(ref.namespace, ref.name)
-        stale = pod is not None and ref.uid and model.uid_of(pod) not in ("", ref.uid)
+        stale = pod is not None and not pod_identity.is_same_pod(ref.uid, pod)
         if (pod is None or stale) and isinstance(self.view, PodFetcher):
             # KUBE-CACHE: a pod created a moment ago (or recreated under the same name) may not
             # have reached the watch yet: read it directly before calling it missing or stale.
+            why = "stale" if stale else "not"
+            log.debug("%s %s in the cache: read from the API", ref.prefix(), why)
             try:
                 pod = await self.view.fetch_pod(ref.namespace, ref.name) or pod
             except errors.CNIError as exc:
                 raise with_prefix(exc, ref.prefix()) from exc
-        if pod is None:
-            raise errors.UnknownContainerError(f"{ref.prefix()} pod not found")
-        uid = model.uid_of(pod)
-        if ref.uid and uid and ref.uid != uid:
-            # RT-UID: a deleted-and-recreated pod of the same name is another pod.
-            raise errors.UnknownContainerError(
-                f"{ref.prefix()} the runtime asks for pod UID {ref.uid}, the pod has UID {uid}"
-            )
+        # RT-UID: a deleted-and-recreated pod of the same name is another pod; RT-STATIC: a
+        # static pod is its mirror pod's, and no mirror pod yet is "try again".
+        pod = pod_identity.check_pod(ref.prefix(), ref.uid, pod)
         try:
             planned = plan_mod.build_plan(
                 pod=pod,
@@ -316,10 +328,19 @@ class Orchestrator:
                 view=self.view,
                 cfg=self.settings.networks,
             )
-            self._check_installed(planned)
+            self._check_plan(planned)
         except errors.CNIError as exc:
             raise with_prefix(exc, ref.prefix()) from exc
+        log.debug(
+            "%s plan: %s", ref.prefix(), ", ".join(f"{p.ifname} {p.status_name}" for p in planned)
+        )
         return planned, pod
+
+    def _check_plan(self, plan: Sequence[plan_mod.PlannedAttachment]) -> None:
+        """Before anything is recorded or run: the delegate policy allows every NAD of the plan
+        (SEC-DELEGATE), and every plugin is installed."""
+        delegate_guard.check_plan(plan, self.settings.networks.delegate_policy, self.view)
+        self._check_installed(plan)
 
     def _check_installed(self, plan: Sequence[plan_mod.PlannedAttachment]) -> None:
         """Every delegate of the plan can be found, so no ADD starts that its DEL could not undo."""
@@ -367,8 +388,10 @@ class Orchestrator:
 
     async def _event(self, ref: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
         if ref.name and isinstance(self.sink, EventRecorder):
+            # A static pod's config hash names no API object: the sink finds the mirror's UID.
+            uid = "" if pod_identity.is_config_hash(ref.uid) else ref.uid
             await self.sink.record_event(
-                ref.namespace, ref.name, reason=reason, message=message, type_=type_, uid=ref.uid
+                ref.namespace, ref.name, reason=reason, message=message, type_=type_, uid=uid
             )
 
     async def _events_added(
@@ -462,9 +485,11 @@ class Orchestrator:
                 log.error("%s; deleting from the attachment cache instead", exc)
                 record = None
             if record is None:
+                log.debug("DEL of %s: no pod record (nothing attached, or gone)", call.container_id)
                 await self.runtime.del_container(call.container_id)
                 self.records.delete(call.container_id)
             else:
+                call_log.note_record(record)
                 failures = await self._delete_attachments(call, record)
                 if failures:
                     raise failures[-1]
@@ -486,6 +511,7 @@ class Orchestrator:
                 raise errors.UnknownContainerError(
                     f"container {call.container_id} has no completed ADD to check"
                 )
+            call_log.note_record(record)
             ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
             for att in record.attachments:
                 try:
@@ -570,12 +596,11 @@ class Orchestrator:
             try:
                 plan, chosen = self._replan(record, pod, text)
                 change = hotplug.build_change(record, plan, chosen)
-                self._check_installed(change.add)
+                self._check_plan(change.add)
             except errors.CNIError as exc:
                 failed = with_prefix(exc, ref.prefix())
                 log.error("%s; the pod's attachments stay as they are", failed)
-                reason = FAILURE_REASONS.get(failed.code, "FailedAttachNetwork")
-                await self._event(ref, reason, str(failed), "Warning")
+                await self._event(ref, failure_reason(failed), str(failed), "Warning")
                 raise failed from exc
             before = self._entries(record)
             call = _replug_call(record)
@@ -694,7 +719,7 @@ class Orchestrator:
                     # packet reaches it unfiltered; refined with its address once it is made.
                     await self.policy.enforce(record)
                 res = await self.runtime.add_network_list(
-                    planned.network, _runtime_conf(call, record.netns, intent)
+                    planned.network, _runtime_conf(call, record.netns, intent), record_intent=False
                 )
                 delegate.verify_result(
                     res,

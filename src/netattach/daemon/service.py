@@ -7,11 +7,8 @@ concurrent delegates, the orchestrator, the socket server, readiness and install
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
-import os
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,6 +18,7 @@ from netattach import atomic
 from netattach.cluster import files, kube, model, store
 from netattach.cni import errors, spec
 from netattach.daemon import (
+    delegate_guard,
     dispatch,
     hotplug,
     introspect,
@@ -32,48 +30,16 @@ from netattach.daemon import (
     records,
     server,
     settings,
+    shim_install,
 )
 from netattach.runtime import chain
 
 log = logging.getLogger("netattach.daemon")
 
 CONFIG_NAME = "00-netattach.conflist"
-SHIM_NAME = "netattach"
 SWEEP_INTERVAL = 300.0
 SHUTDOWN_GRACE = 20.0  # below the DaemonSet's terminationGracePeriodSeconds (30)
 READINESS_POLL = 1.0
-
-
-def install_shim(source: Path, bin_dir: Path) -> None:
-    """Put the shim at `bin_dir/netattach` so that an exec at any moment finds a whole one.
-
-    A single file (the zipapp, a one-file build) is written beside and renamed over. A one-dir
-    build (`source` is a directory holding `netattach-shim` and its libraries) is copied to a
-    directory named by its content hash, then the `netattach` symlink is swapped to it with one
-    rename; older copies are removed after the swap.
-    """
-    target = bin_dir / SHIM_NAME
-    if source.is_file():
-        atomic.write_atomic(target, source.read_bytes(), mode=0o755)
-        return
-    digest = hashlib.sha256()
-    for path in sorted(p for p in source.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes())
-    version = f"{SHIM_NAME}.d-{digest.hexdigest()[:12]}"
-    if not (bin_dir / version).exists():
-        staging = bin_dir / f".{version}.tmp"
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(source, staging, symlinks=True)
-        os.replace(staging, bin_dir / version)
-    link = bin_dir / f".{SHIM_NAME}.link.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        link.unlink()
-    link.symlink_to(f"{version}/netattach-shim")
-    os.replace(link, target)
-    atomic.fsync_directory(bin_dir)
-    for old in bin_dir.glob(f"{SHIM_NAME}.d-*"):
-        if old.name != version:
-            shutil.rmtree(old, ignore_errors=True)
 
 
 class DirectoryView(store.ClusterStore):
@@ -105,7 +71,10 @@ class DirectoryView(store.ClusterStore):
 class Daemon:
     def __init__(self, cfg: settings.Settings, *, shim: Path | None = None) -> None:
         self.cfg = cfg
-        self.shim = shim
+        # Checked now, so a --shim that is not there stops the daemon before it serves anything;
+        # the default is chosen (and a zipapp built, if it comes to that) at the first install.
+        self.shim = shim_install.check_explicit(shim)
+        self._shim_source: Path | None = None
         self.view = store.ClusterStore()
         self.runtime = chain.Runtime(
             path=[str(p) for p in cfg.runtime.bin_dirs],
@@ -200,9 +169,13 @@ class Daemon:
         """The shim into cniBinDir, then our config into cniConfDir, each written beside and
         renamed (KUBE-INSTALL): a runtime running the old shim never reads half a file."""
         daemon_cfg = self.cfg.daemon
-        if self.shim is not None:
-            install_shim(self.shim, daemon_cfg.cni_bin_dir)
-        plugin: dict[str, Any] = {"type": SHIM_NAME, "daemonSocket": str(daemon_cfg.socket)}
+        if self._shim_source is None:
+            self._shim_source = shim_install.choose_shim(self.shim, self.cfg.runtime.state_dir)
+        shim_install.install_shim(self._shim_source, daemon_cfg.cni_bin_dir)
+        plugin: dict[str, Any] = {
+            "type": shim_install.SHIM_NAME,
+            "daemonSocket": str(daemon_cfg.socket),
+        }
         capabilities = self._default_capabilities()
         if capabilities:
             plugin["capabilities"] = capabilities  # so the runtime passes what the default takes
@@ -360,7 +333,14 @@ class Daemon:
     async def describe_pods(self, query: Mapping[str, str]) -> object:
         """`GET /v1/pods` on the socket (`netattach status`): the recorded pods, read-only."""
         state = self.policy.state if self.policy is not None else _no_policy
-        return await introspect.pods_reply(self.orchestrator.records, state, query)
+        networks = self.cfg.networks
+        refused = delegate_guard.refused_nads(
+            self.view,
+            networks.delegate_policy,
+            networks.networks_dir,
+            namespace=query.get("namespace", ""),
+        )
+        return await introspect.pods_reply(self.orchestrator.records, state, query, refused)
 
 
 def _no_policy(_container_id: str) -> None:

@@ -6,10 +6,10 @@ explicitly (as kopf passes its settings), never a global:
 
     Settings
     ├── networks: NetworkSettings     clusterNetwork, networksDir, namespaceIsolation,
-    │                                 globalNamespaces
+    │                                 globalNamespaces, delegatePolicy (attach/delegate_rules.py)
     ├── runtime: RuntimeSettings      binDirs, stateDir, delegateTimeout
     ├── feed: DirectoryFeed | KubernetesFeed
-    ├── logging: LoggingSettings      logLevel
+    ├── logging: LoggingSettings      logLevel, loggers
     └── daemon: DaemonSettings        nodeName, daemonSocket, cniConfDir, cniBinDir,
         │                             maxConcurrentDelegates, cleanupOnExit
         ├── readiness: ReadinessSettings   readiness.mode, .indicatorFile, .timeout
@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Literal
 
+from netattach.attach import delegate_rules
 from netattach.cluster import documents
 from netattach.cni import conf, errors
 
@@ -73,6 +74,7 @@ READINESS_MODES: Final[tuple[ReadinessMode, ...]] = ("wait", "block")
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: Final[tuple[LogLevel, ...]] = ("debug", "info", "warning", "error")
+_LOGGER_NAME: Final = re.compile(r"^[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*$")
 
 # The top-level YAML keys, in the order docs/configuration.md lists them.
 KEYS: Final = (
@@ -85,6 +87,7 @@ KEYS: Final = (
     "delegateTimeout",
     "feed",
     "logLevel",
+    "loggers",
     "nodeName",
     "daemonSocket",
     "cniConfDir",
@@ -95,6 +98,7 @@ KEYS: Final = (
     "cleanupOnExit",
     "policy",
     "hotplug",
+    "delegatePolicy",
 )
 _FEED_KEYS: Final = ("directory", "kubernetes")
 _READINESS_KEYS: Final = ("mode", "indicatorFile", "timeout")
@@ -171,6 +175,8 @@ class NetworkSettings:
     # RT-RESTRICT: a pod selects NADs of its own namespace only, or of a global namespace.
     namespace_isolation: bool = True
     global_namespaces: tuple[str, ...] = DEFAULT_GLOBAL_NAMESPACES
+    # SEC-DELEGATE: what the NADs of a namespace may make netattach run.
+    delegate_policy: delegate_rules.DelegatePolicy = delegate_rules.DEFAULT_POLICY
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,6 +205,8 @@ class KubernetesFeed:
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class LoggingSettings:
     level: LogLevel = "info"
+    # Other libraries' loggers (httpx2, lightkube, asyncio...) log at warning unless named here.
+    loggers: tuple[tuple[str, LogLevel], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -406,6 +414,7 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
     timeout = _timeout(raw.get("delegateTimeout"), key("delegateTimeout"), problems)
     feed = _feed(raw.get("feed"), key("feed"), problems)
     level = _log_level(raw.get("logLevel"), key("logLevel"), problems)
+    loggers = _loggers(raw.get("loggers"), key("loggers"), problems)
     feed_raw = raw.get("feed")
     # Only the Kubernetes feed uses the node name (to watch this node's pods): with any other
     # feed an unusable *default* (a hostname like build_host) must not fail the settings.
@@ -420,6 +429,9 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
     cleanup = _flag(raw.get("cleanupOnExit"), key("cleanupOnExit"), problems)
     policy = _policy(raw.get("policy"), key("policy"), problems)
     hotplug = _hotplug(raw.get("hotplug"), key("hotplug"), problems)
+    delegate_policy = delegate_rules.parse_policy(
+        raw.get("delegatePolicy"), key("delegatePolicy"), problems
+    )
     if len(problems) > start or cluster_network is None or feed is None or node_name is None:
         return None
     return Settings(
@@ -430,6 +442,9 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
             global_namespaces=(
                 DEFAULT_GLOBAL_NAMESPACES if global_namespaces is None else global_namespaces
             ),
+            delegate_policy=(
+                delegate_rules.DEFAULT_POLICY if delegate_policy is None else delegate_policy
+            ),
         ),
         runtime=RuntimeSettings(
             bin_dirs=DEFAULT_BIN_DIRS if bin_dirs is None else bin_dirs,
@@ -437,7 +452,7 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
             delegate_timeout=DEFAULT_DELEGATE_TIMEOUT if timeout is None else timeout,
         ),
         feed=feed,
-        logging=LoggingSettings(level="info" if level is None else level),
+        logging=LoggingSettings(level="info" if level is None else level, loggers=loggers or ()),
         daemon=DaemonSettings(
             node_name=node_name,
             socket=DEFAULT_SOCKET if daemon_socket is None else daemon_socket,
@@ -647,6 +662,25 @@ def _log_level(value: object, key: str, problems: list[str]) -> LogLevel | None:
             return level
     problems.append(f"{key}: must be one of {', '.join(LOG_LEVELS)}, got {_show(value)}")
     return None
+
+
+def _loggers(
+    value: object, key: str, problems: list[str]
+) -> tuple[tuple[str, LogLevel], ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        problems.append(f"{key}: must be a mapping of logger names to levels, got {_show(value)}")
+        return None
+    named: list[tuple[str, LogLevel]] = []
+    for name, level in value.items():
+        if not isinstance(name, str) or not _LOGGER_NAME.match(name):
+            problems.append(f"{key}: {_show(name)} is not a logger name (like httpx2 or a.b)")
+            continue
+        checked = _log_level(level, f"{key}.{name}", problems)
+        if checked is not None:
+            named.append((name, checked))
+    return tuple(named)
 
 
 def _node_name(value: object, key: str, problems: list[str], needed: bool) -> str | None:

@@ -13,8 +13,8 @@ from typing import Any
 
 from netattach.cluster import files, store
 from netattach.cni import errors
-from netattach.daemon import dispatch, locks, orchestrator, records, settings
-from netattach.runtime import chain
+from netattach.daemon import call_log, dispatch, locks, orchestrator, records, settings
+from netattach.runtime import chain, children
 
 log = logging.getLogger("netattach.thin")
 
@@ -73,7 +73,14 @@ def handle(environ: Mapping[str, str], stdin: bytes) -> dispatch.Reply:
 
     async def orchestrator_for(netconf: Mapping[str, Any]) -> orchestrator.Orchestrator:
         cfg = settings.settings_from_cni_config(netconf)
-        logging.getLogger("netattach").setLevel(cfg.logging.level.upper())
+        level = cfg.logging.level.upper()
+        logging.getLogger("netattach").setLevel(level)
+        # Its stderr is the runtime's journal: a line per call there only at debug.
+        logging.getLogger(call_log.log.name).setLevel(level if level == "DEBUG" else "WARNING")
         return build_orchestrator(cfg)
 
-    return asyncio.run(dispatch.handle(environ, stdin, orchestrator_for))
+    async def run() -> dispatch.Reply:
+        children.watch_children_with_pidfds()
+        return await dispatch.handle(environ, stdin, orchestrator_for)
+
+    return asyncio.run(run())

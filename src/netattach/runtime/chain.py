@@ -156,13 +156,15 @@ class Runtime:
     # -- ADD / CHECK / DEL ------------------------------------------------------------------------
 
     async def add_network_list(
-        self, network: conf.NetworkConfigList, rt: RuntimeConf
+        self, network: conf.NetworkConfigList, rt: RuntimeConf, *, record_intent: bool = True
     ) -> result.Result:
         """ADD every plugin in order, chaining `prevResult`; the result is in the list's version.
 
         The record is written before the first plugin runs, so an ADD interrupted at any point
         can be deleted again. On a failure the chain stops (CNI spec); the caller decides to
-        roll back with `del_network_list`, which then finds the record.
+        roll back with `del_network_list`, which then finds the record. `record_intent=False`:
+        the caller keeps its own durable record of the attachment (the orchestrator's pod
+        record), so the one before the plugins run would only repeat it; the result is cached.
         """
         key = _key(network, rt)
         record = cache.CachedAttachment(
@@ -173,7 +175,8 @@ class Runtime:
             capability_args=dict(rt.capability_args),
             result=None,
         )
-        self.cache.save(record)
+        if record_intent:
+            self.cache.save(record)
         prev: result.Result | None = None
         call = self._call(spec.ADD, rt)
         for plugin in network.plugins:

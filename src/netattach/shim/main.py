@@ -9,8 +9,13 @@ It owns no CNI logic, and answers only what the daemon cannot:
   * the daemon being unreachable or unreadable (no socket, refused, closed early, timed out,
     garbage) → CNI error 11 "try again later" naming the socket — for DEL too: the runtime retries
     a failed DEL, and a DEL reported as done when nothing was deleted would leak the attachments.
-A config that names no usable socket is error 7; a config that is not JSON cannot name the socket,
-so it goes to the default one and the daemon reports it (error 6).
+A config that names no usable socket is error 7, and so is one larger than the daemon accepts; a
+config that is not JSON cannot name the socket, so it goes to the default one and the daemon
+reports it (error 6).
+
+`netattach-shim.c` beside this file is the same program in C, the form nodes install: both
+answer every input with the same bytes (tests/shim runs every test against both, and fuzzes their
+JSON reading against each other). A change here is a change there.
 
 It runs on every pod's critical path and, as the zipapp, on the host's own python3 (3.9 or
 later): standard library only, and only its cheap parts — no `asyncio`, `dataclasses`,
@@ -41,6 +46,12 @@ SUN_PATH_MAX_BYTES = 107
 CONNECT_RETRY_FIRST = 0.005
 CONNECT_RETRY_MAX = 0.2
 _RECV_BYTES = 65536
+# The most the shim reads of a reply: far above any CNI result, and a bound on its memory.
+MAX_REPLY_BYTES = 16 * 1024 * 1024
+# How much of a bad value, a bad reply line and a bad length or chunk size an error quotes.
+QUOTE_MAX_CHARS = 200
+LINE_QUOTE_MAX = 80
+TOKEN_QUOTE_MAX = 40
 
 
 class DaemonUnreachableError(Exception):
@@ -48,7 +59,12 @@ class DaemonUnreachableError(Exception):
 
 
 def main() -> int:
-    stdin = sys.stdin.buffer.read()
+    stdin = sys.stdin.buffer.read(wire.MAX_REQUEST_BYTES + 1)
+    if len(stdin) > wire.MAX_REQUEST_BYTES:
+        too_large = errors.InvalidNetworkConfigError(
+            "the network config is too large", f"more than {wire.MAX_REQUEST_BYTES} bytes"
+        )
+        return _print(quickjson.dumps(too_large.to_raw(spec.CURRENT_VERSION)).encode(), 1)
     config = parse_config(stdin)
     cni_version = config.get("cniVersion")
     if not isinstance(cni_version, str) or not cni_version:
@@ -83,16 +99,32 @@ def lookup_socket(config: dict[str, object]) -> str:
     if not isinstance(path, str) or not path.startswith("/"):
         raise errors.InvalidNetworkConfigError(
             f"{SOCKET_KEY} must be an absolute path to the netattach daemon's socket",
-            f"got {quickjson.dumps(path)[:200]}",
+            f"got {describe_value(path)}",
         )
-    encoded = path.encode("utf-8", errors="surrogateescape")
+    try:
+        encoded = path.encode("utf-8")
+    except UnicodeEncodeError:
+        encoded = b"\0"  # a lone surrogate: no such path
     if b"\0" in encoded or len(encoded) > SUN_PATH_MAX_BYTES:
         raise errors.InvalidNetworkConfigError(
-            f"{SOCKET_KEY} is not a usable UNIX socket path (at most {SUN_PATH_MAX_BYTES} bytes,"
-            " no NUL)",
-            f"got {quickjson.dumps(path)[:200]}",
+            f"{SOCKET_KEY} is not a usable UNIX socket path (at most {SUN_PATH_MAX_BYTES} bytes"
+            " of UTF-8, no NUL)",
+            f"got {describe_value(path)}",
         )
     return path
+
+
+def describe_value(value: object) -> str:
+    """A config value for an error: a string quoted as JSON (cut), anything else by its kind."""
+    if isinstance(value, str):
+        return quickjson.dumps(value)[:QUOTE_MAX_CHARS]
+    if isinstance(value, bool) or value is None:
+        return quickjson.dumps(value)
+    if isinstance(value, dict):
+        return "a JSON object"
+    if isinstance(value, list):
+        return "a JSON array"
+    return "a JSON number"
 
 
 def read_timeout() -> float:
@@ -175,6 +207,7 @@ def connect(sock: _socket.socket, path: str, deadline: float) -> None:
 def receive_all(sock: _socket.socket, deadline: float) -> bytes:
     """Everything up to EOF (the request said `Connection: close`), within the deadline."""
     chunks: list[bytes] = []
+    size = 0
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -184,6 +217,9 @@ def receive_all(sock: _socket.socket, deadline: float) -> bytes:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            raise OSError(f"the reply is larger than {MAX_REPLY_BYTES} bytes")
 
 
 def parse_http_reply(raw: bytes) -> tuple[int, bytes]:
@@ -198,14 +234,14 @@ def parse_http_reply(raw: bytes) -> tuple[int, bytes]:
     if (
         len(status_line) < 2
         or not status_line[0].startswith(b"HTTP/1.")
-        or not status_line[1].isdigit()
+        or not (status_line[1].isdigit() and len(status_line[1]) == 3)
     ):
-        raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+        raise ValueError(f"not an HTTP/1.x status line: {_quote(lines[0], LINE_QUOTE_MAX)}")
     headers = {}
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
         if not colon:
-            raise ValueError(f"not an HTTP header line: {line[:80]!r}")
+            raise ValueError(f"not an HTTP header line: {_quote(line, LINE_QUOTE_MAX)}")
         headers[name.strip().lower()] = value.strip()
     status = int(status_line[1])
     if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
@@ -213,8 +249,8 @@ def parse_http_reply(raw: bytes) -> tuple[int, bytes]:
     length = headers.get(b"content-length")
     if length is None:
         return status, rest
-    if not length.isdigit():
-        raise ValueError(f"not a Content-Length: {length[:40]!r}")
+    if not length.isdigit() or len(length) > 18:
+        raise ValueError(f"not a Content-Length: {_quote(length, TOKEN_QUOTE_MAX)}")
     if len(rest) < int(length):
         raise ValueError(f"the reply was cut short: {len(rest)} of {int(length)} body bytes")
     return status, rest[: int(length)]
@@ -230,7 +266,7 @@ def decode_chunked(data: bytes) -> bytes:
             raise ValueError("the chunked reply was cut short")
         size_text = data[position:end_of_size].split(b";", 1)[0].strip()
         if not size_text or size_text.strip(b"0123456789abcdefABCDEF"):
-            raise ValueError(f"not a chunk size: {size_text[:40]!r}")
+            raise ValueError(f"not a chunk size: {_quote(size_text, TOKEN_QUOTE_MAX)}")
         size = int(size_text, 16)
         if size == 0:
             return b"".join(chunks)
@@ -239,6 +275,11 @@ def decode_chunked(data: bytes) -> bytes:
             raise ValueError("the chunked reply was cut short")
         chunks.append(data[start : start + size])
         position = start + size + 2
+
+
+def _quote(data: bytes, limit: int) -> str:
+    """Raw reply bytes for an error message: their Latin-1 reading as a JSON string, cut."""
+    return quickjson.dumps(data[:limit].decode("latin-1"))
 
 
 def _describe(step: str, exc: OSError, deadline: float) -> str:

@@ -1,0 +1,174 @@
+"""A delegate config against the delegate policy's lists: what it may not do (SEC-DELEGATE).
+
+`check_config(raw, rules)` walks the whole config (a `.conf` or a conflist, as the NAD wrote it
+or as it will run) and returns every refusal, `[]` when the config may run. Keys are checked
+wherever they appear, at any depth: a meta plugin's delegate is a plugin too, and a key hidden in
+a nested object is checked rather than trusted. What each key means:
+
+    type                  every `type` (plugins, their `ipam`, a meta plugin's delegates)
+    master                a host interface to hang off; macvlan/ipvlan without one (or with "")
+                          use the node's default-route interface, allowed only by a list that
+                          allows anything
+    bridge                a host bridge to join; bridge without one (or with "") joins `cni0`
+    device                a host interface host-device moves into the pod; host-device's other
+                          ways to name one (`hwaddr`, `kernelpath`) only when `device` allows
+                          anything
+    pciBusID, deviceID    a PCI address (host-device, `runtimeConfig.deviceID`)
+    dataDir               a directory written as root (host-local, tuning)
+    sysctl                a mapping whose keys are sysctls tuning writes
+
+A value of the wrong kind (`"master": 5`, `"type": null`) is refused too: the plugin would read
+it some way we did not check.
+"""
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from netattach.attach import delegate_rules, globs
+
+# Plugins that hang off the node's default-route interface when `master` is unset or "".
+DEFAULT_ROUTE_MASTER: Final = ("macvlan", "ipvlan")
+# bridge CNI's bridge when `bridge` is unset or "".
+DEFAULT_BRIDGE_NAME: Final = "cni0"
+HOST_DEVICE: Final = "host-device"
+HOST_DEVICE_OTHER_NAMES: Final = ("hwaddr", "kernelpath")
+# The keys that name host resources, settings list by key.
+NAME_KEYS: Final = {
+    "master": "master",
+    "bridge": "bridge",
+    "device": "device",
+    "pciBusID": "pciBusID",
+    "deviceID": "pciBusID",
+}
+_SHOW: Final = 256  # a path may be long; a hostile value is still cut
+NOT_ALLOWED: Final = "is not allowed by"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """One thing a config may not do: `key` is its path in the config (`plugins[1].master`),
+    `value` the value as JSON, `rule` the settings list that refused it, with its entries."""
+
+    key: str
+    value: str
+    rule: str
+    why: str = NOT_ALLOWED
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.value} {self.why} {self.rule}"
+
+
+def check_config(raw: Mapping[str, Any], rules: delegate_rules.DelegateRules) -> list[Refusal]:
+    """Every refusal of the config `raw` under `rules`, in the order the keys are written."""
+    refusals: list[Refusal] = []
+    _walk(raw, "", rules, refusals)
+    return refusals
+
+
+def _walk(
+    node: object, path: str, rules: delegate_rules.DelegateRules, refusals: list[Refusal]
+) -> None:
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            _walk(item, f"{path}[{index}]", rules, refusals)
+        return
+    if not isinstance(node, Mapping):
+        return
+    _check_object(node, path, rules, refusals)
+    for key, value in node.items():
+        if key == "sysctl" and isinstance(value, Mapping):
+            continue  # its keys are sysctl names, checked above; its values are not configs
+        _walk(value, _join(path, str(key)), rules, refusals)
+
+
+def _check_object(
+    obj: Mapping[str, Any], path: str, rules: delegate_rules.DelegateRules, refusals: list[Refusal]
+) -> None:
+    def refuse(key: str, value: object, listed: object, name: str, why: str = "") -> None:
+        rule = f"{rules.source}.{name} {listed}"
+        refusals.append(
+            Refusal(key=_join(path, key), value=_show(value), rule=rule, why=why or NOT_ALLOWED)
+        )
+
+    for key, value in obj.items():
+        if key == "type":
+            if not isinstance(value, str) or not rules.types.allows(value):
+                refuse(key, value, rules.types, "types")
+        elif key in NAME_KEYS:
+            name = NAME_KEYS[key]
+            listed = _names(rules, name)
+            if not isinstance(value, str):
+                refuse(key, value, listed, name, "is not a string, refused by")
+            elif value == "" and key == "master":
+                if not rules.master.allows_anything:
+                    refusals.append(_default_master(path, rules))
+            elif value == "" and key == "bridge":
+                if not rules.bridge.allows(DEFAULT_BRIDGE_NAME):
+                    refusals.append(_default_bridge(path, rules))
+            elif not listed.allows(value):
+                refuse(key, value, listed, name)
+        elif key == "dataDir":
+            if not isinstance(value, str) or not rules.data_dir.allows(value):
+                refuse(key, value, rules.data_dir, "dataDir")
+        elif key == "sysctl":
+            if not isinstance(value, Mapping):
+                refuse(key, value, rules.sysctl, "sysctl", "is not a mapping, refused by")
+                continue
+            for sysctl in value:
+                if not rules.sysctl.allows(str(sysctl)):
+                    refuse(f"{key}[{_show(str(sysctl))}]", sysctl, rules.sysctl, "sysctl")
+        elif key in HOST_DEVICE_OTHER_NAMES and not rules.device.allows_anything:
+            refuse(key, value, rules.device, "device", "names a host device that only")
+    _check_defaults(obj, path, rules, refusals)
+
+
+def _check_defaults(
+    obj: Mapping[str, Any], path: str, rules: delegate_rules.DelegateRules, refusals: list[Refusal]
+) -> None:
+    """What a plugin uses when the config leaves a name out: the node's uplink, or cni0."""
+    kind = obj.get("type")
+    if kind in DEFAULT_ROUTE_MASTER and "master" not in obj and not rules.master.allows_anything:
+        refusals.append(_default_master(path, rules))
+    if kind == "bridge" and "bridge" not in obj and not rules.bridge.allows(DEFAULT_BRIDGE_NAME):
+        refusals.append(_default_bridge(path, rules))
+
+
+def _default_master(path: str, rules: delegate_rules.DelegateRules) -> Refusal:
+    return Refusal(
+        key=_join(path, "master"),
+        value="unset (the node's default-route interface)",
+        rule=f"{rules.source}.master {rules.master}",
+        why="is allowed only by a list that allows anything, not by",
+    )
+
+
+def _default_bridge(path: str, rules: delegate_rules.DelegateRules) -> Refusal:
+    return Refusal(
+        key=_join(path, "bridge"),
+        value=f"unset (bridge CNI's default, {DEFAULT_BRIDGE_NAME!r})",
+        rule=f"{rules.source}.bridge {rules.bridge}",
+    )
+
+
+def _names(rules: delegate_rules.DelegateRules, name: str) -> globs.Patterns:
+    if name == "master":
+        return rules.master
+    if name == "bridge":
+        return rules.bridge
+    if name == "device":
+        return rules.device
+    return rules.pci_bus_id
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _show(value: object) -> str:
+    try:
+        shown = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        shown = repr(value)
+    return shown if len(shown) <= _SHOW else shown[:_SHOW] + "..."

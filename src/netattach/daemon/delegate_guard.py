@@ -1,0 +1,106 @@
+"""The delegate policy at ADD: a plan's NADs checked before any of its plugins runs (SEC-DELEGATE).
+
+The orchestrator calls `check_plan` once a pod's plan (or a hot-plug's additions) stands and
+before anything is recorded or run, so a refused attachment leaves nothing behind. The cluster
+default network is the operator's own file and is never checked. A NAD is judged by the lists
+of *its* namespace (the namespace whose NAD authors wrote it, as admission judges it), whichever
+pod uses it.
+
+    DelegateRefusedError (7)   names the NAD, then each refused key, value and rule
+
+`refused_nads` lists the NADs of a view the policy refuses, for `netattach status`: before any
+pod selects one.
+"""
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final, Protocol, runtime_checkable
+
+from netattach.attach import delegate_check, delegate_rules
+from netattach.cluster import model, store
+from netattach.cni import errors
+from netattach.daemon import plan as plan_mod
+
+# The Event reason of a refused attachment: what an operator filters on.
+EVENT_REASON: Final = "NetworkAttachmentRefused"
+
+
+class DelegateRefusedError(errors.InvalidNetworkConfigError):
+    """A NAD's config does what the delegate policy does not allow (CNI code 7)."""
+
+
+@runtime_checkable
+class NamespaceLookup(Protocol):
+    def lookup_namespace(self, name: str) -> model.KubeObject | None: ...
+
+
+def namespace_labels(view: object, namespace: str) -> Mapping[str, str]:
+    """The labels of `namespace` as the view holds it; none when it is not known."""
+    if not isinstance(view, NamespaceLookup):
+        return {}
+    found = view.lookup_namespace(namespace)
+    return model.labels(found) if found is not None else {}
+
+
+def check_nad(
+    reference: str, raw: Mapping[str, object], policy: delegate_rules.DelegatePolicy, view: object
+) -> list[delegate_check.Refusal]:
+    """Every refusal of the config `raw` of the NAD `namespace/name`."""
+    if not policy.enabled:
+        return []
+    namespace = reference.partition("/")[0]
+    rules = policy.rules_for(namespace, namespace_labels(view, namespace))
+    return delegate_check.check_config(raw, rules)
+
+
+def refused(reference: str, refusals: Sequence[delegate_check.Refusal]) -> DelegateRefusedError:
+    more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
+    return DelegateRefusedError(
+        f"NetworkAttachmentDefinition {reference} refused by the delegate policy: "
+        f"{refusals[0]}{more}",
+        "; ".join(str(r) for r in refusals),
+    )
+
+
+def check_plan(
+    plan: Sequence[plan_mod.PlannedAttachment],
+    policy: delegate_rules.DelegatePolicy,
+    view: object,
+) -> None:
+    """Raise `DelegateRefusedError` for the first attachment of `plan` the policy refuses."""
+    for planned in plan:
+        if planned.is_default:
+            continue  # the operator's own network
+        # Standard §4.1.1: a selected network is named `namespace/name`.
+        refusals = check_nad(planned.status_name, planned.network.raw, policy, view)
+        if refusals:
+            raise refused(planned.status_name, refusals)
+
+
+def refused_nads(
+    view: store.ClusterStore,
+    policy: delegate_rules.DelegatePolicy,
+    networks_dir: Path,
+    *,
+    namespace: str = "",
+) -> list[str]:
+    """A problem line per NAD of `view` (of `namespace`, when given) that `policy` refuses:
+    `NetworkAttachmentDefinition ns/name: refused by the delegate policy: <refusals>`. A NAD that
+    does not resolve is left to the problems that already say so."""
+    if not policy.enabled:
+        return []
+    problems: list[str] = []
+    nads = sorted(view.objects(model.NAD), key=lambda n: (model.namespace_of(n), model.name_of(n)))
+    for nad in nads:
+        ns, name = model.namespace_of(nad), model.name_of(nad)
+        if namespace and ns != namespace:
+            continue
+        try:
+            found = plan_mod.resolve_nad(view, ns, name, networks_dir)
+        except errors.CNIError:
+            continue
+        refusals = check_nad(f"{ns}/{name}", found.network.raw, policy, view)
+        if refusals:
+            details = "; ".join(str(r) for r in refusals)
+            problems.append(f"{model.NAD} {ns}/{name}: refused by the delegate policy: {details}")
+    return problems

@@ -1,0 +1,446 @@
+"""The ValidatingAdmissionPolicy generated from the delegate policy decides what the daemon
+decides (SEC-ADMISSION): its CEL, evaluated by cel-python with the three Kubernetes library
+functions it uses (`findAll`, `join`, and RE2's `matches`), against the Python matcher on the
+same NADs; and deploy/ ships what the command generates from deploy/configmap.yaml.
+
+Differential on a corpus of configs written the plain way (each key where its plugin reads it,
+no duplicate keys, no escapes): the two must agree exactly. On configs written to slip past a
+text reading (escapes, duplicate keys, nested sysctl objects), admission must refuse whatever the
+daemon refuses.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import celpy
+import pytest
+import re2
+import yaml
+from celpy import adapter, celtypes, evaluation
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from netattach.attach import admission, delegate_check, delegate_rules
+from netattach.cli import admission as admission_cmd
+from netattach.cli import main as cli_main
+from netattach.daemon import settings as settings_mod
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _find_all(text: celtypes.StringType, regex: celtypes.StringType) -> celtypes.ListType:
+    # Kubernetes' regex library: every non-overlapping match, RE2 syntax.
+    return celtypes.ListType([celtypes.StringType(m.group(0)) for m in re2.finditer(regex, text)])
+
+
+def _join(items: celtypes.ListType, separator: celtypes.StringType) -> celtypes.StringType:
+    # Kubernetes' strings library (cel-go ext.Strings): list<string>.join(separator).
+    return celtypes.StringType(str(separator).join(str(i) for i in items))
+
+
+FUNCTIONS: dict[str, evaluation.CELFunction] = {"findAll": _find_all, "join": _join}
+
+
+class CompiledPolicy:
+    """A ValidatingAdmissionPolicy evaluated as the API server does: variables in order, then
+    every validation; refused when one is false."""
+
+    def __init__(self, vap: dict[str, Any]) -> None:
+        env = celpy.Environment()
+        self.variables = [
+            (v["name"], env.program(env.compile(v["expression"]), functions=FUNCTIONS))
+            for v in vap["spec"]["variables"]
+        ]
+        self.validations = [
+            (
+                env.program(env.compile(v["expression"]), functions=FUNCTIONS),
+                env.program(env.compile(v["messageExpression"]), functions=FUNCTIONS),
+            )
+            for v in vap["spec"]["validations"]
+        ]
+
+    def messages(self, nad: dict[str, Any], labels: dict[str, str]) -> list[str]:
+        """The messages of the validations `nad` fails; [] when admitted."""
+        namespace = nad["metadata"]["namespace"]
+        activation: dict[str, Any] = {
+            "object": adapter.json_to_cel(nad),
+            "namespaceObject": adapter.json_to_cel(
+                {
+                    "metadata": {
+                        "name": namespace,
+                        # The API server labels every namespace with its name.
+                        "labels": {**labels, delegate_rules.NAMESPACE_NAME_LABEL: namespace},
+                    }
+                }
+            ),
+        }
+        values: dict[str, Any] = {}
+        for name, program in self.variables:
+            activation["variables"] = celtypes.MapType(
+                {celtypes.StringType(k): v for k, v in values.items()}
+            )
+            values[name] = program.evaluate(activation)
+        activation["variables"] = celtypes.MapType(
+            {celtypes.StringType(k): v for k, v in values.items()}
+        )
+        failed = []
+        for check, message in self.validations:
+            verdict = check.evaluate(activation)
+            assert isinstance(verdict, celtypes.BoolType), verdict
+            if not verdict:
+                failed.append(str(message.evaluate(activation)))
+        return failed
+
+
+def nad(namespace: str, config: str | None) -> dict[str, Any]:
+    spec = {} if config is None else {"config": config}
+    return {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": "net-a", "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def policy_of(raw: dict[str, Any]) -> delegate_rules.DelegatePolicy:
+    problems: list[str] = []
+    policy = delegate_rules.parse_policy(raw, "delegatePolicy", problems)
+    assert problems == []
+    assert policy is not None
+    return policy
+
+
+# The policies the corpus is judged under: the defaults, and one narrowed and widened per
+# namespace with every kind of list and selector.
+POLICIES = {
+    "defaults": {},
+    "narrow": {
+        "types": ["bridge", "macvlan", "vlan", "host-local", "tuning", "na-*"],
+        "master": ["eth1", "ens5f*", "!ens5f9"],
+        "bridge": ["br-?", "na-*"],
+        "dataDir": ["/var/lib/cni", "/run/cni", "!/run/cni/secret"],
+        "sysctl": ["net.ipv4.*", "!net.ipv4.ip_forward"],
+        "namespaces": [
+            {
+                "namespaceSelector": {"matchLabels": {"team": "radio"}},
+                "types": ["host-device", "macvlan", "ipvlan", "host-local"],
+                "master": ["*"],
+                "device": ["eth2", "na-*"],
+                "pciBusID": ["0000:3b:00.*"],
+            },
+            {
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {"key": "tier", "operator": "In", "values": ["lab", "dev"]},
+                        {"key": "locked", "operator": "DoesNotExist"},
+                    ]
+                },
+                "types": ["*", "!host-device"],
+                "bridge": ["*"],
+                "sysctl": ["*"],
+            },
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "infra"}},
+                "dataDir": ["/"],
+            },
+        ],
+    },
+}
+COMPILED = {
+    key: (policy_of(raw), CompiledPolicy(admission.build_policy(policy_of(raw))[0]))
+    for key, raw in POLICIES.items()
+}
+
+NAMESPACES = st.sampled_from(
+    [
+        ("blue", {}),
+        ("radio", {"team": "radio"}),
+        ("lab", {"tier": "lab"}),
+        ("locked-lab", {"tier": "lab", "locked": "yes"}),
+        ("infra", {}),
+    ]
+)
+INTERFACES = st.sampled_from(["eth0", "eth1", "eth2", "ens5f1", "ens5f9", "na-x", "", "cni0"])
+BRIDGES = st.sampled_from(["cni0", "br-1", "br-12", "na-b", "docker0", "team", ""])
+DATA_DIRS = st.sampled_from(
+    [
+        "/var/lib/cni",
+        "/var/lib/cni/networks",
+        "/var/lib/cnix",
+        "/run/cni/secret/x",
+        "/run/cni/../../etc",
+        "/etc/cni/net.d",
+        "/host/etc",
+        "/tmp/x",
+        "relative/dir",
+        "/",
+    ]
+)
+SYSCTLS = st.sampled_from(
+    ["net.ipv4.conf.all.arp_notify", "net.ipv4.ip_forward", "net.core.somaxconn", "kernel.x"]
+)
+IPAM_TYPES = st.sampled_from(["host-local", "static", "dhcp", "whereabouts"])
+
+
+@st.composite
+def ipams(draw: st.DrawFn) -> dict[str, Any]:
+    ipam: dict[str, Any] = {"type": draw(IPAM_TYPES)}
+    if ipam["type"] == "host-local":
+        ipam["subnet"] = "10.1.0.0/24"
+        if draw(st.booleans()):
+            ipam["dataDir"] = draw(DATA_DIRS)
+    return ipam
+
+
+@st.composite
+def plugins(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(
+        st.sampled_from(
+            ["bridge", "macvlan", "ipvlan", "vlan", "host-device", "tuning", "portmap", "na-x"]
+        )
+    )
+    plugin: dict[str, Any] = {"type": kind}
+    if kind in ("macvlan", "ipvlan") and draw(st.booleans()):
+        plugin["master"] = draw(INTERFACES)
+    if kind == "vlan":
+        plugin["master"], plugin["vlanId"] = draw(INTERFACES), 10
+    if kind == "bridge" and draw(st.booleans()):
+        plugin["bridge"] = draw(BRIDGES)
+    if kind == "host-device":
+        how = draw(st.sampled_from(["device", "pciBusID", "hwaddr", "runtimeConfig"]))
+        if how == "device":
+            plugin["device"] = draw(INTERFACES)
+        elif how == "pciBusID":
+            plugin["pciBusID"] = draw(st.sampled_from(["0000:3b:00.1", "0000:af:00.0"]))
+        elif how == "hwaddr":
+            plugin["hwaddr"] = "02:00:00:00:00:01"
+        else:
+            plugin["runtimeConfig"] = {"deviceID": "0000:3b:00.2"}
+    if kind == "tuning":
+        plugin["sysctl"] = {s: "1" for s in draw(st.lists(SYSCTLS, max_size=3, unique=True))}
+        if draw(st.booleans()):
+            plugin["dataDir"] = draw(DATA_DIRS)
+    if kind in ("bridge", "macvlan", "ipvlan", "vlan", "host-device") and draw(st.booleans()):
+        plugin["ipam"] = draw(ipams())
+    return plugin
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> dict[str, Any]:
+    chain = draw(st.lists(plugins(), min_size=1, max_size=3))
+    if len(chain) == 1 and draw(st.booleans()):
+        return {"cniVersion": "1.0.0", "name": "net-a", **chain[0]}
+    return {"cniVersion": "1.0.0", "name": "net-a", "plugins": chain}
+
+
+def text_of(config: dict[str, Any], style: int) -> str:
+    """One config written three ways: compact, spaced, indented over lines."""
+    if style == 0:
+        return json.dumps(config, separators=(",", ":"))
+    if style == 1:
+        return json.dumps(config)
+    return json.dumps(config, indent=2)
+
+
+def daemon_refuses(
+    policy: delegate_rules.DelegatePolicy, namespace: str, labels: Any, raw: Any
+) -> bool:
+    return bool(delegate_check.check_config(raw, policy.rules_for(namespace, labels)))
+
+
+@pytest.mark.req("SEC-ADMISSION")
+@pytest.mark.parametrize("which", sorted(POLICIES))
+@settings(max_examples=150, deadline=None)
+@given(config=configs(), where=NAMESPACES, style=st.integers(0, 2))
+def test_admission_decides_what_the_daemon_decides(
+    which: str, config: dict[str, Any], where: tuple[str, dict[str, str]], style: int
+) -> None:
+    policy, compiled = COMPILED[which]
+    namespace, labels = where
+    refused_at_add = daemon_refuses(policy, namespace, labels, config)
+
+    messages = compiled.messages(nad(namespace, text_of(config, style)), labels)
+
+    assert bool(messages) == refused_at_add, (messages, config)
+
+
+SLIPPERY = [
+    pytest.param('{"type": "host\\u002ddevice", "device": "eth0"}', id="unicode-escape"),
+    pytest.param('{"type": "bridge", "type": "host-device"}', id="duplicate-key-last-wins"),
+    pytest.param('{"type": "host-device", "type": "bridge"}', id="duplicate-key-first"),
+    pytest.param('{"type": "tuning", "sysctl": {"kernel": {"x": "1"}}}', id="nested-sysctl"),
+    pytest.param('{"type": "macvlan", "master": null}', id="null-master"),
+    pytest.param('{"type": "bridge", "bridge": ["cni0"]}', id="list-bridge"),
+    pytest.param('{"type": "macvlan", "master"  :  "eth0" }', id="spacing"),
+    pytest.param('{"type":"tuning","sysctl":{"net.x":"a,\\"b\\":"}}', id="escaped-quote"),
+]
+
+
+@pytest.mark.req("SEC-ADMISSION")
+@pytest.mark.parametrize("text", SLIPPERY)
+@pytest.mark.parametrize("which", sorted(POLICIES))
+def test_admission_refuses_whatever_the_daemon_refuses_however_it_is_written(
+    which: str, text: str
+) -> None:
+    policy, compiled = COMPILED[which]
+    raw = json.loads(text)
+    raw.setdefault("cniVersion", "1.0.0")
+
+    messages = compiled.messages(nad("blue", text), {})
+
+    if daemon_refuses(policy, "blue", {}, raw):
+        assert messages
+    if "\\" in text:
+        assert any("JSON escape" in m for m in messages)
+
+
+@pytest.mark.req("SEC-ADMISSION")
+def test_the_message_names_the_nad_the_value_and_the_rule() -> None:
+    policy, compiled = COMPILED["narrow"]
+    config = {"cniVersion": "1.0.0", "type": "macvlan", "master": "eth0"}
+
+    (message,) = compiled.messages(nad("blue", json.dumps(config)), {})
+
+    assert message == (
+        'NetworkAttachmentDefinition blue/net-a: master interface "master": "eth0" is not '
+        "allowed by delegatePolicy.master [eth1, ens5f*, !ens5f9]"
+    )
+    (radio,) = compiled.messages(
+        nad("radio", json.dumps({"type": "bridge", "bridge": "na-b"})), {"team": "radio"}
+    )
+    assert radio == (
+        'NetworkAttachmentDefinition radio/net-a: plugin type "type": "bridge" is not allowed '
+        "by delegatePolicy.namespaces[0].types [host-device, macvlan, ipvlan, host-local]"
+    )
+    assert policy.enabled
+
+
+@pytest.mark.req("SEC-ADMISSION")
+def test_a_nad_without_config_is_admitted() -> None:
+    _, compiled = COMPILED["narrow"]
+    assert compiled.messages(nad("blue", None), {}) == []
+
+
+# --- the command and deploy/ -------------------------------------------------------------------
+
+
+def deploy_settings() -> settings_mod.Settings:
+    configmap = yaml.safe_load((ROOT / "deploy" / "configmap.yaml").read_text())
+    raw = yaml.safe_load(configmap["data"]["settings.yaml"])
+    return settings_mod.parse_settings(raw, source="deploy/configmap.yaml")
+
+
+@pytest.mark.req("SEC-ADMISSION")
+def test_deploy_ships_what_the_command_generates_from_the_deploy_settings(tmp_path: Path) -> None:
+    configmap = yaml.safe_load((ROOT / "deploy" / "configmap.yaml").read_text())
+    settings_file = tmp_path / "settings.yaml"
+    settings_file.write_text(configmap["data"]["settings.yaml"])
+    out = tmp_path / "policy.yaml"
+
+    assert cli_main.main(["admission-policy", "--config", str(settings_file), "-o", str(out)]) == 0
+
+    shipped = (ROOT / "deploy" / "admission-policy.yaml").read_text()
+    assert out.read_text() == shipped == admission_cmd.render(deploy_settings())
+    vap, binding = yaml.safe_load_all(shipped)
+    assert binding["spec"] == {"policyName": vap["metadata"]["name"], "validationActions": ["Deny"]}
+
+
+@pytest.mark.req("SEC-ADMISSION")
+def test_the_shipped_policy_refuses_the_attacks_and_admits_the_plain_uses() -> None:
+    vap, _ = yaml.safe_load_all((ROOT / "deploy" / "admission-policy.yaml").read_text())
+    compiled = CompiledPolicy(vap)
+    attacks = [
+        {"type": "host-device", "device": "eth0"},
+        {"type": "bridge", "bridge": "cni0"},
+        {"type": "bridge", "bridge": "b", "ipam": {"type": "host-local", "dataDir": "/host/etc"}},
+        {"type": "tuning", "sysctl": {"kernel.core_pattern": "|/x"}},
+    ]
+    plain = [
+        {
+            "type": "macvlan",
+            "master": "eth1",
+            "ipam": {"type": "host-local", "subnet": "10.0.0.0/8"},
+        },
+        {"type": "bridge", "bridge": "br-team", "ipam": {"type": "dhcp"}},
+    ]
+    for config in attacks:
+        assert compiled.messages(nad("blue", json.dumps(config)), {}), config
+    for config in plain:
+        assert compiled.messages(nad("blue", json.dumps(config)), {}) == [], config
+
+
+def test_a_disabled_policy_generates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "settings.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusterNetwork": "x",
+                "feed": {"directory": "/m"},
+                "delegatePolicy": {"enabled": False},
+            }
+        )
+    )
+    assert cli_main.main(["admission-policy", "--config", str(path)]) == 1
+    assert "delegatePolicy.enabled is false" in capsys.readouterr().err
+
+
+NAME_GLOBS = st.sampled_from(["*", "eth?", "ens5f*", "na-*", "cni0", "br-1", "*0", "e*1"])
+TYPE_GLOBS = st.sampled_from(["*", "bridge", "macvlan", "host-*", "*vlan", "tuning", "na-?"])
+DIRS = st.sampled_from(["/", "/var/lib/cni", "/run/cni", "/tmp", "/run/cni/secret", "/host"])
+
+
+def entries(draw: st.DrawFn, pool: st.SearchStrategy[str]) -> list[str]:
+    chosen = draw(st.lists(st.tuples(st.booleans(), pool), max_size=3, unique_by=lambda t: t[1]))
+    return [("!" if excluded else "") + entry for excluded, entry in chosen]
+
+
+@st.composite
+def rule_lists(draw: st.DrawFn) -> dict[str, list[str]]:
+    pools = {
+        "types": TYPE_GLOBS,
+        "master": NAME_GLOBS,
+        "bridge": NAME_GLOBS,
+        "device": NAME_GLOBS,
+        "pciBusID": st.sampled_from(["*", "0000:3b:00.*", "0000:af:??.0"]),
+        "dataDir": DIRS,
+        "sysctl": st.sampled_from(["*", "net.*", "net.ipv4.*", "kernel.x"]),
+    }
+    return {key: entries(draw, pool) for key, pool in pools.items() if draw(st.booleans())}
+
+
+@st.composite
+def random_policies(draw: st.DrawFn) -> dict[str, Any]:
+    raw: dict[str, Any] = draw(rule_lists())
+    selectors = [
+        {"matchLabels": {"team": "radio"}},
+        {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["prod"]}]},
+        {"matchExpressions": [{"key": "locked", "operator": "Exists"}]},
+        {},
+    ]
+    chosen = draw(st.lists(st.sampled_from(selectors), max_size=2))
+    raw["namespaces"] = [{"namespaceSelector": s, **draw(rule_lists())} for s in chosen]
+    return raw
+
+
+@pytest.mark.req("SEC-ADMISSION")
+@settings(max_examples=60, deadline=None)
+@given(
+    raw=random_policies(),
+    configs_=st.lists(configs(), min_size=1, max_size=4),
+    where=NAMESPACES,
+)
+def test_any_policy_decides_the_same_at_admission_and_at_add(
+    raw: dict[str, Any], configs_: list[dict[str, Any]], where: tuple[str, dict[str, str]]
+) -> None:
+    policy = policy_of(raw)
+    compiled = CompiledPolicy(admission.build_policy(policy)[0])
+    namespace, labels = where
+    for config in configs_:
+        refused_at_add = daemon_refuses(policy, namespace, labels, config)
+        messages = compiled.messages(nad(namespace, json.dumps(config)), labels)
+        assert bool(messages) == refused_at_add, (raw, config, messages)
