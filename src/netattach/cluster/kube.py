@@ -499,17 +499,23 @@ class KubeFeed:
         """List the kind into the store; False when its CRD is not installed."""
         spec = reflector.spec
         objects: list[model.KubeObject] = []
+        packed: list[bytes] = []  # each page's trimmed objects, unpacked after the last page
         skipped: set[tuple[str, str]] = set()
         try:
             version: str | None = None
             async for page_version, page in self._list_pages(reflector):
                 version = page_version
+                trimmed = []
                 for event in page:
                     if isinstance(event, watch_stream.Undecodable):
                         self._skip_undecodable(event)
                         skipped.add((event.namespace, event.name))
                     elif isinstance(event, watch_stream.Change):
-                        objects.append(spec.trim(event.obj))
+                        trimmed.append(spec.trim(event.obj))
+                packed.append(kube_objects.pack(trimmed))
+            _release_free_memory()
+            objects = [obj for data in packed for obj in kube_objects.unpack(data, self._shared)]
+            del packed
         except lightkube.ApiError as exc:
             if not (spec.custom and _status_code(exc) == _NOT_FOUND):
                 raise

@@ -74,6 +74,35 @@ def _share(shared: Shared | None, kind: str, value: Any) -> Any:
     return value if shared is None else shared.get(kind, value)
 
 
+def pack(objects: list[model.KubeObject]) -> bytes:
+    """Trimmed objects as one compact block, to be `unpack`ed once the list's transient
+    objects are gone (objects made then sit together in memory, not between their holes)."""
+    return json.dumps(objects, separators=(",", ":")).encode()
+
+
+def unpack(data: bytes, shared: Shared | None = None) -> list[model.KubeObject]:
+    """What `pack` packed, with the parts many objects repeat shared again."""
+    out: list[model.KubeObject] = json.loads(data)
+    for obj in out:
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            if isinstance(meta.get("namespace"), str):
+                meta["namespace"] = sys.intern(meta["namespace"])
+            for part in ("labels", "annotations"):
+                if part in meta:
+                    meta[part] = _share(shared, part, meta[part])
+        kind = obj.get("kind", "")
+        if kind in model.API_VERSIONS:
+            obj["kind"] = kind = sys.intern(kind)
+            obj["apiVersion"] = model.API_VERSIONS[kind]
+        if kind == model.POD:
+            if "spec" in obj:
+                obj["spec"] = _share(shared, "podspec", obj["spec"])
+            if "status" in obj:
+                obj["status"] = _share(shared, "status", obj["status"])
+    return out
+
+
 def _our_annotations(annotations: Mapping[str, Any] | None) -> dict[str, str]:
     return {
         key: value
