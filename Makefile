@@ -40,7 +40,7 @@ test: lint typecheck layers pytest
 demo: venv
 	$(BIN)/netattach demo
 
-.PHONY: bench-quick bench-breakdown bench-policy bench-policy-latency
+.PHONY: bench-quick bench-breakdown bench-policy bench-policy-latency bench-policy-churn
 
 bench-runtime: venv
 	$(BIN)/python -m bench.runtime_latency
@@ -63,6 +63,11 @@ bench-breakdown: venv shim
 # Policy compile + render at scale (1,000 MultiNetworkPolicies over 500 pods; no root needed).
 bench-policy: venv
 	$(BIN)/python -m bench.policy_scale
+
+# Policy under churn (root): 5,000 pods, 1,000 policies, 110 local pods with real nft; a stream of
+# relabels, policy edits and pod churn; change -> enforced p50/p99, CPU, RSS, equality at the end.
+bench-policy-churn: venv
+	$(BIN)/python -m bench.policy_churn
 
 # From a MultiNetworkPolicy change to its enforcement in the pod's netns, both feeds (root).
 bench-policy-latency: venv

@@ -343,6 +343,9 @@ def measure(guard: guard_mod.Guard, pods: int, nads: int, namespaces: int) -> di
         "loaded": loaded,
         "delta_rss_kib": loaded["rss_kib"] - idle["rss_kib"],
         "per_object_bytes": round(1024 * (loaded["rss_kib"] - idle["rss_kib"]) / objects),
+        "rss_mib_per_1000_objects": round(
+            (loaded["rss_kib"] - idle["rss_kib"]) / 1024 / (objects / 1000), 2
+        ),
         "python": sys.version.split()[0],
     }
 
@@ -381,6 +384,10 @@ def main() -> int:
         f"{'delta':8}{result['delta_rss_kib'] / 1024:11.1f}{'':11}"
         f"{loaded['sync_s'] - idle['sync_s']:10.2f}   "
         f"({result['per_object_bytes']} B per cached object; list pages {loaded['list_requests']})"
+    )
+    print(
+        f"RSS per 1,000 cached objects: {result['rss_mib_per_1000_objects']:.2f} MiB "
+        f"(loaded - idle, over {args.pods + args.nads + args.namespaces} objects)"
     )
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H%M%SZ")
     out = HERE / "results" / f"daemon-memory-{stamp}.json"

@@ -115,6 +115,11 @@ def _pod(rng: random.Random, index: int, ns: str, ns_index: int) -> dict[str, An
     }
 
 
+def pod(rng: random.Random, index: int, ns: str, ns_index: int) -> dict[str, Any]:
+    """One more pod like the corpus's (index past the corpus's pods: unique addresses)."""
+    return _pod(rng, index, ns, ns_index)
+
+
 def model_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 

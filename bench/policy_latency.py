@@ -6,8 +6,8 @@ ingress policy for the server and times, from the write (the manifest renamed in
 API's answer to the create), until the server's netattach table holds the policy's UID — the
 moment the kernel drops new connections — then checks with real traffic that TCP is blocked
 and ping still answers over eth0. Then it deletes the policy and times until the table is gone
-and traffic passes again. The directory feed polls its manifests every second, so its figure
-includes up to a second of polling; the Kubernetes feed is pushed by the watch.
+and traffic passes again. The directory feed is woken by inotify when a manifest is written (its
+once-a-second poll is only the fallback); the Kubernetes feed is pushed by the watch.
 
 Usage (root): python -m bench.policy_latency [RUNS]
 """

@@ -188,7 +188,7 @@ def test_objects_are_trimmed_to_the_fields_netattach_reads(
                     "annotations": ours,
                 },
                 "spec": {"nodeName": node},
-                "status": {"phase": "Running", "podIP": "10.1.2.3", "podIPs": [{"ip": "10.1.2.3"}]},
+                "status": {"phase": "Running"},  # addresses come from network-status, not here
             }
             nad = view.lookup_nad(ns, "blue")
             assert nad is not None

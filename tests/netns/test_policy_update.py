@@ -125,7 +125,8 @@ def test_a_table_updated_in_place_equals_the_table_written_whole(
             assert wanted == applied
         else:
             peers_only = all(
-                line.startswith(("add element", "delete element")) for line in script.splitlines()
+                line.startswith(("add element", "delete element", "flush set"))
+                for line in script.splitlines()
             )
             kinds.add("elements" if peers_only else "rules")
             _nft(in_place, script)

@@ -46,8 +46,11 @@ Errors raised (publish_status, remove_status, fetch_pod); everything else is log
 import asyncio
 import collections
 import contextlib
+import ctypes
 import dataclasses
 import datetime
+import functools
+import gc
 import json
 import logging
 import random
@@ -344,6 +347,15 @@ def _object_key(kind: str, obj: model.KubeObject) -> tuple[str, str, str]:
     return (kind, model.namespace_of(obj), model.name_of(obj))
 
 
+def _release_free_memory() -> None:
+    """Give the C heap's free pages back to the system (glibc's `malloc_trim`; nothing where
+    there is none): a relist parses thousands of objects, and freed memory fragmented between
+    the few survivors would otherwise stay resident."""
+    gc.collect()  # the pages' parsed models first, cycles included
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+
+
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
 
@@ -368,6 +380,7 @@ class KubeFeed:
         self.node_name = node_name
         self.timing = KubeTiming() if timing is None else timing
         self._client = build_client(kubeconfig, self.timing)
+        self._shared = kube_objects.Shared()
         self._http = build_feed_http(kubeconfig, self.timing)
         # Objects already reported as undecodable, with the resourceVersion reported.
         self._undecodable: collections.OrderedDict[tuple[str, str, str], str] = (
@@ -381,7 +394,7 @@ class KubeFeed:
                 "pods",
                 "/api/v1/pods",
                 False,
-                kube_objects.trim_pod,
+                functools.partial(kube_objects.trim_pod, shared=self._shared),
             ),
             _Kind(
                 model.NAMESPACE,
@@ -390,7 +403,7 @@ class KubeFeed:
                 "namespaces",
                 "/api/v1/namespaces",
                 False,
-                kube_objects.trim_namespace,
+                functools.partial(kube_objects.trim_namespace, shared=self._shared),
             ),
             _Kind(
                 model.NAD,
@@ -399,7 +412,7 @@ class KubeFeed:
                 "network-attachment-definitions",
                 f"/apis/{model.API_VERSIONS[model.NAD]}/network-attachment-definitions",
                 True,
-                kube_objects.trim_nad,
+                functools.partial(kube_objects.trim_nad, shared=self._shared),
             ),
             _Kind(
                 model.POLICY,
@@ -408,7 +421,7 @@ class KubeFeed:
                 "multi-networkpolicies",
                 f"/apis/{model.API_VERSIONS[model.POLICY]}/multi-networkpolicies",
                 True,
-                kube_objects.trim_policy,
+                functools.partial(kube_objects.trim_policy, shared=self._shared),
             ),
         )
         self._reflectors = {
@@ -486,17 +499,23 @@ class KubeFeed:
         """List the kind into the store; False when its CRD is not installed."""
         spec = reflector.spec
         objects: list[model.KubeObject] = []
+        packed: list[bytes] = []  # each page's trimmed objects, unpacked after the last page
         skipped: set[tuple[str, str]] = set()
         try:
             version: str | None = None
             async for page_version, page in self._list_pages(reflector):
                 version = page_version
+                trimmed = []
                 for event in page:
                     if isinstance(event, watch_stream.Undecodable):
                         self._skip_undecodable(event)
                         skipped.add((event.namespace, event.name))
                     elif isinstance(event, watch_stream.Change):
-                        objects.append(spec.trim(event.obj))
+                        trimmed.append(spec.trim(event.obj))
+                packed.append(kube_objects.pack(trimmed))
+            _release_free_memory()
+            objects = [obj for data in packed for obj in kube_objects.unpack(data, self._shared)]
+            del packed
         except lightkube.ApiError as exc:
             if not (spec.custom and _status_code(exc) == _NOT_FOUND):
                 raise
@@ -512,6 +531,8 @@ class KubeFeed:
             log.info("the API serves %s now", spec.plural)
         reflector.missing = version is None
         self._replace_kind(spec.kind, objects, keep=skipped)
+        del objects
+        _release_free_memory()  # what parsing the pages took, given back
         reflector.resource_version = version
         reflector.failures = 0
         if not reflector.listed:
@@ -645,7 +666,7 @@ class KubeFeed:
             raise errors.TryAgainLaterError(
                 f"cannot read pod {namespace}/{name} from the API", _describe(exc)
             ) from exc
-        trimmed = kube_objects.trim_pod(pod)
+        trimmed = kube_objects.trim_pod(pod, shared=self._shared)
         version = model.meta(trimmed).get("resourceVersion", "")
         on_node = (trimmed.get("spec") or {}).get("nodeName") == self.node_name
         if (

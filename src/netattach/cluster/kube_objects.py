@@ -9,15 +9,22 @@ anywhere), so each object is cut down as it arrives (`trim_*`):
                 policy-for, resourceName) and a static pod's `kubernetes.io/config.mirror`
                 (RT-STATIC); other annotations (last-applied-configuration...) go
     Pod         spec.nodeName, the named container ports (name, containerPort, protocol);
-                status.phase, .podIP, .podIPs
+                status.phase
     Namespace   nothing more (namespaceSelector reads its labels)
     NAD         spec.config (plan.resolve_nad); `spec: {}` is kept apart from no spec at all
     Policy      the whole spec (podSelector, policyTypes, ingress, egress)
 
 Pods and Namespaces arrive as lightkube's typed models, the custom resources as plain mappings
 (lightkube's generic resources); both become `model.KubeObject` dicts with apiVersion and kind.
+
+Thousands of pods repeat the same label maps, annotations, specs and statuses: with a `Shared`
+table, equal parts are one object (and names one interned string), so a cached pod costs
+little beyond its name, UID and resourceVersion. Cached objects are read, never changed in
+place, which is what makes the sharing safe.
 """
 
+import json
+import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -32,6 +39,68 @@ OUR_ANNOTATIONS: Final = "k8s.v1.cni.cncf.io/"
 
 # Annotations of other prefixes that netattach reads.
 KEPT_ANNOTATIONS: Final = frozenset({model.MIRROR_ANNOTATION})
+
+
+class Shared:
+    """One object per distinct content of the parts many objects repeat (bounded: when full it
+    starts again empty; sharing saves memory, it is never needed for correctness)."""
+
+    def __init__(self, limit: int = 65536) -> None:
+        self.limit = limit
+        self._table: dict[tuple[str, str], Any] = {}
+
+    def get(self, kind: str, value: Any) -> Any:
+        key = (kind, json.dumps(value, sort_keys=True, separators=(",", ":")))
+        found = self._table.get(key)
+        if found is None:
+            if len(self._table) >= self.limit:
+                self._table.clear()
+            found = self._table[key] = _interned(value)
+        return found
+
+
+def _interned(value: Any) -> Any:
+    """`value` with every string in it interned."""
+    if isinstance(value, str):
+        return sys.intern(value)
+    if isinstance(value, dict):
+        return {sys.intern(k) if isinstance(k, str) else k: _interned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interned(v) for v in value]
+    return value
+
+
+def _share(shared: Shared | None, kind: str, value: Any) -> Any:
+    return value if shared is None else shared.get(kind, value)
+
+
+def pack(objects: list[model.KubeObject]) -> bytes:
+    """Trimmed objects as one compact block, to be `unpack`ed once the list's transient
+    objects are gone (objects made then sit together in memory, not between their holes)."""
+    return json.dumps(objects, separators=(",", ":")).encode()
+
+
+def unpack(data: bytes, shared: Shared | None = None) -> list[model.KubeObject]:
+    """What `pack` packed, with the parts many objects repeat shared again."""
+    out: list[model.KubeObject] = json.loads(data)
+    for obj in out:
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            if isinstance(meta.get("namespace"), str):
+                meta["namespace"] = sys.intern(meta["namespace"])
+            for part in ("labels", "annotations"):
+                if part in meta:
+                    meta[part] = _share(shared, part, meta[part])
+        kind = obj.get("kind", "")
+        if kind in model.API_VERSIONS:
+            obj["kind"] = kind = sys.intern(kind)
+            obj["apiVersion"] = model.API_VERSIONS[kind]
+        if kind == model.POD:
+            if "spec" in obj:
+                obj["spec"] = _share(shared, "podspec", obj["spec"])
+            if "status" in obj:
+                obj["status"] = _share(shared, "status", obj["status"])
+    return out
 
 
 def _our_annotations(annotations: Mapping[str, Any] | None) -> dict[str, str]:
@@ -56,26 +125,27 @@ def _meta(
     resource_version: object,
     labels: Mapping[str, Any] | None,
     annotations: Mapping[str, Any] | None,
+    shared: Shared | None = None,
 ) -> model.ObjectMeta:
     meta = model.ObjectMeta()
     if isinstance(name, str):
         meta["name"] = name
     if isinstance(namespace, str) and namespace:
-        meta["namespace"] = namespace
+        meta["namespace"] = sys.intern(namespace)
     if isinstance(uid, str) and uid:
         meta["uid"] = uid
     if isinstance(resource_version, str) and resource_version:
         meta["resourceVersion"] = resource_version
     kept_labels = _labels(labels)
     if kept_labels:
-        meta["labels"] = kept_labels
+        meta["labels"] = _share(shared, "labels", kept_labels)
     kept_annotations = _our_annotations(annotations)
     if kept_annotations:
-        meta["annotations"] = kept_annotations
+        meta["annotations"] = _share(shared, "annotations", kept_annotations)
     return meta
 
 
-def _typed_meta(meta: meta_v1.ObjectMeta | None) -> model.ObjectMeta:
+def _typed_meta(meta: meta_v1.ObjectMeta | None, shared: Shared | None = None) -> model.ObjectMeta:
     if meta is None:
         return model.ObjectMeta()
     return _meta(
@@ -85,10 +155,11 @@ def _typed_meta(meta: meta_v1.ObjectMeta | None) -> model.ObjectMeta:
         resource_version=meta.resourceVersion,
         labels=meta.labels,
         annotations=meta.annotations,
+        shared=shared,
     )
 
 
-def _raw_meta(raw: Mapping[str, Any]) -> model.ObjectMeta:
+def _raw_meta(raw: Mapping[str, Any], shared: Shared | None = None) -> model.ObjectMeta:
     meta = raw.get("metadata")
     if not isinstance(meta, Mapping):
         return model.ObjectMeta()
@@ -101,6 +172,7 @@ def _raw_meta(raw: Mapping[str, Any]) -> model.ObjectMeta:
         resource_version=meta.get("resourceVersion"),
         labels=labels if isinstance(labels, Mapping) else None,
         annotations=annotations if isinstance(annotations, Mapping) else None,
+        shared=shared,
     )
 
 
@@ -108,8 +180,8 @@ def _object(kind: str, meta: model.ObjectMeta) -> model.KubeObject:
     return model.KubeObject(apiVersion=model.API_VERSIONS[kind], kind=kind, metadata=meta)
 
 
-def trim_pod(pod: core_v1.Pod) -> model.KubeObject:
-    obj = _object(model.POD, _typed_meta(pod.metadata))
+def trim_pod(pod: core_v1.Pod, *, shared: Shared | None = None) -> model.KubeObject:
+    obj = _object(model.POD, _typed_meta(pod.metadata, shared))
     spec: dict[str, Any] = {}
     if pod.spec is not None:
         if pod.spec.nodeName:
@@ -124,34 +196,28 @@ def trim_pod(pod: core_v1.Pod) -> model.KubeObject:
         if named:
             spec["containers"] = [{"ports": named}]
     if spec:
-        obj["spec"] = spec
-    status: dict[str, Any] = {}
-    if pod.status is not None:
-        if pod.status.phase:
-            status["phase"] = pod.status.phase
-        if pod.status.podIP:
-            status["podIP"] = pod.status.podIP
-        if pod.status.podIPs:
-            status["podIPs"] = [{"ip": ip.ip} for ip in pod.status.podIPs]
-    if status:
-        obj["status"] = status
+        obj["spec"] = _share(shared, "podspec", spec)
+    if pod.status is not None and pod.status.phase:
+        obj["status"] = _share(shared, "status", {"phase": pod.status.phase})
     return obj
 
 
-def trim_namespace(namespace: core_v1.Namespace) -> model.KubeObject:
-    return _object(model.NAMESPACE, _typed_meta(namespace.metadata))
+def trim_namespace(
+    namespace: core_v1.Namespace, *, shared: Shared | None = None
+) -> model.KubeObject:
+    return _object(model.NAMESPACE, _typed_meta(namespace.metadata, shared))
 
 
-def trim_nad(raw: Mapping[str, Any]) -> model.KubeObject:
-    obj = _object(model.NAD, _raw_meta(raw))
+def trim_nad(raw: Mapping[str, Any], *, shared: Shared | None = None) -> model.KubeObject:
+    obj = _object(model.NAD, _raw_meta(raw, shared))
     spec = raw.get("spec")
     if isinstance(spec, Mapping):
         obj["spec"] = {"config": spec["config"]} if "config" in spec else {}
     return obj
 
 
-def trim_policy(raw: Mapping[str, Any]) -> model.KubeObject:
-    obj = _object(model.POLICY, _raw_meta(raw))
+def trim_policy(raw: Mapping[str, Any], *, shared: Shared | None = None) -> model.KubeObject:
+    obj = _object(model.POLICY, _raw_meta(raw, shared))
     spec = raw.get("spec")
     if isinstance(spec, Mapping):
         obj["spec"] = dict(spec)

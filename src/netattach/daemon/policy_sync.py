@@ -25,7 +25,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any
 
 from netattach.cluster import model, store
 from netattach.cni import errors
@@ -39,6 +40,9 @@ log = logging.getLogger("netattach.policy")
 DEBOUNCE = 0.005  # quiet time before a pass: a burst of changes (a relist) makes one pass
 RETRY_DELAY = 5.0  # a failed apply is tried again after this long
 NFT_TIMEOUT = 10.0
+# Tables of different pods are written side by side (each nft runs in its own netns): a change
+# that touches many local pods costs the slowest few writes, not the sum of them all.
+APPLY_CONCURRENCY = 8
 # A records directory changed this recently is read again: a save within the same mtime tick as
 # the last read would not change the stamp.
 RECORDS_SETTLE_NS = 50_000_000
@@ -161,11 +165,13 @@ class PolicySync:
                     await self._apply(record, {})
             return
         todo, self._unapplied = self._unapplied, set()
+        writes = []
         for record, pod in local:
             key = compile.pod_key(pod)
             applied = self._applied.get(record.container_id, _UNKNOWN)
             if key in todo or not applied.known or applied.error is not None:
-                await self._apply(record, compiler.rules(key))
+                writes.append(self._apply(record, compiler.rules(key)))
+        await _at_most(APPLY_CONCURRENCY, writes)
         metrics.POLICY_PASS_SECONDS.observe(time.perf_counter() - started)
 
     async def enforce(
@@ -212,6 +218,27 @@ class PolicySync:
             "policies": list(applied.policies),
             "error": applied.error,
         }
+
+    def audit(self) -> dict[str, tuple[render.Table | None, render.Table | None]]:
+        """Every local pod whose table, as applied, differs from a from-scratch compile of the
+        view now: container -> (applied, from scratch). Empty when the incremental state is
+        exactly what compiling everything again gives."""
+        local = self._local_pods(self._load_records())
+        by_pod = {(r.namespace, r.pod): r for r, _ in reversed(local)}
+        peers = [self._peer(pod, by_pod) for pod in self._view.objects(model.POD)]
+        targets = [self._target(pod, by_pod.get((r.namespace, r.pod), r)) for r, pod in local]
+        compiled = compile.compile_pods(
+            targets, self._view.objects(model.NAMESPACE), peers, self._policies()
+        )
+        out: dict[str, tuple[render.Table | None, render.Table | None]] = {}
+        for (record, pod), target in zip(local, targets, strict=True):
+            key = compile.pod_key(pod)
+            want = render.build_table(key, compiled[compile.pod_key(target)])
+            applied = self._applied.get(record.container_id)
+            have = applied.table if applied is not None and applied.known else None
+            if applied is None or not applied.known or have != want:
+                out[record.container_id] = (have, want)
+        return out
 
     # -- the compiler ---------------------------------------------------------------------------
 
@@ -473,6 +500,9 @@ class PolicySync:
         raise_errors: bool = False,
     ) -> None:
         key = f"{record.namespace}/{record.pod}"
+        # Let the loop read finished nft processes between the tables of a pass: building a
+        # big table is long enough that queued completions would otherwise wait behind it.
+        await asyncio.sleep(0)
         table = render.build_table(key, rules)
         governing = sorted(
             {
@@ -554,6 +584,17 @@ class PolicySync:
                 type_="Warning",
                 uid=record.uid,
             )
+
+
+async def _at_most(limit: int, jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
+    """Run `jobs` with at most `limit` of them at a time."""
+    gate = asyncio.Semaphore(limit)
+
+    async def gated(job: Coroutine[Any, Any, None]) -> None:
+        async with gate:
+            await job
+
+    await asyncio.gather(*(gated(job) for job in jobs))
 
 
 __all__ = ["PolicySync"]

@@ -1,5 +1,7 @@
 """MultiNetworkPolicy for the additional networks of pods (requirements POL-*).
 
-Pure code: `model` parses policies, `compile` turns them into rules per pod and interface,
-`render` writes those rules as an nftables script. Applying the script is elsewhere.
+Pure code: `model` parses policies; `views` reads pods as compile needs them; `selection` and
+`ranges` hold what a rule's peers resolve to; `compile` turns policies into rules per pod and
+interface, incrementally; `render` makes a pod's nftables table of them; `update` the one
+transaction taking a netns from the table it holds to the one it should hold. `apply` runs nft.
 """

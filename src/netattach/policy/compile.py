@@ -30,6 +30,7 @@ from netattach.policy.model import (
     Rule,
     merge_ranges,
 )
+from netattach.policy.ranges import HostRanges
 from netattach.policy.selection import AddressSet, AddressSets, Selection, set_name
 from netattach.policy.views import Interner, PodView, ViewCache, build_view, network_status, pod_key
 
@@ -158,12 +159,22 @@ class _Peer:
 class _Sel:
     """One selection's resolved state: its pods, and per network its addresses and groups."""
 
-    __slots__ = ("addresses", "dependents", "groups", "names", "peers", "pods", "selection")
+    __slots__ = (
+        "addresses",
+        "dependents",
+        "groups",
+        "hosts",
+        "names",
+        "peers",
+        "selection",
+        "stale",
+    )
 
     def __init__(self, selection: Selection, peers: tuple[_Peer, ...]) -> None:
         self.selection = selection
         self.peers = peers
-        self.pods: list[PodView] | None = None
+        self.hosts: dict[str, HostRanges] = {}  # network -> addresses, kept up to date
+        self.stale: set[str] = set()  # networks whose `addresses` lag behind `hosts`
         self.addresses: dict[str, AddressSet | None] = {}
         self.groups: dict[tuple[str, tuple[PortSpec, ...]], list[_Group]] = {}
         self.dependents: set[str] = set()
@@ -174,7 +185,8 @@ class _Sel:
         return not self.peers
 
     def invalidate(self) -> set[str]:
-        self.pods = None
+        self.hosts.clear()
+        self.stale.clear()
         self.addresses.clear()
         self.groups.clear()
         return self.dependents
@@ -196,6 +208,7 @@ class Compiler:
         self._pods: dict[str, PodView] = {}
         self._buckets: dict[str, dict[int, dict[str, PodView]]] = {}  # ns -> label id -> pods
         self._matches: dict[str, dict[int | None, list[PodView]]] = {}  # ns -> selector -> pods
+        self._owners: dict[str, dict[AddressRange, set[str]]] = {}  # network -> host -> pods
         self._ns_labels: dict[str, tuple[int, Mapping[str, str]]] = {}
         self._policies: dict[_PolicyKey, Policy] = {}
         self._policy_selector: dict[_PolicyKey, int] = {}
@@ -236,12 +249,14 @@ class Compiler:
         self._pods[view.key] = view
         self._buckets.setdefault(view.namespace, {}).setdefault(view.label_id, {})[view.key] = view
         self._pod_changed(before, view)
+        self._own(before, view)
 
     def remove_pod(self, key: str) -> None:
         before = self._pods.pop(key, None)
         if before is not None:
             self._unbucket(before)
             self._pod_changed(before, None)
+            self._own(before, None)
 
     def set_policies(self, policies: Iterable[Policy]) -> None:
         """The cluster's valid policies now: only those added, changed or gone count."""
@@ -306,6 +321,24 @@ class Compiler:
             if any(p.namespace_selector is not None for p in sel.peers):
                 self._dirty |= sel.invalidate()
 
+    def _own(self, before: PodView | None, after: PodView | None) -> None:
+        """Keep the index of which pods hold each address (a host two pods share leaves a
+        selection only when no member holds it any more)."""
+        for view, keep in ((before, False), (after, True)):
+            if view is None:
+                continue
+            for network, hosts in view.addresses.items():
+                per_network = self._owners.setdefault(network, {})
+                for host in hosts:
+                    if keep:
+                        per_network.setdefault(host, set()).add(view.key)
+                    else:
+                        owners = per_network.get(host)
+                        if owners is not None:
+                            owners.discard(view.key)
+                            if not owners:
+                                del per_network[host]
+
     def _unbucket(self, view: PodView) -> None:
         buckets = self._buckets[view.namespace]
         bucket = buckets[view.label_id]
@@ -332,14 +365,43 @@ class Compiler:
         if not relabel_only:
             self._port_groups.clear()
         for sel in self._sels.values():
-            if sel.pods is None and not sel.addresses and not sel.groups:
-                continue  # nothing resolved yet: nothing to invalidate
+            if not sel.hosts and not sel.groups:
+                continue  # nothing resolved yet: nothing to keep up to date
             was, now = self._selects(sel, before), self._selects(sel, after)
-            if was != now or (
+            if was != now or (not relabel_only and (was or now)):
+                self._member_changed(sel, before if was else None, after if now else None)
+            elif (
                 not relabel_only
-                and (was or (sel.groups and (self._held(sel, before) or self._held(sel, after))))
+                and sel.groups
+                and (self._held(sel, before) or self._held(sel, after))
             ):
-                self._dirty |= sel.invalidate()
+                sel.groups.clear()
+                self._dirty |= sel.dependents
+
+    def _member_changed(self, sel: _Sel, before: PodView | None, after: PodView | None) -> None:
+        """A member left (`before`), joined (`after`) or changed its addresses or ports (both):
+        its hosts leave and join the selection's addresses in place."""
+        key = (before or after).key  # type: ignore[union-attr]
+        changed = bool(sel.groups)
+        sel.groups.clear()
+        for network, hosts in sel.hosts.items():
+            old = set(() if before is None else before.addresses.get(network, ()))
+            new = set(() if after is None else after.addresses.get(network, ()))
+            if old == new:
+                continue
+            owners = self._owners.get(network, {})
+
+            def held(host: AddressRange, owners: Mapping[AddressRange, set[str]] = owners) -> bool:
+                return any(
+                    other != key and self._selects(sel, self._pods.get(other))
+                    for other in owners.get(host, ())
+                )
+
+            if hosts.update(sorted(old - new), sorted(new - old), held):
+                sel.stale.add(network)
+                changed = True
+        if changed:
+            self._dirty |= sel.dependents
 
     def _selects(self, sel: _Sel, view: PodView | None) -> bool:
         """Whether a pod selector of `sel` picks `view`."""
@@ -354,7 +416,7 @@ class Compiler:
         if view is None:
             return False
         for network, _ in sel.groups:
-            peers = sel.addresses.get(network)
+            peers = self._addresses(sel, network)
             for addr in view.addresses.get(network, ()):
                 if peers is None or peers.holds(addr):
                     return True
@@ -422,28 +484,30 @@ class Compiler:
         self._rule_sels[key] = (policy, sel)
         return sel
 
-    def _pods_of(self, sel: _Sel) -> list[PodView]:
-        if sel.pods is None:
-            out: list[PodView] = []
-            selectors = [p for p in sel.peers if p.block is None]
-            for ns in self._buckets:
-                ns_id, ns_labels = self._namespace(ns)
-                in_scope = {
-                    p.pod_selector
-                    for p in selectors
-                    if (
-                        ns == sel.selection.namespace
-                        if p.namespace_selector is None
-                        else self._selectors.matches(p.namespace_selector, ns_id, ns_labels)
-                    )
-                }
-                if len(in_scope) == 1 or None in in_scope:
-                    out.extend(self._matching(ns, None if None in in_scope else in_scope.pop()))
-                elif in_scope:
-                    found = {v.key: v for sid in in_scope for v in self._matching(ns, sid)}
-                    out.extend(found.values())
-            sel.pods = out
-        return sel.pods
+    def _pods_of(self, sel: _Sel) -> Iterable[PodView]:
+        """The members of a selection now (read when a network's addresses are first needed;
+        then kept up to date host by host, never read again)."""
+        out: list[PodView] = []
+        selectors = [p for p in sel.peers if p.block is None]
+        for ns in self._buckets:
+            ns_id, ns_labels = self._namespace(ns)
+            in_scope = {
+                p.pod_selector
+                for p in selectors
+                if (
+                    ns == sel.selection.namespace
+                    if p.namespace_selector is None
+                    else self._selectors.matches(p.namespace_selector, ns_id, ns_labels)
+                )
+            }
+            if None in in_scope:
+                out.extend(self._matching(ns, None))
+            elif len(in_scope) == 1:
+                out.extend(self._matching(ns, in_scope.pop()))
+            elif in_scope:
+                found = {v.key: v for sid in in_scope for v in self._matching(ns, sid)}
+                out.extend(found.values())
+        return out
 
     def _matching(self, ns: str, sid: int | None) -> list[PodView]:
         """The pods of `ns` a pod selector (None: every pod) matches, kept until one of the
@@ -472,15 +536,18 @@ class Compiler:
         """The addresses a selection admits on `network` (None: any address)."""
         if sel.everything:
             return None
-        if network not in sel.addresses:
-            ranges: list[AddressRange] = []
-            for p in sel.peers:
-                if p.block is not None:
-                    ranges.extend(p.block)
-            for v in self._pods_of(sel):
-                ranges.extend(v.addresses.get(network, ()))
-            sel.addresses[network] = self._sets.get(merge_ranges(ranges))
-        return sel.addresses[network]
+        found = sel.addresses.get(network)
+        if found is None or network in sel.stale:
+            hosts = sel.hosts.get(network)
+            if hosts is None:
+                blocks = [r for p in sel.peers if p.block is not None for r in p.block]
+                members = self._pods_of(sel)
+                hosts = sel.hosts[network] = HostRanges(
+                    blocks, [a for v in members for a in v.addresses.get(network, ())]
+                )
+            found = sel.addresses[network] = self._sets.get(hosts.snapshot())
+            sel.stale.discard(network)
+        return found
 
     def _groups(
         self, sel: _Sel, direction: Direction, rule: Rule, network: str, target: PodView
@@ -512,9 +579,9 @@ class Compiler:
         for resolved, addresses in self._destinations(network, rule.ports):
             if resolved == numeric:
                 continue
-            for addr in addresses:
-                if peers is None or peers.holds(addr):
-                    groups.setdefault(resolved, []).append(addr)
+            inside = addresses if peers is None else peers.hosts_within(addresses)
+            if inside:
+                groups.setdefault(resolved, []).extend(inside)
         for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
             group_name = set_name(name or network, ports)
             out.append((self._sets.get(merge_ranges(addrs)), ports, group_name))
@@ -614,8 +681,9 @@ def compile_pods(
     for view in views:
         compiler.set_pod(view)
     compiler.set_policies(policies)
+    seen = {id(pod): view for pod, view in zip(pods, views, strict=True)}  # a target is a peer too
     for pod in targets:
-        compiler.set_target(compiler.view(pod))
+        compiler.set_target(seen.get(id(pod)) or compiler.view(pod))
     compiler.compile_changed()
     return {pod_key(pod): compiler.rules(pod_key(pod)) for pod in targets}
 

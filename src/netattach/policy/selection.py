@@ -12,8 +12,9 @@ from __future__ import annotations
 import bisect
 import hashlib
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Final, Literal
 
 from netattach.policy.model import (
     AddressRange,
@@ -22,6 +23,9 @@ from netattach.policy.model import (
     cidr_texts,
     range_networks,
 )
+
+POINTS_MAX: Final = 65536  # addresses a set may hold and still be tested by a set of them
+POINTS_FROM: Final = 64  # hosts asked about at once that make that set worth building
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +53,16 @@ class AddressSet:
     shared by every table rendering the set.
     """
 
-    __slots__ = ("__weakref__", "_hash", "_joined", "_networks", "_starts", "_texts", "ranges")
+    __slots__ = (
+        "__weakref__",
+        "_hash",
+        "_joined",
+        "_networks",
+        "_points",
+        "_starts",
+        "_texts",
+        "ranges",
+    )
 
     def __init__(self, ranges: tuple[AddressRange, ...]) -> None:
         self.ranges = ranges
@@ -58,6 +71,7 @@ class AddressSet:
         self._texts: dict[int, tuple[str, ...]] = {}
         self._joined: dict[int, str] = {}
         self._starts: list[tuple[int, int]] | None = None
+        self._points: frozenset[AddressRange] | Literal[False] | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AddressSet):
@@ -102,6 +116,26 @@ class AddressSet:
         if found is None:
             found = self._joined[version] = ", ".join(self.texts(version))
         return found
+
+    def hosts_within(self, hosts: Sequence[AddressRange]) -> list[AddressRange]:
+        """The hosts (`(version, address, address)`) that lie in the set: by a set of every
+        address it holds when many are asked about and it holds few (`POINTS_MAX`), else by
+        bisection."""
+        if self._points is None and len(hosts) < POINTS_FROM:
+            return [h for h in hosts if self.holds(h)]
+        if self._points is None:
+            size = sum(last - first + 1 for _, first, last in self.ranges)
+            self._points = (
+                frozenset(
+                    (v, a, a) for v, first, last in self.ranges for a in range(first, last + 1)
+                )
+                if size <= POINTS_MAX
+                else False
+            )
+        if self._points is False:
+            return [h for h in hosts if self.holds(h)]
+        points = self._points
+        return [h for h in hosts if h in points]
 
     def holds(self, host: AddressRange) -> bool:
         """Whether a host address lies in one of the ranges (bisection)."""

@@ -36,10 +36,11 @@ class PodView:
     addresses: Mapping[str, tuple[AddressRange, ...]]  # network -> host addresses, sorted
     interfaces: tuple[tuple[str, str], ...]  # (ifname, network)
     ports: tuple[tuple[str, str, int], ...]  # (name, protocol, number)
+    key: str = ""  # "namespace/name"
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
     def same_content(self, other: PodView) -> bool:
         """Equal as compile reads them (label ids of different interners are not compared)."""
@@ -146,13 +147,6 @@ class ViewCache:
     def __init__(self, interner: Interner | None = None) -> None:
         self.interner = interner or Interner()
         self._views: dict[tuple[object, ...], PodView] = {}
-
-    def view(self, pod: KubeObject) -> PodView:
-        key = _view_key(pod)
-        found = self._views.get(key)
-        if found is None:
-            found = self._views[key] = build_view(pod, self.interner)
-        return found
 
     def views(self, pods: Iterable[KubeObject]) -> list[PodView]:
         fresh: dict[tuple[object, ...], PodView] = {}

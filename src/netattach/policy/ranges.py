@@ -1,0 +1,85 @@
+"""A selection's addresses on one network, kept up to date host by host.
+
+The addresses are the union of fixed ranges (its ipBlocks) and of its member pods' host
+addresses, as disjoint ranges in address order with adjacent ones joined (what
+`model.merge_ranges` gives for the same addresses). A pod joining or leaving adds or removes its
+hosts with a bisection and a splice, instead of merging every member's addresses again: the
+cost of a change is the change, not the selection's size. The tuple the compiler reads is made
+once per pass (`snapshot`), however many changes came in between.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Sequence
+
+from netattach.policy.model import AddressRange, merge_ranges
+
+_TOP = 1 << 130  # above any IPv6 address: bisects to the last range starting at or before a host
+
+
+def _covering(ranges: list[AddressRange], host: AddressRange) -> int:
+    """The index of the range holding `host`, or -1."""
+    i = bisect.bisect_right(ranges, (host[0], host[1], _TOP)) - 1
+    if i >= 0 and ranges[i][0] == host[0] and ranges[i][1] <= host[1] <= ranges[i][2]:
+        return i
+    return -1
+
+
+class HostRanges:
+    """Fixed ranges plus hosts; which hosts another member still holds, the caller knows."""
+
+    __slots__ = ("_blocks", "_ranges", "_snapshot")
+
+    def __init__(self, blocks: Sequence[AddressRange], hosts: Iterable[AddressRange]) -> None:
+        self._blocks = list(merge_ranges(blocks)) if blocks else []
+        self._snapshot: tuple[AddressRange, ...] | None = merge_ranges([*self._blocks, *hosts])
+        self._ranges = list(self._snapshot)
+
+    def snapshot(self) -> tuple[AddressRange, ...]:
+        if self._snapshot is None:
+            self._snapshot = tuple(self._ranges)
+        return self._snapshot
+
+    def update(
+        self,
+        gone: Iterable[AddressRange],
+        added: Iterable[AddressRange],
+        held: Callable[[AddressRange], bool],
+    ) -> bool:
+        """Hosts of a member that left and of one that joined (`held`: whether another member
+        still has a host); True when the addresses changed."""
+        changed = False
+        out = self._ranges
+        for host in gone:
+            if held(host) or _covering(self._blocks, host) >= 0:
+                continue  # still admitted
+            i = _covering(out, host)
+            if i < 0:
+                continue
+            version, first, last = out[i]
+            parts = []
+            if first < host[1]:
+                parts.append((version, first, host[1] - 1))
+            if host[1] < last:
+                parts.append((version, host[1] + 1, last))
+            out[i : i + 1] = parts
+            changed = True
+        for host in added:
+            if _covering(out, host) >= 0:
+                continue  # already admitted
+            version, value = host[0], host[1]
+            i = bisect.bisect_left(out, host)
+            joined = host
+            if i > 0 and out[i - 1][0] == version and out[i - 1][2] == value - 1:
+                i -= 1
+                joined = (version, out[i][1], value)
+                del out[i]
+            if i < len(out) and out[i][0] == version and out[i][1] == value + 1:
+                joined = (version, joined[1], out[i][2])
+                del out[i]
+            out.insert(i, joined)
+            changed = True
+        if changed:
+            self._snapshot = None
+        return changed

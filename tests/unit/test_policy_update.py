@@ -1,0 +1,66 @@
+"""`policy.update.render_update`: the script taking a pod's table from what it holds to what it
+should hold — nothing, element changes only, or rules rewritten with the sets kept in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from netattach.cluster.model import KubeObject
+from netattach.policy import render, update
+from netattach.policy.compile import compile_pod
+from netattach.policy.model import parse_policy
+from tests.unit.test_policy_render import NAMESPACES, TARGET, pod, policy
+
+FROM_WEB: dict[str, Any] = {"from": [{"podSelector": {"matchLabels": {"app": "web"}}}]}
+WEB: dict[str, Any] = {"podSelector": {"matchLabels": {"app": "db"}}, "ingress": [FROM_WEB]}
+
+
+def table(peers: int, spec: dict[str, Any] = WEB) -> render.Table:
+    """The target's table with `peers` web pods, at every other address (none adjacent, so
+    no two merge into one CIDR element)."""
+    pods: list[KubeObject] = [TARGET]
+    pods += [pod(2 * i, "ns-a", {"app": "web"}) for i in range(1, peers + 1)]
+    rules = compile_pod(TARGET, NAMESPACES, pods, [parse_policy(policy("p", spec))])
+    built = render.build_table("ns-a/pod0", rules)
+    assert built is not None
+    return built
+
+
+@pytest.mark.req("POL-UPDATE")
+def test_an_unchanged_table_is_no_write() -> None:
+    assert update.render_update(table(3), table(3)) is None
+
+
+@pytest.mark.req("POL-UPDATE")
+def test_a_peer_joining_or_leaving_is_an_element_change_only() -> None:
+    joined = update.render_update(table(3), table(4))
+    assert joined is not None
+    assert joined.splitlines() == [
+        line for line in joined.splitlines() if line.startswith("add element inet netattach ")
+    ]
+    assert "10.0.0.9 " in joined
+    left = update.render_update(table(4), table(2))
+    assert left is not None
+    assert all(line.startswith("delete element inet netattach ") for line in left.splitlines())
+
+
+def test_many_peers_leaving_refill_the_set_instead_of_deleting_one_by_one() -> None:
+    script = update.render_update(table(40), table(2))
+    assert script is not None
+    lines = script.splitlines()
+    assert any(line.startswith("flush set inet netattach ") for line in lines)
+    assert not any(line.startswith("delete element") for line in lines)
+    assert not any("chain" in line for line in lines)  # the rules stay as they are
+
+
+@pytest.mark.req("POL-UPDATE")
+def test_a_rule_change_rewrites_the_chains_and_keeps_shared_sets() -> None:
+    ports = {**WEB, "ingress": [{**FROM_WEB, "ports": [{"port": 80}]}]}
+    script = update.render_update(table(3), table(3, ports))
+    assert script is not None
+    assert "flush chain inet netattach i0_in" in script
+    assert "delete table" not in script
+    assert "delete set" not in script  # the peers' sets are kept
+    assert "type inet_service" in script  # the new port set, defined in the same transaction
