@@ -1,10 +1,10 @@
 """The seam where plugins become processes: `PluginExec`, and the real one, `SubprocessExec`.
 
 Tests and benchmarks may substitute their own `PluginExec`; everything above this module only
-sees `ExecOutcome`s and the two exceptions below.
+sees `ExecOutcome`s and the two exceptions below. `BlockingExec` is the thin plugin's: the same
+contract without an event loop (netattach.offload).
 """
 
-import asyncio
 import contextlib
 import dataclasses
 import errno
@@ -13,6 +13,8 @@ import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
+
+from netattach import offload
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,12 +86,14 @@ class SubprocessExec:
                 return outcome
             # "text file busy": the file is being replaced (an upgrade writing the binary).
             # libcni retries the exec; so do we, with a short growing pause.
-            await asyncio.sleep(self._busy_backoff * (attempt + 1))
+            await offload.sleep(self._busy_backoff * (attempt + 1))
         raise ExecStartError(f"{path} stayed busy (ETXTBSY) after {self._busy_retries} retries")
 
     async def _run_once(
         self, path: Path, *, env: Mapping[str, str], stdin: bytes, timeout: float
     ) -> ExecOutcome | None:
+        import asyncio  # here, not above: BlockingExec (the thin plugin) runs without it
+
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self._argv(path),
@@ -116,6 +120,41 @@ class SubprocessExec:
                 await asyncio.shield(proc.wait())
             raise
         assert proc.returncode is not None
+        return ExecOutcome(returncode=proc.returncode, stdout=stdout, stderr=stderr)
+
+
+class BlockingExec(SubprocessExec):
+    """`SubprocessExec` for a process without an event loop (the thin plugin): the same process
+    group, timeout, ETXTBSY retries and outcome, the caller's thread blocked meanwhile."""
+
+    async def _run_once(
+        self, path: Path, *, env: Mapping[str, str], stdin: bytes, timeout: float
+    ) -> ExecOutcome | None:
+        import subprocess
+
+        try:
+            proc = subprocess.Popen(  # noqa: ASYNC220 (run without an event loop)
+                self._argv(path),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=dict(env),
+                start_new_session=True,  # its own process group, so a timeout kills it all
+            )
+        except OSError as exc:
+            if exc.errno == errno.ETXTBSY:
+                return None
+            raise ExecStartError(f"cannot execute {path}: {exc.strerror or exc}") from exc
+        with proc:  # its pipes closed and the process reaped, however this ends
+            try:
+                stdout, stderr = proc.communicate(stdin, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid)
+                proc.wait()
+                raise ExecTimeoutError(timeout) from None
+            except BaseException:
+                _kill_group(proc.pid)  # never leave the plugin running behind us
+                raise
         return ExecOutcome(returncode=proc.returncode, stdout=stdout, stderr=stderr)
 
 
