@@ -6,19 +6,19 @@ contract without an event loop (netattach.offload).
 """
 
 import contextlib
-import dataclasses
 import errno
 import os
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from netattach import offload
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ExecOutcome:
+# A NamedTuple, not a frozen dataclass: the thin plugin imports this module on every exec, and
+# a dataclass costs ~0.5 ms to create (it compiles each of its methods), a NamedTuple a fifth.
+class ExecOutcome(NamedTuple):
     returncode: int
     stdout: bytes
     stderr: bytes
