@@ -183,3 +183,33 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+def test_a_plugin_that_reads_no_stdin_still_gives_its_result(tmp_path: Path) -> None:
+    result = {"cniVersion": "1.0.0"}
+    script(tmp_path / "bin", "deaf", f"echo '{json.dumps(result)}'\n")
+    runtime = blocking_runtime(tmp_path / "bin", tmp_path / "c")
+    big = {"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "deaf", "pad": "x" * 300_000}]}
+
+    got = offload.run(runtime.add_network_list(conf.parse_config_list(big), RT))
+
+    assert got.to_raw() == result
+
+
+@pytest.mark.req("CNI-TIMEOUT")
+def test_a_plugin_that_closes_its_output_and_hangs_is_timed_out(tmp_path: Path) -> None:
+    script(tmp_path / "bin", "quiet", "exec >&- 2>&-\nsleep 600\n")
+    runtime = blocking_runtime(tmp_path / "bin", tmp_path / "c", timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(errors.DelegateFailedError) as caught:
+        offload.run(runtime.add_network_list(one("quiet"), RT))
+    assert caught.value.msg == "plugin quiet failed (add): hung, killed after 0.5s"
+    assert time.monotonic() - started < 10
+
+
+def test_a_plugin_killed_by_a_signal_is_reported_so(tmp_path: Path) -> None:
+    script(tmp_path / "bin", "crash", "kill -SEGV $$\n")
+    runtime = blocking_runtime(tmp_path / "bin", tmp_path / "c")
+    with pytest.raises(errors.DelegateFailedError) as caught:
+        offload.run(runtime.add_network_list(one("crash"), RT))
+    assert "killed by SIGSEGV" in caught.value.msg

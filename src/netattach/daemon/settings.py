@@ -278,11 +278,9 @@ def default_node_name() -> str:
     DaemonSet's `NODE_NAME` (the downward API's spec.nodeName) is the name itself. An empty
     `NODE_NAME`, as templating writes an unset one, counts as unset.
     """
-    if os.environ.get(NODE_NAME_ENV):
-        return os.environ[NODE_NAME_ENV]
-    import socket  # here: ~2 ms that a node with NODE_NAME set need not spend
-
-    return socket.gethostname().strip().lower()
+    # uname's nodename is the hostname (what gethostname() returns), without importing `socket`
+    # (~3 ms of every thin-plugin exec).
+    return os.environ.get(NODE_NAME_ENV) or os.uname().nodename.strip().lower()
 
 
 def _default_daemon_settings() -> DaemonSettings:
