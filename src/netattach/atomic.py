@@ -9,14 +9,13 @@ the page cache survives any crash of the process itself.
 
 import contextlib
 import os
-import secrets
 from pathlib import Path
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = True) -> None:
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    tmp = directory / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:

@@ -17,7 +17,6 @@ the HTTP client's requests. Other libraries' loggers log warnings and errors onl
 settings' `loggers` name them with a level of their own.
 """
 
-import datetime
 import json
 import logging
 import re
@@ -33,8 +32,10 @@ LEVELS: Final = ("debug", "info", "warning", "error")
 # log each request, lightkube, asyncio, pyroute2...) stays at WARNING unless named in `loggers`.
 OWN: Final = "netattach"
 THIRD_PARTY_LEVEL: Final = logging.WARNING
+# Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
+# plugin compiles only those its call needs.
 # `[ns/pod/uid]` or `[ns/pod/uid:network]` at the start of a message; a NAD network is `ns/net`.
-_PREFIX: Final = re.compile(
+_PREFIX: Final = (
     r"\[(?P<namespace>[^/\]\s]*)/(?P<pod>[^/\]\s]+)/(?P<uid>[^:\]\s]*)(?::(?P<network>[^\]\s]+))?\]"
 )
 
@@ -62,7 +63,7 @@ def _pod_of(record: logging.LogRecord, message: str) -> dict[str, str]:
         if isinstance(network, str) and network:
             fields["network"] = network
         return fields
-    found = _PREFIX.match(message)
+    found = re.match(_PREFIX, message)
     if found is None:
         return {}
     fields = {"pod": f"{found['namespace']}/{found['pod']}", "uid": found["uid"]}
@@ -72,6 +73,8 @@ def _pod_of(record: logging.LogRecord, message: str) -> dict[str, str]:
 
 
 def _timestamp(record: logging.LogRecord) -> str:
+    import datetime  # here: the thin plugin's calls seldom log
+
     moment = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -82,7 +85,7 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
         fields = _pod_of(record, message)
-        if fields and not _PREFIX.match(message):
+        if fields and not re.match(_PREFIX, message):
             message = f"{prefix(fields)} {message}"
         line = f"{_timestamp(record)} netattach {record.levelname} {record.name}: {message}"
         if record.exc_info:

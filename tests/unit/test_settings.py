@@ -6,8 +6,8 @@ Files are real files in tmp_path; the thin plugin's CNI config is the dict the r
 from __future__ import annotations
 
 import json
+import os
 import re
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -542,11 +542,16 @@ def test_bad_feeds(feed: object, problems: list[str]) -> None:
 # The node daemon's keys
 
 
+def _uname(nodename: str) -> os.uname_result:
+    """os.uname() on a machine called `nodename` (the hostname)."""
+    return os.uname_result(("Linux", nodename, "6.1.0", "#1 SMP", "x86_64"))
+
+
 def test_the_node_name_defaults_to_the_environment_variable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("NODE_NAME", "worker-3")
-    monkeypatch.setattr(socket, "gethostname", lambda: "not-this-one")
+    monkeypatch.setattr(os, "uname", lambda: _uname("not-this-one"))
     assert settings.parse_settings(_minimal(), source=SOURCE).daemon.node_name == "worker-3"
 
 
@@ -558,7 +563,7 @@ def test_without_node_name_the_hostname_is_used_lower_cased_as_the_kubelet_does(
         monkeypatch.delenv("NODE_NAME")
     else:
         monkeypatch.setenv("NODE_NAME", env)
-    monkeypatch.setattr(socket, "gethostname", lambda: "Worker-1.Example.COM")
+    monkeypatch.setattr(os, "uname", lambda: _uname("Worker-1.Example.COM"))
     parsed = settings.parse_settings(_minimal(), source=SOURCE)
     assert parsed.daemon.node_name == "worker-1.example.com"
     assert settings.default_node_name() == "worker-1.example.com"
@@ -588,7 +593,7 @@ def test_an_invalid_hostname_is_reported_when_no_node_name_is_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("NODE_NAME")
-    monkeypatch.setattr(socket, "gethostname", lambda: "build_host")
+    monkeypatch.setattr(os, "uname", lambda: _uname("build_host"))
     assert settings.settings_problems(_minimal()) == ()  # the directory feed does not need it
     (problem,) = _problems_of(_minimal(feed={"kubernetes": {}}))
     assert problem.startswith(

@@ -3,8 +3,9 @@
 What is installed is a launcher of a few lines, not pip's console script: it runs this Python as
 `python -IS` (no site processing, no PYTHON* variables: ~10 ms less on every call, and nothing in
 the runtime's environment changes what runs) with the package's own directories put on the path
-by hand, and `ssl` blocked (see the launcher's text). Written beside and renamed over, so a
-runtime executing the old plugin at that moment never sees a half-written file.
+by hand, `ssl` blocked (see the launcher's text), and the interpreter's teardown skipped once the
+reply is out (`thin.exit_now`). Written beside and renamed over, so a runtime executing the old
+plugin at that moment never sees a half-written file.
 """
 
 import sys
@@ -30,11 +31,11 @@ def build_launcher() -> bytes:
         "# netattach-thin, installed by `netattach install-cni`: the CNI plugin of thin mode.\n"
         "import sys\n"
         f"sys.path[:0] = {paths!r}\n"
-        "# No TLS in thin mode (a directory of manifests, no API): asyncio runs without `ssl`,\n"
-        "# whose import would cost every call ~5 ms.\n"
+        "# No TLS in thin mode (a directory of manifests, no API): nothing may import `ssl`,\n"
+        "# which would cost every call ~5 ms.\n"
         "sys.modules['ssl'] = None\n"
-        "from netattach.cli.thin import main\n"
-        "sys.exit(main())\n"
+        "from netattach.cli.thin import exit_now, main\n"
+        "exit_now(main())\n"
     ).encode()
 
 

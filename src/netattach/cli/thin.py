@@ -58,5 +58,14 @@ def main() -> int:
     return reply.exit_code
 
 
+def exit_now(code: int) -> None:  # never returns; NoReturn would import `typing` (and `re`)
+    """End the process with `code` without the interpreter's teardown, which frees every object
+    of every module the call imported (~12 ms on 2 cores): the reply is written, each file the
+    call wrote is closed, each delegate reaped; only the standard streams need a flush."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -27,21 +27,18 @@ Errors raised (status files only):
     errors.InternalError             status entries that are not JSON
 """
 
-import asyncio
-import dataclasses
 import json
 import logging
 import math
 import os
 import re
 import stat
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
-from netattach import __version__, atomic
-from netattach.cluster import dirwatch, documents, model, store
+from netattach import __version__, atomic, offload
+from netattach.cluster import documents, model, store
 from netattach.cni import errors
 
 log = logging.getLogger(__name__)
@@ -52,21 +49,24 @@ STATUS_DIRECTORY: Final = "status"
 MAX_FILE_BYTES: Final = 4 * 1024 * 1024
 STATUS_MODE: Final = 0o644
 
-_DNS1123_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
+# plugin compiles only those its call needs.
+_DNS1123_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_LABEL_MAX: Final = 63
 # Pod names are DNS-1123 subdomains (dots allowed, 253 characters), unlike NADs and namespaces.
-_DNS1123_SUBDOMAIN: Final = re.compile(
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-)
+_DNS1123_SUBDOMAIN: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 _DNS1123_SUBDOMAIN_MAX: Final = 253
 _DEFAULT_NAMESPACE: Final = "default"
-_UID_NAMESPACE: Final = uuid.UUID("6f1c1d0e-3b53-4b8e-9a57-2f2a1de0c0a1")  # netattach manifests
+_UID_NAMESPACE: Final = (
+    "6f1c1d0e-3b53-4b8e-9a57-2f2a1de0c0a1"  # a uuid5 namespace: netattach manifests
+)
 _CLUSTER_SCOPED: Final = frozenset({model.NAMESPACE})
 _LIST_KINDS: Final = {"List": None} | {f"{kind}List": kind for kind in model.API_VERSIONS}
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ManifestProblem:
+# A NamedTuple, not a frozen dataclass: the thin plugin imports this module on every exec, and
+# a dataclass costs ~0.5 ms to create (it compiles each of its methods), a NamedTuple a fifth.
+class ManifestProblem(NamedTuple):
     """Why a document (or a whole file, `document` 0) was not loaded."""
 
     path: str
@@ -95,8 +95,9 @@ _FileStamp = tuple[str, int, int, int, int]
 _Fingerprint = frozenset[_FileStamp] | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class _Snapshot:
+# A NamedTuple, not a frozen dataclass: the thin plugin imports this module on every exec, and
+# a dataclass costs ~0.5 ms to create (it compiles each of its methods), a NamedTuple a fifth.
+class _Snapshot(NamedTuple):
     objects: list[model.KubeObject]
     problems: tuple[ManifestProblem, ...]
     fingerprint: _Fingerprint
@@ -142,6 +143,11 @@ class DirectoryFeed:
         changed or removed), so readers of the store never see half a reload. `on_change` runs
         after each reload.
         """
+        # Imported here: the thin plugin loads the directory once and neither watches nor waits.
+        import asyncio
+
+        from netattach.cluster import dirwatch
+
         watch = dirwatch.DirectoryWatch(self.directory)
         watch.start()
         try:
@@ -324,7 +330,7 @@ class DirectoryFeed:
         try:
             # Not fsynced: a status lost in a power cut is published again by the pod's next
             # ADD, and the pod's record, not this file, is what DEL reads.
-            await asyncio.to_thread(
+            await offload.to_thread(
                 atomic.write_atomic, path, text.encode(), mode=STATUS_MODE, durable=False
             )
         except OSError as exc:
@@ -336,7 +342,7 @@ class DirectoryFeed:
         """Delete the pod's status file; nothing to do when there is none."""
         path = self.status_path(namespace, pod)
         try:
-            await asyncio.to_thread(atomic.remove, path, durable=False)  # False: already gone
+            await offload.to_thread(atomic.remove, path, durable=False)  # False: already gone
         except OSError as exc:
             raise errors.IOFailureError(
                 f"cannot remove network-status of {namespace}/{pod}", str(exc)
@@ -549,7 +555,10 @@ def _check_object(raw: dict[str, Any]) -> model.KubeObject | str | None:
     if kind == model.POLICY and uid is None:
         # Rules and sets carry their policy's UID (POL-CRD): one that no API server assigned
         # is derived from the policy's name, so it is the same on every reload.
-        metadata["uid"] = str(uuid.uuid5(_UID_NAMESPACE, f"{metadata['namespace']}/{name}"))
+        import uuid  # here: only such a policy needs it, not every start of the thin plugin
+
+        namespace = uuid.UUID(_UID_NAMESPACE)
+        metadata["uid"] = str(uuid.uuid5(namespace, f"{metadata['namespace']}/{name}"))
     obj: model.KubeObject = raw  # type: ignore[assignment]  # checked above, field by field
     return obj
 
@@ -584,7 +593,7 @@ def _label_problem(value: str) -> str | None:
         return "is empty"
     if len(value) > _DNS1123_LABEL_MAX:
         return f"is longer than {_DNS1123_LABEL_MAX} characters"
-    if not _DNS1123_LABEL.fullmatch(value):
+    if not re.fullmatch(_DNS1123_LABEL, value):
         return "is not a DNS-1123 label (lower-case letters, digits and '-')"
     return None
 
@@ -594,7 +603,7 @@ def _subdomain_problem(value: str) -> str | None:
         return "is empty"
     if len(value) > _DNS1123_SUBDOMAIN_MAX:
         return f"is longer than {_DNS1123_SUBDOMAIN_MAX} characters"
-    if not _DNS1123_SUBDOMAIN.fullmatch(value):
+    if not re.fullmatch(_DNS1123_SUBDOMAIN, value):
         return "is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')"
     return None
 

@@ -1,9 +1,12 @@
 """An indexed in-memory store of the objects a feed delivers, by kind and (namespace, name)."""
 
-import asyncio
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from netattach.cluster import model
+
+if TYPE_CHECKING:
+    import asyncio
 
 _Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped kinds
 
@@ -21,7 +24,10 @@ class ClusterStore:
         self._objects: dict[str, dict[_Key, model.KubeObject]] = {
             kind: {} for kind in model.API_VERSIONS
         }
-        self._synced = asyncio.Event()
+        self._synced = False
+        # Made for the first call that must wait: the thin plugin's view is synced before it is
+        # read, and its process runs without asyncio (netattach.offload).
+        self._synced_event: asyncio.Event | None = None
         self.listeners: list[Callable[[str], None]] = []
         self.observers: list[Callable[[str, str, str], None]] = []
 
@@ -55,17 +61,25 @@ class ClusterStore:
         self._changed("")
 
     def mark_synced(self) -> None:
-        self._synced.set()
+        self._synced = True
+        if self._synced_event is not None:
+            self._synced_event.set()
 
     # -- reads ----------------------------------------------------------------------------------
 
     @property
     def synced(self) -> bool:
-        return self._synced.is_set()
+        return self._synced
 
     async def wait_synced(self, timeout: float) -> bool:
+        if self._synced:
+            return True
+        import asyncio
+
+        if self._synced_event is None:
+            self._synced_event = asyncio.Event()
         try:
-            await asyncio.wait_for(self._synced.wait(), timeout)
+            await asyncio.wait_for(self._synced_event.wait(), timeout)
         except TimeoutError:
             return False
         return True

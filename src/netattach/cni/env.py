@@ -9,9 +9,11 @@ from collections.abc import Iterable, Mapping
 
 from netattach.cni import errors, spec
 
+# Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
+# plugin compiles only those its call needs.
 # CNI spec 1.0 "Parameters": a container ID starts with an alphanumeric character, then any of
 # alphanumerics, underscore, period and hyphen.
-_CONTAINER_ID = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.\-]*")
+_CONTAINER_ID = r"[a-zA-Z0-9][a-zA-Z0-9_.\-]*"
 
 _KERNEL_SPACE_BYTES = frozenset({0xA0})
 
@@ -39,13 +41,13 @@ class Environment:
 
 
 def container_id_problem(value: str) -> str | None:
-    if _CONTAINER_ID.fullmatch(value):
+    if re.fullmatch(_CONTAINER_ID, value):
         return None
     return "a container ID starts with a letter or digit, then letters, digits, '_', '.', '-'"
 
 
 def check_container_id(value: str, *, source: str = spec.ENV_CONTAINERID) -> str:
-    if not _CONTAINER_ID.fullmatch(value):
+    if not re.fullmatch(_CONTAINER_ID, value):
         raise errors.InvalidEnvironmentError(
             f"invalid {source} {value!r}",
             "a container ID starts with a letter or digit, then letters, digits, '_', '.', '-'",

@@ -12,14 +12,19 @@ pod uses it.
 pod selects one.
 """
 
+from __future__ import annotations
+
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
-from netattach.attach import delegate_check, delegate_rules
+from netattach.attach import delegate_rules
 from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.daemon import plan as plan_mod
+
+if TYPE_CHECKING:
+    from netattach.attach import delegate_check
 
 # The Event reason of a refused attachment: what an operator filters on.
 EVENT_REASON: Final = "NetworkAttachmentRefused"
@@ -48,6 +53,9 @@ def check_nad(
     """Every refusal of the config `raw` of the NAD `namespace/name`."""
     if not policy.enabled:
         return []
+    # Imported only with a policy to check: every ADD of the thin plugin would pay for it.
+    from netattach.attach import delegate_check
+
     namespace = reference.partition("/")[0]
     rules = policy.rules_for(namespace, namespace_labels(view, namespace))
     return delegate_check.check_config(raw, rules)

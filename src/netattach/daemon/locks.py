@@ -5,7 +5,6 @@ serialise on the same file. Locks are taken without blocking a thread (LOCK_NB, 
 short growing sleep), so waiting for one container never holds up another.
 """
 
-import asyncio
 import contextlib
 import fcntl
 import os
@@ -13,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from netattach import offload
 from netattach.cni import env, errors
 
 
@@ -64,7 +64,7 @@ class ContainerLocks:
                                 f"container {container_id} is busy with another operation",
                                 f"waited {self.timeout:g}s for its lock",
                             ) from None
-                        await asyncio.sleep(pause)
+                        await offload.sleep(pause)
                         pause = min(pause * 2, 0.1)
                 if _same_file(fd, path):
                     return fd

@@ -6,13 +6,13 @@ the pod record names it, so DEL can always undo exactly what ADD attempted (RT-D
 record alone (RT-NOAPI). One operation per container at a time (RT-SERIAL).
 """
 
-import asyncio
 import dataclasses
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from netattach import offload
 from netattach.attach import delegate, selection, status
 from netattach.cluster import model
 from netattach.cni import conf, env, errors, result, spec
@@ -230,7 +230,7 @@ class Orchestrator:
                 # crash at any point, DEL finds all that may hold resources (a DEL of one that
                 # never ran is a DEL of nothing, which every plugin must accept).
                 # Its fsyncs in a worker thread: a burst of pods must not queue behind them.
-                await asyncio.to_thread(
+                await offload.to_thread(
                     self.records.save, dataclasses.replace(record, attachments=tuple(intents))
                 )
                 for planned, intent in zip(plan, intents, strict=True):
@@ -421,7 +421,7 @@ class Orchestrator:
                 from netattach.netns import routes
 
                 try:
-                    await asyncio.to_thread(
+                    await offload.to_thread(
                         routes.apply_default_route, netns, planned.ifname, planned.gateways
                     )
                 except Exception as exc:  # pyroute2's NetlinkError is no OSError

@@ -21,8 +21,10 @@ from typing import ClassVar, Final
 from netattach.cluster import model
 from netattach.cni import errors
 
+# Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
+# plugin compiles only those its call needs.
 # kubelet's config hash (pkg/kubelet/config: an md5 in hex) where an API pod has a UUID.
-_CONFIG_HASH: Final = re.compile(r"^[0-9a-f]{32}$")
+_CONFIG_HASH: Final = r"^[0-9a-f]{32}$"
 
 
 class PodUIDMismatchError(errors.UnknownContainerError):
@@ -39,7 +41,7 @@ class MirrorPodMissingError(errors.TryAgainLaterError):
 
 def is_config_hash(runtime_uid: str) -> bool:
     """Whether kubelet's K8S_POD_UID is a static pod's config hash, not an API pod's UID."""
-    return bool(_CONFIG_HASH.match(runtime_uid))
+    return bool(re.match(_CONFIG_HASH, runtime_uid))
 
 
 def is_same_pod(runtime_uid: str, pod: model.KubeObject) -> bool:

@@ -33,16 +33,14 @@ write an unset value) takes its default; `nodeName`'s default is the environment
 """
 
 import dataclasses
-import difflib
 import ipaddress
 import math
 import os
 import re
 import reprlib
-import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from netattach.attach import delegate_rules
 from netattach.cluster import documents
@@ -74,7 +72,9 @@ READINESS_MODES: Final[tuple[ReadinessMode, ...]] = ("wait", "block")
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: Final[tuple[LogLevel, ...]] = ("debug", "info", "warning", "error")
-_LOGGER_NAME: Final = re.compile(r"^[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*$")
+# Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
+# plugin compiles only those its call needs.
+_LOGGER_NAME: Final = r"^[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*$"
 
 # The top-level YAML keys, in the order docs/configuration.md lists them.
 KEYS: Final = (
@@ -109,14 +109,14 @@ _KUBERNETES_KEYS: Final = ("kubeconfig",)
 _CNI_CONFIG_KEYS: Final = ("configFile", "settings")
 
 # Standard §3.3: NetworkAttachmentDefinition names and namespaces are DNS-1123 labels.
-_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _LABEL_MAX: Final = 63
 _LABEL_RULE: Final = (
     f"at most {_LABEL_MAX} lower-case letters, digits and '-', starting and ending with a "
     "letter or digit"
 )
 # Kubernetes: a Node's name is a DNS-1123 subdomain.
-_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_SUBDOMAIN: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 _SUBDOMAIN_MAX: Final = 253
 _SUBDOMAIN_RULE: Final = (
     f"at most {_SUBDOMAIN_MAX} lower-case letters, digits, '-' and '.', starting and ending "
@@ -124,7 +124,7 @@ _SUBDOMAIN_RULE: Final = (
 )
 # Linux: sockaddr_un.sun_path is 108 bytes, the last a NUL.
 _SOCKET_PATH_MAX: Final = 107
-_PORT: Final = re.compile(r"[0-9]{1,5}")
+_PORT: Final = r"[0-9]{1,5}"
 _ADDRESS_FORM: Final = (
     "host:port, an IPv6 address in brackets ('[::1]:9108'), the port from 1 to 65535"
 )
@@ -144,8 +144,10 @@ _REPR.maxother = _SHOW_CHARS
 _REPR.maxlevel = 3
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ClusterNetworkRef:
+# The value types below are NamedTuples rather than frozen dataclasses: the thin plugin imports
+# this module on every exec, and a dataclass costs ~0.5 ms to create (it compiles each of its
+# methods), a NamedTuple a fifth of that. They are built by keyword and never changed.
+class ClusterNetworkRef(NamedTuple):
     """Where the cluster default network's config comes from (standard §6, DEF-ATTACH).
 
     kind "nad":  the NetworkAttachmentDefinition `namespace/name`
@@ -166,8 +168,7 @@ class ClusterNetworkRef:
         return self.name
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class NetworkSettings:
+class NetworkSettings(NamedTuple):
     """Which networks a pod gets: the default one, and which NADs it may select."""
 
     cluster_network: ClusterNetworkRef
@@ -179,8 +180,7 @@ class NetworkSettings:
     delegate_policy: delegate_rules.DelegatePolicy = delegate_rules.DEFAULT_POLICY
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class RuntimeSettings:
+class RuntimeSettings(NamedTuple):
     """How delegates run: where plugins are found, where records go, how long a plugin may take."""
 
     bin_dirs: tuple[Path, ...] = DEFAULT_BIN_DIRS
@@ -188,29 +188,25 @@ class RuntimeSettings:
     delegate_timeout: float = DEFAULT_DELEGATE_TIMEOUT
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class DirectoryFeed:
+class DirectoryFeed(NamedTuple):
     """The cluster view comes from a directory of YAML manifests (the embedded default)."""
 
     path: Path
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class KubernetesFeed:
+class KubernetesFeed(NamedTuple):
     """The cluster view comes from the Kubernetes API; no kubeconfig means in-cluster config."""
 
     kubeconfig: Path | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class LoggingSettings:
+class LoggingSettings(NamedTuple):
     level: LogLevel = "info"
     # Other libraries' loggers (httpx2, lightkube, asyncio...) log at warning unless named here.
     loggers: tuple[tuple[str, LogLevel], ...] = ()
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ReadinessSettings:
+class ReadinessSettings(NamedTuple):
     """When the cluster default network counts as ready, and what the daemon does until then.
 
     mode "wait":  standard §6.1.1, install our CNI config into cniConfDir only once ready
@@ -225,8 +221,7 @@ class ReadinessSettings:
     timeout: float = DEFAULT_READINESS_TIMEOUT
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class MetricsSettings:
+class MetricsSettings(NamedTuple):
     """Where the daemon serves its Prometheus metrics: `address` is host:port ("[::1]:9108")."""
 
     address: str = DEFAULT_METRICS_ADDRESS
@@ -242,8 +237,7 @@ class MetricsSettings:
         return _split_address(self.address)[1]
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class PolicySettings:
+class PolicySettings(NamedTuple):
     """MultiNetworkPolicy enforcement on the pods the daemon attaches (issue POL-*).
 
     Enabled, the Kubernetes feed watches every pod of the cluster (trimmed), not only this
@@ -253,16 +247,14 @@ class PolicySettings:
     enabled: bool = True
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class HotPlugSettings:
+class HotPlugSettings(NamedTuple):
     """Dynamic networks (RT-HOTPLUG): an edit of a running pod's selection annotation adds and
     removes its attachments to match."""
 
     enabled: bool = True
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class DaemonSettings:
+class DaemonSettings(NamedTuple):
     """The node daemon's own settings: who it is, where it listens, what it installs."""
 
     node_name: str
@@ -286,7 +278,9 @@ def default_node_name() -> str:
     DaemonSet's `NODE_NAME` (the downward API's spec.nodeName) is the name itself. An empty
     `NODE_NAME`, as templating writes an unset one, counts as unset.
     """
-    return os.environ.get(NODE_NAME_ENV) or socket.gethostname().strip().lower()
+    # uname's nodename is the hostname (what gethostname() returns), without importing `socket`
+    # (~3 ms of every thin-plugin exec).
+    return os.environ.get(NODE_NAME_ENV) or os.uname().nodename.strip().lower()
 
 
 def _default_daemon_settings() -> DaemonSettings:
@@ -302,8 +296,8 @@ class Settings:
 
     networks: NetworkSettings
     feed: DirectoryFeed | KubernetesFeed
-    runtime: RuntimeSettings = RuntimeSettings()
-    logging: LoggingSettings = LoggingSettings()
+    runtime: RuntimeSettings = RuntimeSettings()  # noqa: RUF009 (immutable: a NamedTuple)
+    logging: LoggingSettings = LoggingSettings()  # noqa: RUF009 (immutable: a NamedTuple)
     daemon: DaemonSettings = dataclasses.field(default_factory=_default_daemon_settings)
     source: str = "<settings>"
 
@@ -479,6 +473,8 @@ def _check_keys(
         if name in known:
             continue
         shown = name if isinstance(name, str) else repr(name)
+        import difflib  # only for a config with a mistake in it
+
         close = difflib.get_close_matches(str(name), known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
         problems.append(f"{prefix}{shown}: unknown key{hint}, got {_show(value)}")
@@ -674,7 +670,7 @@ def _loggers(
         return None
     named: list[tuple[str, LogLevel]] = []
     for name, level in value.items():
-        if not isinstance(name, str) or not _LOGGER_NAME.match(name):
+        if not isinstance(name, str) or not re.match(_LOGGER_NAME, name):
             problems.append(f"{key}: {_show(name)} is not a logger name (like httpx2 or a.b)")
             continue
         checked = _log_level(level, f"{key}.{name}", problems)
@@ -833,7 +829,7 @@ def _address(value: object, key: str, problems: list[str]) -> str | None:
 def _split_address(address: str) -> tuple[str, int]:
     """`address` ("host:port", "[v6]:port") as (host, port); ValueError when it is neither."""
     host, colon, port = address.rpartition(":")
-    if not colon or _PORT.fullmatch(port) is None or not 1 <= int(port) <= 65535:
+    if not colon or re.fullmatch(_PORT, port) is None or not 1 <= int(port) <= 65535:
         raise ValueError(f"not {_ADDRESS_FORM}: {address!r}")
     if host.startswith("[") and host.endswith("]"):
         ipaddress.IPv6Address(host[1:-1])  # raises ValueError
@@ -855,11 +851,11 @@ def _is_host(text: str) -> bool:
 
 
 def _is_subdomain(text: str) -> bool:
-    return len(text) <= _SUBDOMAIN_MAX and _SUBDOMAIN.fullmatch(text) is not None
+    return len(text) <= _SUBDOMAIN_MAX and re.fullmatch(_SUBDOMAIN, text) is not None
 
 
 def _is_label(text: str) -> bool:
-    return len(text) <= _LABEL_MAX and _LABEL.fullmatch(text) is not None
+    return len(text) <= _LABEL_MAX and re.fullmatch(_LABEL, text) is not None
 
 
 def _show(value: object) -> str:

@@ -6,15 +6,15 @@ so a call parses only the files changed since the last one. Simple to deploy and
 for what the daemon must do faster; `bench/` measures what it costs.
 """
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
 
+from netattach import offload
 from netattach.cluster import files, store
 from netattach.cni import errors
 from netattach.daemon import call_log, dispatch, locks, orchestrator, records, settings
-from netattach.runtime import chain, children
+from netattach.runtime import chain, execute
 
 log = logging.getLogger("netattach.thin")
 
@@ -62,6 +62,7 @@ def build_orchestrator(
             path=[str(p) for p in cfg.runtime.bin_dirs],
             cache_dir=state_dir / "cache",
             timeout=cfg.runtime.delegate_timeout,
+            executor=execute.BlockingExec(),
         ),
         records=records.PodRecords(state_dir),
         locks=locks.ContainerLocks(state_dir),
@@ -79,8 +80,5 @@ def handle(environ: Mapping[str, str], stdin: bytes) -> dispatch.Reply:
         logging.getLogger(call_log.log.name).setLevel(level if level == "DEBUG" else "WARNING")
         return build_orchestrator(cfg)
 
-    async def run() -> dispatch.Reply:
-        children.watch_children_with_pidfds()
-        return await dispatch.handle(environ, stdin, orchestrator_for)
-
-    return asyncio.run(run())
+    # No event loop: one call, then exit (netattach.offload says why).
+    return offload.run(dispatch.handle(environ, stdin, orchestrator_for))

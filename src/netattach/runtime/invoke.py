@@ -1,6 +1,5 @@
 """One plugin call: environment, stdin, exit status and stdout turned into a result or an error."""
 
-import asyncio
 import contextlib
 import dataclasses
 import json
@@ -9,10 +8,13 @@ import signal
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netattach.cni import env, errors, result, spec, version
 from netattach.runtime import execute
+
+if TYPE_CHECKING:
+    import asyncio
 
 # How much of a failed plugin's stderr an error keeps (the end is where the reason usually is).
 STDERR_TAIL_BYTES = 2048
@@ -58,6 +60,12 @@ def _describe(plugin: str, command: str) -> str:
     return f"plugin {plugin} failed ({command.lower()})"
 
 
+def _semaphore(limit: int) -> "asyncio.Semaphore":
+    from asyncio import Semaphore  # only with a limit: the thin plugin runs without asyncio
+
+    return Semaphore(limit)
+
+
 class Invoker:
     """Runs plugin executables through a `PluginExec` and reads what they print."""
 
@@ -72,7 +80,7 @@ class Invoker:
         self.timeout = timeout
         # RT-LIMIT: at most this many plugin processes at once; the rest wait their turn, so a
         # burst of pods after a node reboot cannot fork hundreds of plugins together.
-        self._slots = asyncio.Semaphore(max_concurrent) if max_concurrent else None
+        self._slots = _semaphore(max_concurrent) if max_concurrent else None
         self.waiting = 0  # calls queued for a slot (a metric)
         self.running = 0
         # Told (plugin, command, seconds) after every plugin execution: the daemon's metrics.

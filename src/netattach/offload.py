@@ -1,0 +1,63 @@
+"""Where blocking work waits: in a worker thread under an event loop, inline without one.
+
+The daemon runs every call on one asyncio event loop, so a blocking step (an fsynced write, a
+pause before a retry) goes to a worker thread or yields to the loop. The thin plugin has one
+call to make and exits: it runs the same coroutines with `run`, without an event loop, since
+importing asyncio costs every exec of the plugin ~25 ms (a third of its start on 2 cores). With
+no loop running there is nothing else to wait for, so the same steps simply block.
+
+`to_thread` and `sleep` pick by themselves: inline when no event loop runs in this thread
+(asyncio not even imported, or imported and idle), else asyncio's.
+"""
+
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def loop_running() -> bool:
+    """Whether an asyncio event loop runs in this thread (without importing asyncio)."""
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and asyncio.events._get_running_loop() is not None
+
+
+async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """`asyncio.to_thread` under an event loop; a plain call without one."""
+    if not loop_running():
+        return func(*args, **kwargs)
+    import asyncio
+
+    return await asyncio.to_thread(func, *args, **kwargs)
+
+
+async def sleep(seconds: float) -> None:
+    """`asyncio.sleep` under an event loop; `time.sleep` without one."""
+    if not loop_running():
+        time.sleep(seconds)  # noqa: ASYNC251 (no event loop: nothing else is waiting)
+        return
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
+class SuspendedError(RuntimeError):
+    """A coroutine run by `run` awaited something only an event loop can wake."""
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to its end in this thread, without an event loop.
+
+    Everything it awaits must finish without suspending: this module's `to_thread` and `sleep`
+    do (no loop runs), as do plain coroutines. One that suspends (an asyncio future, a lock
+    another task holds) has nothing to wake it: that is a bug, and raises `SuspendedError`.
+    """
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    coro.close()
+    raise SuspendedError("a coroutine run without an event loop waited for one")

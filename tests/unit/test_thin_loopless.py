@@ -1,0 +1,215 @@
+"""The thin plugin runs its call without an event loop (netattach.offload), importing only what
+ADD and DEL use: the same outcomes as under asyncio, without asyncio's start-up cost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+from netattach import offload
+from netattach.cni import conf, errors
+from netattach.runtime import chain, execute
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+# What the daemon needs and the thin plugin's ADD and DEL do not: each is imported where it is
+# used (the daemon's loops, a delegate policy, a config with a mistake, a policy manifest).
+NOT_ON_THE_THIN_PATH = (
+    "asyncio",
+    "netattach.cluster.dirwatch",
+    "netattach.attach.delegate_check",
+    "netattach.daemon.passes",
+    "difflib",
+    "secrets",
+    "uuid",
+    "yaml",
+    "pyroute2",
+)
+
+
+def test_the_thin_plugins_call_path_imports_nothing_it_does_not_use() -> None:
+    code = (
+        f"import sys; sys.path.insert(0, {str(SRC)!r}); "
+        "import logging; from netattach.daemon import thin; "
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split())
+    assert sorted(m for m in loaded if m.split(".")[0] in NOT_ON_THE_THIN_PATH) == []
+    assert sorted(m for m in loaded if m in NOT_ON_THE_THIN_PATH) == []
+
+
+# -- offload ------------------------------------------------------------------------------------
+
+
+def test_run_returns_what_the_coroutine_returns_and_raises_what_it_raises() -> None:
+    async def double(x: int) -> int:
+        await offload.sleep(0)
+        return await offload.to_thread(lambda: 2 * x)
+
+    async def fail() -> None:
+        raise ValueError("no")
+
+    assert offload.run(double(21)) == 42
+    with pytest.raises(ValueError, match="no"):
+        offload.run(fail())
+
+
+class _Suspends:
+    """What an asyncio future does while it is pending: give control back to a loop."""
+
+    def __await__(self) -> Generator[None, None, None]:
+        yield
+
+
+def test_run_refuses_a_coroutine_that_waits_for_an_event_loop() -> None:
+    cleaned = []
+
+    async def waits() -> None:
+        try:
+            await _Suspends()
+        finally:
+            cleaned.append(True)
+
+    with pytest.raises(offload.SuspendedError):
+        offload.run(waits())
+    assert cleaned == [True]  # closed: its `finally` (a lock's release, say) ran
+
+
+def test_without_a_loop_blocking_work_runs_inline_and_with_one_in_a_worker_thread() -> None:
+    import threading
+
+    def where() -> int:
+        return threading.get_ident()
+
+    here = threading.get_ident()
+    assert offload.run(offload.to_thread(where)) == here
+
+    async def under_a_loop() -> int:
+        return await offload.to_thread(where)
+
+    assert asyncio.run(under_a_loop()) != here
+
+
+def test_sleep_waits_with_and_without_a_loop() -> None:
+    started = time.monotonic()
+    offload.run(offload.sleep(0.05))
+    asyncio.run(offload.sleep(0.05))
+    assert time.monotonic() - started >= 0.1
+
+
+# -- BlockingExec -------------------------------------------------------------------------------
+
+
+def script(directory: Path, name: str, body: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def one(plugin_type: str) -> conf.NetworkConfigList:
+    return conf.parse_config_list(
+        {"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": plugin_type}]}
+    )
+
+
+RT = chain.RuntimeConf(container_id="c1", ifname="eth0", netns="/run/netns/na-x")
+
+
+def blocking_runtime(bin_dir: Path, cache: Path, timeout: float = 10.0) -> chain.Runtime:
+    return chain.Runtime(
+        path=[str(bin_dir)], cache_dir=cache, timeout=timeout, executor=execute.BlockingExec()
+    )
+
+
+def test_a_plugin_run_without_a_loop_gets_its_config_and_gives_its_result(tmp_path: Path) -> None:
+    dump = tmp_path / "stdin"
+    result = {"cniVersion": "1.0.0", "ips": [{"address": "10.0.0.2/24"}]}
+    script(tmp_path / "bin", "recorder", f"cat > {dump}\necho '{json.dumps(result)}'\n")
+    runtime = blocking_runtime(tmp_path / "bin", tmp_path / "c")
+
+    got = offload.run(runtime.add_network_list(one("recorder"), RT))
+
+    assert got.to_raw() == result
+    assert json.loads(dump.read_text())["type"] == "recorder"
+
+
+def test_a_failing_plugin_run_without_a_loop_fails_as_under_one(tmp_path: Path) -> None:
+    script(tmp_path / "bin", "noisy", "echo '%%garbage%%'\necho 'fatal: cannot frob' >&2\nexit 3\n")
+    runtime = blocking_runtime(tmp_path / "bin", tmp_path / "c")
+    with pytest.raises(errors.DelegateFailedError) as caught:
+        offload.run(runtime.add_network_list(one("noisy"), RT))
+    assert caught.value.code == 103
+    assert caught.value.msg == (
+        "plugin noisy failed (add): exit status 3 without a CNI error on stdout"
+    )
+    assert caught.value.details == "fatal: cannot frob"
+
+
+@pytest.mark.req("CNI-TIMEOUT")
+def test_a_hung_plugin_run_without_a_loop_is_killed_with_its_children(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script(tmp_path / "bin", "hang", f"sleep 600 & echo $! > {pids}\necho $$ >> {pids}\nwait\n")
+    runtime = blocking_runtime(tmp_path / "bin", tmp_path / "c", timeout=0.5)
+
+    with pytest.raises(errors.DelegateFailedError) as caught:
+        offload.run(runtime.add_network_list(one("hang"), RT))
+
+    assert caught.value.msg == "plugin hang failed (add): hung, killed after 0.5s"
+    child, shell = (int(p) for p in pids.read_text().split())
+    deadline = time.monotonic() + 5
+    while (_alive(child) or _alive(shell)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the plugin's child survived the timeout"
+    assert not _alive(shell)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_a_plugin_that_reads_no_stdin_still_gives_its_result(tmp_path: Path) -> None:
+    result = {"cniVersion": "1.0.0"}
+    script(tmp_path / "bin", "deaf", f"echo '{json.dumps(result)}'\n")
+    runtime = blocking_runtime(tmp_path / "bin", tmp_path / "c")
+    big = {"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "deaf", "pad": "x" * 300_000}]}
+
+    got = offload.run(runtime.add_network_list(conf.parse_config_list(big), RT))
+
+    assert got.to_raw() == result
+
+
+@pytest.mark.req("CNI-TIMEOUT")
+def test_a_plugin_that_closes_its_output_and_hangs_is_timed_out(tmp_path: Path) -> None:
+    script(tmp_path / "bin", "quiet", "exec >&- 2>&-\nsleep 600\n")
+    runtime = blocking_runtime(tmp_path / "bin", tmp_path / "c", timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(errors.DelegateFailedError) as caught:
+        offload.run(runtime.add_network_list(one("quiet"), RT))
+    assert caught.value.msg == "plugin quiet failed (add): hung, killed after 0.5s"
+    assert time.monotonic() - started < 10
+
+
+def test_a_plugin_killed_by_a_signal_is_reported_so(tmp_path: Path) -> None:
+    script(tmp_path / "bin", "crash", "kill -SEGV $$\n")
+    runtime = blocking_runtime(tmp_path / "bin", tmp_path / "c")
+    with pytest.raises(errors.DelegateFailedError) as caught:
+        offload.run(runtime.add_network_list(one("crash"), RT))
+    assert "killed by SIGSEGV" in caught.value.msg
