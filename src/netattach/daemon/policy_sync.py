@@ -154,6 +154,8 @@ class PolicySync:
         only the pods a change since the last pass can have altered."""
         started = time.perf_counter()
         self.passes += 1
+        if self._nothing_governed() and all(a == _NONE for a in self._applied.values()):
+            return  # no policy, no table anywhere: not even the records need reading
         local = self._local_pods(self._current_records())
         for gone in set(self._applied) - {r.container_id for r, _ in local}:
             self._applied.pop(gone, None)
@@ -184,6 +186,11 @@ class PolicySync:
         if pod is None:
             return
         self._applied.setdefault(record.container_id, _NONE)
+        if self._nothing_governed():
+            # No valid policy: the newcomer gets no table. Without this, every ADD would read
+            # every pod record of the node: a burst of pods would cost its square in reads.
+            self.notify()
+            return
         records = [r for r in self._current_records() if r.container_id != record.container_id]
         self._loaded = [record, *records]
         local = [(r, p) for r, p in self._local_pods(self._loaded) if r is not record]
@@ -194,6 +201,11 @@ class PolicySync:
         key = compile.pod_key(pod)
         self._unapplied.discard(key)
         await self._apply(record, compiler.rules(key), raise_errors=True)
+
+    def _nothing_governed(self) -> bool:
+        """True when the last look at the policies found no valid one and none changed since
+        (a pass or an ADD with a policy to enforce looks again)."""
+        return self._compiler is None and not self._pending_policies
 
     async def discard(self, record: records_mod.PodRecord) -> None:
         """The pod's attachments are going away (DEL, a failed ADD): its table goes too."""
@@ -251,9 +263,14 @@ class PolicySync:
             self._pending_policies = False
             policies = self._policies()
             if not policies:
+                # Nothing to compile, so nothing to catch up on: a first policy makes a new
+                # compiler, which reads every object again (_resync).
                 self._compiler = None
                 self._targets.clear()
                 self._unapplied.clear()
+                self._pending_pods.clear()
+                self._pending_namespaces.clear()
+                self._resync = False
                 return None
             if self._compiler is None:
                 self._compiler = compile.Compiler()
