@@ -64,10 +64,7 @@ import httpx2
 import lightkube
 from lightkube import generic_resource
 from lightkube.config import client_adapter
-from lightkube.models import core_v1 as core_models
-from lightkube.models import meta_v1
 from lightkube.resources import core_v1
-from lightkube.types import PatchType
 
 from netattach.cluster import kube_objects, model, store, watch_stream
 from netattach.cni import errors
@@ -279,6 +276,9 @@ def build_client(kubeconfig: Path | None, timing: KubeTiming) -> lightkube.Async
         field_manager=COMPONENT,
         transport=_transport(connection),
     )
+
+
+MERGE_PATCH: Final = "application/merge-patch+json"
 
 
 def build_feed_http(kubeconfig: Path | None, timing: KubeTiming) -> httpx2.AsyncClient:
@@ -723,10 +723,22 @@ class KubeFeed:
         build a whole typed Pod from it, the largest share of the daemon's own CPU per ADD on
         the Kubernetes feed. A refusal is raised as lightkube's `ApiError`, as from `patch()`.
         """
-        response = await self._http.patch(
-            f"/api/v1/namespaces/{namespace}/pods/{pod}",
-            content=json.dumps(patch, separators=(",", ":")).encode(),
-            headers={"Content-Type": "application/merge-patch+json"},
+        await self._send_json(
+            "PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod}", patch, MERGE_PATCH
+        )
+
+    async def _send_json(
+        self, method: str, path: str, body: Mapping[str, object], content_type: str
+    ) -> None:
+        """One write to the API with a JSON body, its reply read but not decoded; a refusal
+        raised as lightkube's `ApiError`. For the writes every pod start makes (its status, its
+        Events): a typed object built from each reply costs more CPU than the rest of the call."""
+        response = await self._http.request(
+            method,
+            path,
+            params={"fieldManager": COMPONENT},
+            content=json.dumps(body, separators=(",", ":")).encode(),
+            headers={"Content-Type": content_type},
         )
         if response.is_error:
             raise lightkube.ApiError(request=response.request, response=response)
@@ -876,17 +888,14 @@ class KubeFeed:
         )
         now = time.monotonic()
         earlier = self._sent_events.get(key)
+        stamp = request.at.strftime("%Y-%m-%dT%H:%M:%SZ")
         if earlier is not None and now - earlier.sent_at < EVENT_FOLD_WINDOW:
             try:
-                await self._client.patch(
-                    core_v1.Event,
-                    earlier.name,
-                    {
-                        "count": earlier.count + 1,
-                        "lastTimestamp": request.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    },
-                    namespace=request.namespace,
-                    patch_type=PatchType.MERGE,
+                await self._send_json(
+                    "PATCH",
+                    f"/api/v1/namespaces/{request.namespace}/events/{earlier.name}",
+                    {"count": earlier.count + 1, "lastTimestamp": stamp},
+                    MERGE_PATCH,
                 )
             except lightkube.ApiError as exc:
                 if _status_code(exc) != _NOT_FOUND:
@@ -897,26 +906,32 @@ class KubeFeed:
                 self._sent_events.move_to_end(key)
                 return
         name = f"{request.pod[: _EVENT_NAME_MAX - 17]}.{time.time_ns():x}"
-        event = core_v1.Event(
-            metadata=meta_v1.ObjectMeta(name=name, namespace=request.namespace),
-            involvedObject=core_models.ObjectReference(
-                apiVersion=model.API_VERSIONS.get(request.kind, "v1"),
-                kind=request.kind,
-                name=request.pod,
-                namespace=request.namespace,
-                uid=request.uid or None,
-            ),
-            reason=request.reason,
-            message=message,
-            type=request.type_,
-            count=1,
-            firstTimestamp=request.at,
-            lastTimestamp=request.at,
-            source=core_models.EventSource(component=COMPONENT, host=self.node_name),
-            reportingComponent=COMPONENT,
-            reportingInstance=self.node_name,
+        involved: dict[str, object] = {
+            "apiVersion": model.API_VERSIONS.get(request.kind, "v1"),
+            "kind": request.kind,
+            "name": request.pod,
+            "namespace": request.namespace,
+        }
+        if request.uid:
+            involved["uid"] = request.uid
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": request.namespace},
+            "involvedObject": involved,
+            "reason": request.reason,
+            "message": message,
+            "type": request.type_,
+            "count": 1,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "source": {"component": COMPONENT, "host": self.node_name},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.node_name,
+        }
+        await self._send_json(
+            "POST", f"/api/v1/namespaces/{request.namespace}/events", event, "application/json"
         )
-        await self._client.create(event)
         self._sent_events[key] = _SentEvent(name=name, count=1, sent_at=now)
         while len(self._sent_events) > _EVENT_FOLD_MEMORY:
             self._sent_events.popitem(last=False)
