@@ -714,19 +714,6 @@ class KubeFeed:
             namespace, pod, None, uid=uid, budget=self.timing.remove_budget, verb="remove"
         )
 
-    async def _send_merge_patch(
-        self, namespace: str, pod: str, patch: Mapping[str, object]
-    ) -> None:
-        """A JSON merge patch of the pod, on the feed's HTTP client (lightkube's credentials).
-
-        On every pod's critical path, so the reply is not decoded: lightkube's `patch()` would
-        build a whole typed Pod from it, the largest share of the daemon's own CPU per ADD on
-        the Kubernetes feed. A refusal is raised as lightkube's `ApiError`, as from `patch()`.
-        """
-        await self._send_json(
-            "PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod}", patch, MERGE_PATCH
-        )
-
     async def _send_json(
         self, method: str, path: str, body: Mapping[str, object], content_type: str
     ) -> None:
@@ -763,7 +750,11 @@ class KubeFeed:
                 async with asyncio.timeout(
                     max(0.0, min(self.timing.request_timeout, deadline - loop.time()))
                 ):
-                    await self._send_merge_patch(namespace, pod, patch)
+                    # Raw JSON, the reply not decoded: lightkube's patch() would build a whole
+                    # typed Pod from it, the largest share of the daemon's CPU per ADD here.
+                    await self._send_json(
+                        "PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod}", patch, MERGE_PATCH
+                    )
                 return "written"
             except Exception as exc:
                 failure = exc

@@ -85,7 +85,8 @@ def check_explicit(explicit: Path | None) -> Path | None:
 def choose_shim(explicit: Path | None, work_dir: Path) -> Path:
     """The shim file to install: `explicit`, else the native one, else a zipapp built now."""
     if explicit is not None:
-        return check_explicit(explicit) or explicit
+        check_explicit(explicit)
+        return explicit
     if NATIVE_SHIM.is_file() and os.access(NATIVE_SHIM, os.X_OK):
         return NATIVE_SHIM
     zipapp_path = build_zipapp(work_dir / "netattach-shim.pyz")
