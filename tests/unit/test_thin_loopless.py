@@ -17,6 +17,7 @@ import pytest
 from netattach import offload
 from netattach.cni import conf, errors
 from netattach.runtime import chain, execute
+from tests.unit.test_runtime_exec import process_alive
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -171,18 +172,10 @@ def test_a_hung_plugin_run_without_a_loop_is_killed_with_its_children(tmp_path: 
     assert caught.value.msg == "plugin hang failed (add): hung, killed after 0.5s"
     child, shell = (int(p) for p in pids.read_text().split())
     deadline = time.monotonic() + 5
-    while (_alive(child) or _alive(shell)) and time.monotonic() < deadline:
+    while (process_alive(child) or process_alive(shell)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child), "the plugin's child survived the timeout"
-    assert not _alive(shell)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
+    assert not process_alive(child), "the plugin's child survived the timeout"
+    assert not process_alive(shell)
 
 
 def test_a_plugin_that_reads_no_stdin_still_gives_its_result(tmp_path: Path) -> None:
