@@ -9,7 +9,6 @@ from pathlib import Path
 from netattach import logs
 from netattach.cni import errors
 from netattach.daemon import service, settings, shim_install
-from netattach.runtime import children
 
 
 def run(
@@ -27,7 +26,6 @@ def run(
     logs.configure(log_level or cfg.logging.level, log_format, loggers=dict(cfg.logging.loggers))
 
     async def main() -> int:
-        children.watch_children_with_pidfds()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -9,10 +9,11 @@ table exactly as it was.
 
 from __future__ import annotations
 
-import asyncio
 import json
+import os
 from typing import Any
 
+from netattach import process
 from netattach.cni import errors
 
 TABLE = "netattach"
@@ -35,26 +36,20 @@ async def _nft(
     """Run `nft args...` inside the netns at `netns_path`: (exit status, stdout, stderr)."""
     argv = [NSENTER, f"--net={netns_path}", "--", NFT, *args]
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        done = await process.run_in_loop(argv, dict(os.environ), stdin or b"", timeout)
+    except process.TimedOutError:
+        raise errors.PolicyApplyError(
+            f"nft {' '.join(args)} in {netns_path} timed out after {timeout:g}s"
+        ) from None
     except OSError as exc:
         raise errors.PolicyApplyError(
             f"cannot run {NSENTER} {NFT} in {netns_path}", str(exc)
         ) from exc
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise errors.PolicyApplyError(
-            f"nft {' '.join(args)} in {netns_path} timed out after {timeout:g}s"
-        ) from None
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    return (
+        done.returncode,
+        done.stdout.decode(errors="replace"),
+        done.stderr.decode(errors="replace"),
+    )
 
 
 def _failed(what: str, netns_path: str, status: int, stderr: str) -> errors.PolicyApplyError:
