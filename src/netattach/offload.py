@@ -12,7 +12,7 @@ no loop running there is nothing else to wait for, so the same steps simply bloc
 
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -41,6 +41,16 @@ async def sleep(seconds: float) -> None:
     import asyncio
 
     await asyncio.sleep(seconds)
+
+
+def start(coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
+    """Begin `coro` alongside the caller: a task under an event loop; without one, `coro`
+    itself, which then runs where the caller awaits it (nothing else runs meanwhile anyway)."""
+    if not loop_running():
+        return coro
+    import asyncio
+
+    return asyncio.ensure_future(coro)
 
 
 class SuspendedError(RuntimeError):

@@ -1603,6 +1603,9 @@ class _ChunkWriter:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as Go's net/http sets on every connection: without it the body, written
+    # after the headers, waits for the client's delayed ACK (~40 ms on a keep-alive connection).
+    disable_nagle_algorithm = True
     server: _Server
 
     def setup(self) -> None:

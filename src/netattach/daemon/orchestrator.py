@@ -488,21 +488,32 @@ class Orchestrator:
                 log.debug("DEL of %s: no pod record (nothing attached, or gone)", call.container_id)
                 await self.runtime.del_container(call.container_id)
                 self.records.delete(call.container_id)
-            else:
-                call_log.note_record(record)
+                lock.discard()  # nothing of this container is left: neither is its lock file
+                if ref is not None and ref.name:
+                    await self._remove_status(ref)
+                return
+            call_log.note_record(record)
+            ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
+            # The status goes while the delegates run, not after them (an API round trip off
+            # the DEL's path); Multus too clears it before its delegates' DEL.
+            clearing = offload.start(self._remove_status(ref)) if ref.name else None
+            try:
                 failures = await self._delete_attachments(call, record)
-                if failures:
-                    raise failures[-1]
-                if self.policy is not None:
-                    await self.policy.discard(record)
-                self.records.delete(call.container_id)
-                ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
-            lock.discard()  # nothing of this container is left: neither is its lock file
-            if ref is not None and ref.name:
-                try:
-                    await self.sink.remove_status(ref.namespace, ref.name, uid=ref.uid)
-                except (OSError, errors.CNIError) as exc:
-                    log.warning("%s cannot remove the network status: %s", ref.prefix(), exc)
+            finally:
+                if clearing is not None:
+                    await clearing
+            if failures:
+                raise failures[-1]
+            if self.policy is not None:
+                await self.policy.discard(record)
+            self.records.delete(call.container_id)
+            lock.discard()
+
+    async def _remove_status(self, ref: PodRef) -> None:
+        try:
+            await self.sink.remove_status(ref.namespace, ref.name, uid=ref.uid)
+        except (OSError, errors.CNIError) as exc:
+            log.warning("%s cannot remove the network status: %s", ref.prefix(), exc)
 
     async def check(self, call: env.Environment) -> None:
         async with self.locks.hold(call.container_id):
