@@ -14,9 +14,13 @@ from pathlib import Path
 
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = True) -> None:
     directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    try:
+        fd = os.open(tmp, flags, mode)
+    except FileNotFoundError:  # the first file of its directory (not a mkdir on every write)
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, mode)
     try:
         try:
             view = memoryview(data)

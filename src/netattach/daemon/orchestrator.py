@@ -148,12 +148,17 @@ def _network(att: records_mod.AttachmentRecord) -> conf.NetworkConfigList:
     return conf.parse_any(att.config, source=f"record of {att.status_name}")
 
 
-def status_entries(record: records_mod.PodRecord) -> list[dict[str, object]]:
-    """The pod's network-status entries (standard §5), built from what its ADD recorded."""
+def status_entries(
+    record: records_mod.PodRecord, parsed: Sequence[result.Result] | None = None
+) -> list[dict[str, object]]:
+    """The pod's network-status entries (standard §5), built from what its ADD recorded;
+    `parsed`: the attachments' results as the ADD got them, so they are not parsed again."""
     entries = []
-    for att in record.attachments:
+    for index, att in enumerate(record.attachments):
         res = None
-        if att.result is not None:
+        if parsed is not None:
+            res = parsed[index]
+        elif att.result is not None:
             version = str(att.config.get("cniVersion", "0.1.0"))
             res = result.parse_result(att.result, default_version=version)
         network_name = str(att.config.get("name", ""))
@@ -260,7 +265,7 @@ class Orchestrator:
                     # Before the runtime hears of success: a governed pod never runs unprotected.
                     await self.policy.enforce(record, pod)
                 if ref.name:
-                    entries = self._entries(record)
+                    entries = status_entries(record, results)
                     await self.sink.publish_status(ref.namespace, ref.name, entries, uid=ref.uid)
                     await self._events_added(ref, plan, entries)
             except Exception as exc:
