@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import signal
 import threading
 import time
@@ -27,6 +26,7 @@ from typing import NamedTuple
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
+    import queue
 
 READ_CHUNK = 65536
 
@@ -145,6 +145,8 @@ class _Reaper:
     def reap(self, pid: int) -> None:
         with self._lock:
             if self._pids is None:
+                import queue  # at the first reap: a thin call that runs no delegate never pays it
+
                 self._pids = queue.SimpleQueue()
                 threading.Thread(
                     target=self._run, args=(self._pids,), name="netattach-reaper", daemon=True
