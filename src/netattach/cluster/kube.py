@@ -56,7 +56,7 @@ import logging
 import random
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -544,9 +544,10 @@ class KubeFeed:
 
     async def _list_pages(
         self, reflector: _Reflector
-    ) -> AsyncIterator[tuple[str, list[watch_stream.Event]]]:
-        """The list's pages (`list_chunk` objects each), each item decoded on its own, so one
-        the client cannot decode is skipped, not the whole list (KUBE-BOOKMARK)."""
+    ) -> AsyncIterator[tuple[str, Iterator[watch_stream.Event]]]:
+        """The list's pages (`list_chunk` objects each), each item decoded on its own (as the
+        page is iterated), so one the client cannot decode is skipped, not the whole list
+        (KUBE-BOOKMARK)."""
         spec = reflector.spec
         params: dict[str, str] = {"limit": str(self.timing.list_chunk)}
         if reflector.fields:
