@@ -499,7 +499,7 @@ class KubeFeed:
         """List the kind into the store; False when its CRD is not installed."""
         spec = reflector.spec
         objects: list[model.KubeObject] = []
-        packed: list[bytes] = []  # each page's trimmed objects, unpacked after the last page
+        packed: list[kube_objects.Packed] = []  # each page's trimmed objects, unpacked at the end
         skipped: set[tuple[str, str]] = set()
         try:
             version: str | None = None
@@ -514,7 +514,7 @@ class KubeFeed:
                         trimmed.append(spec.trim(event.obj))
                 packed.append(kube_objects.pack(trimmed))
             _release_free_memory()
-            objects = [obj for data in packed for obj in kube_objects.unpack(data, self._shared)]
+            objects = [obj for data in packed for obj in kube_objects.unpack(data)]
             del packed
         except lightkube.ApiError as exc:
             if not (spec.custom and _status_code(exc) == _NOT_FOUND):
