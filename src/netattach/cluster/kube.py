@@ -266,10 +266,14 @@ def _transport(connection: _Connection) -> _ApiTransport:
     )
 
 
-def build_client(kubeconfig: Path | None, timing: KubeTiming) -> lightkube.AsyncClient:
+def build_client(
+    kubeconfig: Path | None, timing: KubeTiming, *, connection: _Connection | None = None
+) -> lightkube.AsyncClient:
     """A lightkube client for the current context of `kubeconfig`, or for the pod's service
-    account when None; `errors.InvalidNetworkConfigError` when neither can be used."""
-    connection = _load_connection(kubeconfig)
+    account when None; `errors.InvalidNetworkConfigError` when neither can be used.
+    `connection`: that kubeconfig already loaded (`_load_connection`)."""
+    if connection is None:
+        connection = _load_connection(kubeconfig)
     return lightkube.AsyncClient(
         connection.config,
         timeout=httpx2.Timeout(timing.request_timeout),
@@ -281,10 +285,13 @@ def build_client(kubeconfig: Path | None, timing: KubeTiming) -> lightkube.Async
 MERGE_PATCH: Final = "application/merge-patch+json"
 
 
-def build_feed_http(kubeconfig: Path | None, timing: KubeTiming) -> httpx2.AsyncClient:
+def build_feed_http(
+    kubeconfig: Path | None, timing: KubeTiming, *, connection: _Connection | None = None
+) -> httpx2.AsyncClient:
     """An HTTP client for the feed's lists and watch streams, authenticated as `build_client`'s
     (lightkube's own kubeconfig handling: token, token file, client certificate, exec plugin)."""
-    connection = _load_connection(kubeconfig)
+    if connection is None:
+        connection = _load_connection(kubeconfig)
     return httpx2.AsyncClient(
         base_url=connection.config.cluster.server,
         auth=client_adapter.user_auth(connection.config.user),
@@ -379,9 +386,12 @@ class KubeFeed:
         self._store = store
         self.node_name = node_name
         self.timing = KubeTiming() if timing is None else timing
-        self._client = build_client(kubeconfig, self.timing)
+        # One kubeconfig read and one TLS context for both clients: a context holds the CA
+        # bundle's certificates, ~1 MB each.
+        connection = _load_connection(kubeconfig)
+        self._client = build_client(kubeconfig, self.timing, connection=connection)
         self._shared = kube_objects.Shared()
-        self._http = build_feed_http(kubeconfig, self.timing)
+        self._http = build_feed_http(kubeconfig, self.timing, connection=connection)
         # Objects already reported as undecodable, with the resourceVersion reported.
         self._undecodable: collections.OrderedDict[tuple[str, str, str], str] = (
             collections.OrderedDict()
