@@ -83,3 +83,15 @@ def test_unpacked_objects_still_share_what_they_shared() -> None:
     assert a["kind"] is model.POD
     assert meta_a["name"] == "a"
     assert meta_a["uid"] == "uid-a"
+
+
+@pytest.mark.req("KUBE-CACHE")
+def test_equal_parts_are_one_object_and_a_hash_collision_is_not_shared() -> None:
+    shared = kube_objects.Shared()
+    first = shared.get("labels", {"app": "web", "tier": "front"})
+    assert shared.get("labels", {"tier": "front", "app": "web"}) is first
+    assert shared.get("annotations", {"app": "web", "tier": "front"}) is not first
+    # Another content stored under the same key, as a hash collision would: not handed out.
+    (key,) = (k for k in shared._table if k[0] == "labels")
+    shared._table[key] = {"app": "db"}
+    assert shared.get("labels", {"app": "web", "tier": "front"}) == {"app": "web", "tier": "front"}

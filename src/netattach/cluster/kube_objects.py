@@ -48,15 +48,20 @@ class Shared:
 
     def __init__(self, limit: int = 65536) -> None:
         self.limit = limit
-        self._table: dict[tuple[str, str], Any] = {}
+        # Keyed by the hash of the content's canonical JSON, not the JSON itself (~250 bytes an
+        # entry kept for nothing); a hit is checked equal, so a hash collision only goes unshared.
+        self._table: dict[tuple[str, int], Any] = {}
 
     def get(self, kind: str, value: Any) -> Any:
-        key = (kind, json.dumps(value, sort_keys=True, separators=(",", ":")))
+        key = (kind, hash(json.dumps(value, sort_keys=True, separators=(",", ":"))))
         found = self._table.get(key)
-        if found is None:
-            if len(self._table) >= self.limit:
-                self._table.clear()
-            found = self._table[key] = _interned(value)
+        if found is not None and found == value:
+            return found
+        if found is not None:
+            return _interned(value)  # another content with the same hash: not shared
+        if len(self._table) >= self.limit:
+            self._table.clear()
+        found = self._table[key] = _interned(value)
         return found
 
 
