@@ -580,11 +580,15 @@ class KubeFeed:
     ) -> None:
         """Make the store's `kind` the listed `objects`; those `keep` names stay as they are."""
         # No await in here: readers on the event loop see the kind before or after, never half.
-        fresh = {(model.namespace_of(obj), model.name_of(obj)) for obj in objects} | keep
-        for old in self._store.objects(kind):
-            key = (model.namespace_of(old), model.name_of(old))
-            if key not in fresh:
-                self._store.remove(kind, *key)
+        cached = self._store.objects(kind)
+        # Nothing to drop on the first list: no set of its keys then, which would leave
+        # thousands of holes in the heap between the objects kept.
+        if cached:
+            fresh = {(model.namespace_of(obj), model.name_of(obj)) for obj in objects} | keep
+            for old in cached:
+                key = (model.namespace_of(old), model.name_of(old))
+                if key not in fresh:
+                    self._store.remove(kind, *key)
         for obj in objects:
             self._store.upsert(obj)
 
