@@ -96,8 +96,9 @@ def test_a_list_page_decodes_each_item_on_its_own() -> None:
             "items": [pod("a"), pod("odd", priority="high"), pod("b")],
         }
     ).encode()
-    version, cont, items = watch_stream.parse_list(body, core_v1.Pod, "Pod")
+    version, cont, decoded = watch_stream.parse_list(body, core_v1.Pod, "Pod")
     assert (version, cont) == ("900", "token")
+    items = list(decoded)
     assert [type(item).__name__ for item in items] == ["Change", "Undecodable", "Change"]
     odd = items[1]
     assert isinstance(odd, watch_stream.Undecodable)

@@ -56,7 +56,7 @@ import logging
 import random
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -271,10 +271,14 @@ def _transport(connection: _Connection) -> _ApiTransport:
     )
 
 
-def build_client(kubeconfig: Path | None, timing: KubeTiming) -> lightkube.AsyncClient:
+def build_client(
+    kubeconfig: Path | None, timing: KubeTiming, *, connection: _Connection | None = None
+) -> lightkube.AsyncClient:
     """A lightkube client for the current context of `kubeconfig`, or for the pod's service
-    account when None; `errors.InvalidNetworkConfigError` when neither can be used."""
-    connection = _load_connection(kubeconfig)
+    account when None; `errors.InvalidNetworkConfigError` when neither can be used.
+    `connection`: that kubeconfig already loaded (`_load_connection`)."""
+    if connection is None:
+        connection = _load_connection(kubeconfig)
     return lightkube.AsyncClient(
         connection.config,
         timeout=httpx2.Timeout(timing.request_timeout),
@@ -286,10 +290,13 @@ def build_client(kubeconfig: Path | None, timing: KubeTiming) -> lightkube.Async
 MERGE_PATCH: Final = "application/merge-patch+json"
 
 
-def build_feed_http(kubeconfig: Path | None, timing: KubeTiming) -> httpx2.AsyncClient:
+def build_feed_http(
+    kubeconfig: Path | None, timing: KubeTiming, *, connection: _Connection | None = None
+) -> httpx2.AsyncClient:
     """An HTTP client for the feed's lists and watch streams, authenticated as `build_client`'s
     (lightkube's own kubeconfig handling: token, token file, client certificate, exec plugin)."""
-    connection = _load_connection(kubeconfig)
+    if connection is None:
+        connection = _load_connection(kubeconfig)
     return httpx2.AsyncClient(
         base_url=connection.config.cluster.server,
         auth=client_adapter.user_auth(connection.config.user),
@@ -384,9 +391,12 @@ class KubeFeed:
         self._store = store
         self.node_name = node_name
         self.timing = KubeTiming() if timing is None else timing
-        self._client = build_client(kubeconfig, self.timing)
+        # One kubeconfig read and one TLS context for both clients: a context holds the CA
+        # bundle's certificates, ~1 MB each.
+        connection = _load_connection(kubeconfig)
+        self._client = build_client(kubeconfig, self.timing, connection=connection)
         self._shared = kube_objects.Shared()
-        self._http = build_feed_http(kubeconfig, self.timing)
+        self._http = build_feed_http(kubeconfig, self.timing, connection=connection)
         # Objects already reported as undecodable, with the resourceVersion reported.
         self._undecodable: collections.OrderedDict[tuple[str, str, str], str] = (
             collections.OrderedDict()
@@ -504,7 +514,7 @@ class KubeFeed:
         """List the kind into the store; False when its CRD is not installed."""
         spec = reflector.spec
         objects: list[model.KubeObject] = []
-        packed: list[bytes] = []  # each page's trimmed objects, unpacked after the last page
+        packed: list[kube_objects.Packed] = []  # each page's trimmed objects, unpacked at the end
         skipped: set[tuple[str, str]] = set()
         try:
             version: str | None = None
@@ -519,7 +529,7 @@ class KubeFeed:
                         trimmed.append(spec.trim(event.obj))
                 packed.append(kube_objects.pack(trimmed))
             _release_free_memory()
-            objects = [obj for data in packed for obj in kube_objects.unpack(data, self._shared)]
+            objects = [obj for data in packed for obj in kube_objects.unpack(data)]
             del packed
         except lightkube.ApiError as exc:
             if not (spec.custom and _status_code(exc) == _NOT_FOUND):
@@ -549,9 +559,10 @@ class KubeFeed:
 
     async def _list_pages(
         self, reflector: _Reflector
-    ) -> AsyncIterator[tuple[str, list[watch_stream.Event]]]:
-        """The list's pages (`list_chunk` objects each), each item decoded on its own, so one
-        the client cannot decode is skipped, not the whole list (KUBE-BOOKMARK)."""
+    ) -> AsyncIterator[tuple[str, Iterator[watch_stream.Event]]]:
+        """The list's pages (`list_chunk` objects each), each item decoded on its own (as the
+        page is iterated), so one the client cannot decode is skipped, not the whole list
+        (KUBE-BOOKMARK)."""
         spec = reflector.spec
         params: dict[str, str] = {"limit": str(self.timing.list_chunk)}
         if reflector.fields:
@@ -574,11 +585,15 @@ class KubeFeed:
     ) -> None:
         """Make the store's `kind` the listed `objects`; those `keep` names stay as they are."""
         # No await in here: readers on the event loop see the kind before or after, never half.
-        fresh = {(model.namespace_of(obj), model.name_of(obj)) for obj in objects} | keep
-        for old in self._store.objects(kind):
-            key = (model.namespace_of(old), model.name_of(old))
-            if key not in fresh:
-                self._store.remove(kind, *key)
+        cached = self._store.objects(kind)
+        # Nothing to drop on the first list: no set of its keys then, which would leave
+        # thousands of holes in the heap between the objects kept.
+        if cached:
+            fresh = {(model.namespace_of(obj), model.name_of(obj)) for obj in objects} | keep
+            for old in cached:
+                key = (model.namespace_of(old), model.name_of(old))
+                if key not in fresh:
+                    self._store.remove(kind, *key)
         for obj in objects:
             self._store.upsert(obj)
 

@@ -23,6 +23,7 @@ little beyond its name, UID and resourceVersion. Cached objects are read, never 
 place, which is what makes the sharing safe.
 """
 
+import dataclasses
 import json
 import sys
 from collections.abc import Mapping
@@ -47,15 +48,20 @@ class Shared:
 
     def __init__(self, limit: int = 65536) -> None:
         self.limit = limit
-        self._table: dict[tuple[str, str], Any] = {}
+        # Keyed by the hash of the content's canonical JSON, not the JSON itself (~250 bytes an
+        # entry kept for nothing); a hit is checked equal, so a hash collision only goes unshared.
+        self._table: dict[tuple[str, int], Any] = {}
 
     def get(self, kind: str, value: Any) -> Any:
-        key = (kind, json.dumps(value, sort_keys=True, separators=(",", ":")))
+        key = (kind, hash(json.dumps(value, sort_keys=True, separators=(",", ":"))))
         found = self._table.get(key)
-        if found is None:
-            if len(self._table) >= self.limit:
-                self._table.clear()
-            found = self._table[key] = _interned(value)
+        if found is not None and found == value:
+            return found
+        if found is not None:
+            return _interned(value)  # another content with the same hash: not shared
+        if len(self._table) >= self.limit:
+            self._table.clear()
+        found = self._table[key] = _interned(value)
         return found
 
 
@@ -74,32 +80,74 @@ def _share(shared: Shared | None, kind: str, value: Any) -> Any:
     return value if shared is None else shared.get(kind, value)
 
 
-def pack(objects: list[model.KubeObject]) -> bytes:
+# The parts of a trimmed object that `pack` hands over as they are, not through its JSON: those
+# many objects share (one object each through `Shared`, or an interned string), in this order.
+_HANDED_PARTS: Final = ("apiVersion", "kind", "spec", "status")
+_HANDED_META: Final = ("namespace", "labels", "annotations")
+# A pod's spec and status are shared; a NAD's or a policy's spec is its own (through the JSON).
+_POD_ONLY: Final = frozenset({"spec", "status"})
+# What stands in the JSON for a part handed over: a small int, which Python never allocates anew.
+_HOLE: Final = 0
+# In `Packed.parts`, for a part that is not handed over (absent, or in the JSON).
+_NOT_HANDED: Final = object()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Packed:
+    data: bytes  # the objects as JSON, their handed-over parts as `_HOLE`s
+    parts: list[Any]  # per object, _HANDED_PARTS then _HANDED_META: the part or _NOT_HANDED
+
+
+def _hand_over(
+    mapping: dict[str, Any], keys: tuple[str, ...], parts: list[Any], *, skip: frozenset[str]
+) -> None:
+    for key in keys:
+        if key in mapping and key not in skip:
+            parts.append(mapping[key])
+            mapping[key] = _HOLE
+        else:
+            parts.append(_NOT_HANDED)
+
+
+def pack(objects: list[model.KubeObject]) -> Packed:
     """Trimmed objects as one compact block, to be `unpack`ed once the list's transient
-    objects are gone (objects made then sit together in memory, not between their holes)."""
-    return json.dumps(objects, separators=(",", ":")).encode()
+    objects are gone (objects made then sit together in memory, not between their holes).
 
-
-def unpack(data: bytes, shared: Shared | None = None) -> list[model.KubeObject]:
-    """What `pack` packed, with the parts many objects repeat shared again."""
-    out: list[model.KubeObject] = json.loads(data)
-    for obj in out:
-        meta = obj.get("metadata")
+    The parts objects share are handed over as they are, so that unpacking makes only each
+    object's own dicts and strings: a shared part made again from the JSON, then swapped for
+    the shared one, would leave a hole beside every object kept.
+    """
+    parts: list[Any] = []
+    skeletons: list[dict[str, Any]] = []
+    for obj in objects:
+        skeleton: dict[str, Any] = dict(obj)
+        skip = frozenset() if skeleton.get("kind") == model.POD else _POD_ONLY
+        _hand_over(skeleton, _HANDED_PARTS, parts, skip=skip)
+        meta = skeleton.get("metadata")
         if isinstance(meta, dict):
-            if isinstance(meta.get("namespace"), str):
-                meta["namespace"] = sys.intern(meta["namespace"])
-            for part in ("labels", "annotations"):
-                if part in meta:
-                    meta[part] = _share(shared, part, meta[part])
-        kind = obj.get("kind", "")
-        if kind in model.API_VERSIONS:
-            obj["kind"] = kind = sys.intern(kind)
-            obj["apiVersion"] = model.API_VERSIONS[kind]
-        if kind == model.POD:
-            if "spec" in obj:
-                obj["spec"] = _share(shared, "podspec", obj["spec"])
-            if "status" in obj:
-                obj["status"] = _share(shared, "status", obj["status"])
+            skeleton["metadata"] = meta = dict(meta)
+            _hand_over(meta, _HANDED_META, parts, skip=frozenset())
+        else:
+            parts += [_NOT_HANDED] * len(_HANDED_META)
+        skeletons.append(skeleton)
+    return Packed(json.dumps(skeletons, separators=(",", ":")).encode(), parts)
+
+
+def unpack(packed: Packed) -> list[model.KubeObject]:
+    """What `pack` packed: the objects as they were, sharing what they shared."""
+    out: list[model.KubeObject] = json.loads(packed.data)
+    parts = iter(packed.parts)
+    for obj in out:
+        top: dict[str, Any] = obj  # type: ignore[assignment]
+        for key in _HANDED_PARTS:
+            part = next(parts)
+            if part is not _NOT_HANDED:
+                top[key] = part
+        meta = obj.get("metadata")
+        for key in _HANDED_META:
+            part = next(parts)
+            if part is not _NOT_HANDED and isinstance(meta, dict):
+                meta[key] = part  # type: ignore[literal-required]
     return out
 
 

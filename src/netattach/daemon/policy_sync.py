@@ -110,12 +110,18 @@ class PolicySync:
 
     def observe(self, kind: str, namespace: str, name: str) -> None:
         """One object of the view changed (the store's observer): a pass will follow."""
+        # One change at a time matters only to a compiler that is up to date: without one, or
+        # with a resync due, every object is read anyway and `_update_compiler` drops the
+        # pending ones unread (a list of thousands of pods would make a set of them all).
+        pending = self._compiler is not None and not self._resync
         if kind == model.POD:
-            self._pending_pods.add((namespace, name))
+            if pending:
+                self._pending_pods.add((namespace, name))
             if f"{namespace}/{name}" in self._targets:
                 self._loaded = None  # a pod of this node: its record may have changed too
         elif kind == model.NAMESPACE:
-            self._pending_namespaces.add(name)
+            if pending:
+                self._pending_namespaces.add(name)
         elif kind == model.POLICY:
             self._pending_policies = True
         elif not kind:
