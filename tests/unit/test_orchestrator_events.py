@@ -4,7 +4,9 @@ direct read of a pod the cache has not seen yet (through the exec seam, no root 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 from netattach.cluster import model, store
 from netattach.cni import env, errors
 from netattach.daemon import locks, orchestrator, records, settings
-from netattach.runtime import chain
+from netattach.runtime import chain, execute
 from tests.unit.fake_plugins import FakePlugins
 
 
@@ -176,3 +178,49 @@ def test_a_pod_not_yet_in_the_cache_is_read_directly(tmp_path: Path) -> None:
     asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
     assert view.fetched == [("blue", "web")]
     assert [e["name"] for e in sink.status[("blue", "web")]] == ["cluster-default"]
+
+
+class MeetingPoint(Sink):
+    """A sink and an exec that each wait, inside a DEL, for the other to have started: they
+    meet only if the orchestrator runs them at the same time."""
+
+    def __init__(self, plugins: execute.PluginExec) -> None:
+        super().__init__()
+        self.plugins = plugins
+        self.clearing, self.deleting = asyncio.Event(), asyncio.Event()
+        self.order: list[str] = []
+
+    async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None:
+        self.clearing.set()
+        await asyncio.wait_for(self.deleting.wait(), 5)
+        self.order.append("status cleared")
+        await super().remove_status(namespace, pod, uid=uid)
+
+    async def run(
+        self, path: Path, *, env: Mapping[str, str], stdin: bytes, timeout: float
+    ) -> execute.ExecOutcome:
+        if env.get("CNI_COMMAND") == "DEL":
+            self.deleting.set()
+            await asyncio.wait_for(self.clearing.wait(), 5)
+            self.order.append(f"DEL {path.name}")
+        return await self.plugins.run(path, env=env, stdin=stdin, timeout=timeout)
+
+
+@pytest.mark.req("RT-DEL")
+def test_del_clears_the_status_while_the_delegates_run(tmp_path: Path) -> None:
+    view = store.ClusterStore()
+    view.replace_all([pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
+    view.mark_synced()
+    orch, _ = build(tmp_path, view)
+    meeting = MeetingPoint(orch.runtime.invoker.executor)
+    orch.sink = meeting
+    orch.runtime.invoker.executor = meeting
+    asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
+    assert ("blue", "web") in meeting.status
+
+    # Run one after the other, each would wait for the other until its 5 s were up.
+    asyncio.run(orch.delete(dataclasses.replace(CALL, command="DEL")))
+
+    assert ("blue", "web") not in meeting.status
+    assert sorted(meeting.order) == ["DEL bridge", "DEL macvlan", "status cleared"]
+    assert records.PodRecords(tmp_path / "state").load("c1") is None
