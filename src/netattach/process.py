@@ -1,5 +1,5 @@
 """Child processes run to their end: started with `posix_spawn`, fed and read through pipes,
-reaped through a pidfd (standard library only).
+their exit seen through a pidfd and reaped by a thread of their own (standard library only).
 
 Two ways to wait, one contract: `run_blocking` blocks the caller's thread in `poll` (the thin
 plugin, which has no event loop), `run_in_loop` waits in the running asyncio loop. Both start
@@ -46,7 +46,7 @@ class Outcome(NamedTuple):
 
 
 class TimedOutError(Exception):
-    """The child ran longer than its timeout; its process group was killed and reaped."""
+    """The child ran longer than its timeout; its process group was killed, and it is gone."""
 
     def __init__(self, timeout: float) -> None:
         super().__init__(f"timed out after {timeout:g}s")
@@ -123,8 +123,9 @@ def _exit_code(child: _Child) -> int:
     reaping goes to the reaper's thread. Without a pidfd it is reaped here, blocking.
 
     Reaping is not free: the kernel then drops the child's /proc entries, and for a Go plugin
-    that walked its threads' namespaces that took 3-5 ms of CPU in one reap of five here
-    (`release_task` -> `proc_invalidate_siblings_dcache`), time the next delegate would wait.
+    that walked its threads' namespaces that took 3-5 ms of CPU in one reap of five on a 2-core
+    node (`release_task` -> `proc_invalidate_siblings_dcache`, seen with `perf`), time the next
+    delegate of the pod would wait.
     """
     if child.exit_fd is None or not hasattr(os, "P_PIDFD"):
         return _reap(child.pid)
