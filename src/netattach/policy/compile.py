@@ -62,13 +62,18 @@ class PortRange:
 class AllowRule:
     """Traffic from/to `peers` (None: any address) on `ports` (None: any port) passes.
 
-    `selection` names the peers' set: every rule of a table with the same one shares it."""
+    `selection` names the peers' set: every rule of a table with the same one shares it.
+    `blocks`: the part of `peers` its ipBlocks give (None: none); every other address of
+    `peers` is a pod's host address. Rendering keeps the two apart: the blocks never change
+    while the policy stays, the hosts change with every peer coming and going, and nft makes
+    changing an interval set cost the size of every interval set of the table."""
 
     policy_uid: str
     origin: str  # "ns/name ingress[0]"
     peers: AddressSet | None
     ports: tuple[PortRange, ...] | None
     selection: str = ""
+    blocks: AddressSet | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +95,8 @@ class InterfaceRules:
 
 
 PodRules = dict[str, InterfaceRules]  # ifname -> rules
-_Group = tuple[AddressSet | None, tuple[PortRange, ...] | None, str]  # peers, ports, set name
+# peers, ports, set name, the peers' ipBlock part
+_Group = tuple[AddressSet | None, tuple[PortRange, ...] | None, str, AddressSet | None]
 _PolicyKey = tuple[str, str, str]  # namespace, name, uid
 _Resolved = tuple[tuple[PortRange, ...], tuple[AddressRange, ...]]  # a pod's ports, addresses
 
@@ -161,6 +167,7 @@ class _Sel:
 
     __slots__ = (
         "addresses",
+        "blocks",
         "dependents",
         "groups",
         "hosts",
@@ -179,6 +186,7 @@ class _Sel:
         self.groups: dict[tuple[str, tuple[PortSpec, ...]], list[_Group]] = {}
         self.dependents: set[str] = set()
         self.names: dict[str, str] = {}  # network -> set name
+        self.blocks: AddressSet | None = None  # what its ipBlocks admit, on any network
 
     @property
     def everything(self) -> bool:
@@ -481,6 +489,8 @@ class Compiler:
                 for p in rule.peers
             )
             sel = self._sels[selection] = _Sel(selection, peers)
+            blocks = merge_ranges(r for p in peers if p.block is not None for r in p.block)
+            sel.blocks = self._sets.get(blocks) if blocks else None
         self._rule_sels[key] = (policy, sel)
         return sel
 
@@ -556,18 +566,24 @@ class Compiler:
         named ports."""
         peers = self._addresses(sel, network)
         name = "" if peers is None else self._name(sel, network)
+        blocks = None if peers is None else sel.blocks
         named = any(isinstance(p.port, str) for p in rule.ports)
         if direction == "ingress" or not named:
             ports = _resolve(rule.ports, target.ports if direction == "ingress" else ())
-            return [(peers, ports, name)]
+            return [(peers, ports, name, blocks)]
         key = (network, rule.ports)
         found = sel.groups.get(key)
         if found is None:
-            found = sel.groups[key] = self._egress_groups(rule, network, peers, name)
+            found = sel.groups[key] = self._egress_groups(rule, network, peers, name, blocks)
         return found
 
     def _egress_groups(
-        self, rule: Rule, network: str, peers: AddressSet | None, name: str
+        self,
+        rule: Rule,
+        network: str,
+        peers: AddressSet | None,
+        name: str,
+        blocks: AddressSet | None,
     ) -> list[_Group]:
         """Egress to named ports: each destination pod resolves the names itself."""
         groups: dict[tuple[PortRange, ...] | None, list[AddressRange]] = {}
@@ -575,7 +591,7 @@ class Compiler:
         numeric = _resolve(numeric_specs, ()) if numeric_specs else ()
         out: list[_Group] = []
         if numeric:
-            out.append((peers, numeric, name))
+            out.append((peers, numeric, name, blocks))
         for resolved, addresses in self._destinations(network, rule.ports):
             if resolved == numeric:
                 continue
@@ -584,7 +600,7 @@ class Compiler:
                 groups.setdefault(resolved, []).extend(inside)
         for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
             group_name = set_name(name or network, ports)
-            out.append((self._sets.get(merge_ranges(addrs)), ports, group_name))
+            out.append((self._sets.get(merge_ranges(addrs)), ports, group_name, None))
         return out
 
     def _destinations(self, network: str, ports: tuple[PortSpec, ...]) -> list[_Resolved]:
@@ -635,12 +651,12 @@ class Compiler:
                         sel = self._rule_sel(policy, direction, i, rule)
                         uses.add(sel)
                         origin = f"{policy.key} {direction}[{i}]"
-                        for peers, ports, name in self._groups(
+                        for peers, ports, name, blocks in self._groups(
                             sel, direction, rule, network, target
                         ):
                             if (peers is not None and not peers) or ports == ():
                                 continue  # allows nothing
-                            rules.append(AllowRule(policy.uid, origin, peers, ports, name))
+                            rules.append(AllowRule(policy.uid, origin, peers, ports, name, blocks))
                 per_dir[direction] = DirectionRules(tuple(p.uid for p in isolating), tuple(rules))
             result[ifname] = InterfaceRules(network, per_dir["ingress"], per_dir["egress"])
         for sel in uses:

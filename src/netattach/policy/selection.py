@@ -10,7 +10,9 @@ added in place).
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
+import ipaddress
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from netattach.policy.model import (
 
 POINTS_MAX: Final = 65536  # addresses a set may hold and still be tested by a set of them
 POINTS_FROM: Final = 64  # hosts asked about at once that make that set worth building
+HOST_TEXTS_CACHED: Final = 32768  # addresses whose text is kept (a cluster's pods' addresses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,7 @@ class AddressSet:
     __slots__ = (
         "__weakref__",
         "_hash",
+        "_hosts",
         "_joined",
         "_networks",
         "_points",
@@ -70,6 +74,7 @@ class AddressSet:
         self._networks: tuple[IPNetwork, ...] | None = None
         self._texts: dict[int, tuple[str, ...]] = {}
         self._joined: dict[int, str] = {}
+        self._hosts: dict[tuple[int, AddressSet | None], tuple[tuple[str, ...], str]] = {}
         self._starts: list[tuple[int, int]] | None = None
         self._points: frozenset[AddressRange] | Literal[False] | None = None
 
@@ -117,6 +122,22 @@ class AddressSet:
             found = self._joined[version] = ", ".join(self.texts(version))
         return found
 
+    def host_texts(self, version: int, blocks: AddressSet | None) -> tuple[tuple[str, ...], str]:
+        """The addresses of one family that `blocks` does not hold, one element per address,
+        and joined as an nft element list. Every such address is a pod's host (`AllowRule`),
+        so there are as many as the selection has members, never a block's size."""
+        key = (version, blocks)
+        found = self._hosts.get(key)
+        if found is None:
+            cut = [] if blocks is None else [(f, t) for v, f, t in blocks.ranges if v == version]
+            out: list[str] = []
+            for v, first, last in self.ranges:
+                if v == version:
+                    for a, b in _outside(first, last, cut):
+                        out.extend(_host_text(version, host) for host in range(a, b + 1))
+            found = self._hosts[key] = (tuple(out), ", ".join(out))
+        return found
+
     def hosts_within(self, hosts: Sequence[AddressRange]) -> list[AddressRange]:
         """The hosts (`(version, address, address)`) that lie in the set: by a set of every
         address it holds when many are asked about and it holds few (`POINTS_MAX`), else by
@@ -146,6 +167,29 @@ class AddressSet:
             return False
         version, _, last = self.ranges[i]
         return version == host[0] and host[1] <= last
+
+
+def _outside(first: int, last: int, cut: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """The parts of first..last that no range of `cut` (sorted, disjoint) covers."""
+    i = max(0, bisect.bisect_right(cut, (first, first)) - 1)
+    while first <= last:
+        while i < len(cut) and cut[i][1] < first:
+            i += 1
+        if i == len(cut) or cut[i][0] > last:
+            yield first, last
+            return
+        if cut[i][0] > first:
+            yield first, cut[i][0] - 1
+        first = cut[i][1] + 1
+
+
+@functools.lru_cache(maxsize=HOST_TEXTS_CACHED)
+def _host_text(version: int, address: int) -> str:
+    """An address as nft reads it; cached, since a set's hosts are written again (a new set
+    object) whenever one member comes or goes, and IPv6's `str` costs ~1 µs."""
+    if version == 4:
+        return f"{address >> 24}.{(address >> 16) & 255}.{(address >> 8) & 255}.{address & 255}"
+    return str(ipaddress.IPv6Address(address))
 
 
 class AddressSets:
