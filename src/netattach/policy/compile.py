@@ -223,9 +223,12 @@ class Compiler:
         self._by_namespace: dict[str, list[Policy]] = {}
         self._rule_sels: dict[tuple[_PolicyKey, Direction, int], tuple[Policy, _Sel]] = {}
         self._sels: dict[Selection, _Sel] = {}
+        # (namespace, its label id, a pod's label id) -> the selections picking such a pod;
+        # valid while the selections stay (labels are interned: equal ids, equal labels)
+        self._picking: dict[tuple[str, int, int], frozenset[_Sel]] = {}
         # network -> a pod's declared ports -> the addresses of the pods declaring them
         self._port_groups: dict[
-            str, dict[tuple[tuple[str, str, int], ...], list[AddressRange]]
+            str, dict[tuple[tuple[str, str, int], ...], tuple[AddressRange, ...]]
         ] = {}
         self._targets: dict[str, PodView] = {}
         self._results: dict[str, PodRules] = {}
@@ -372,19 +375,38 @@ class Compiler:
         )
         if not relabel_only:
             self._port_groups.clear()
-        for sel in self._sels.values():
+        was_in, now_in = self._picked_by(before), self._picked_by(after)
+        for sel in was_in | now_in:
             if not sel.hosts and not sel.groups:
                 continue  # nothing resolved yet: nothing to keep up to date
-            was, now = self._selects(sel, before), self._selects(sel, after)
-            if was != now or (not relabel_only and (was or now)):
+            was, now = sel in was_in, sel in now_in
+            if was != now or not relabel_only:
                 self._member_changed(sel, before if was else None, after if now else None)
-            elif (
-                not relabel_only
-                and sel.groups
+        if relabel_only:
+            return
+        for sel in self._sels.values():
+            if (
+                sel.groups
+                and sel not in was_in
+                and sel not in now_in
                 and (self._held(sel, before) or self._held(sel, after))
             ):
                 sel.groups.clear()
                 self._dirty |= sel.dependents
+
+    def _picked_by(self, view: PodView | None) -> frozenset[_Sel]:
+        """The selections a pod selector of which picks `view` (`_selects`), found once per
+        namespace labels and pod labels: a pod changing is then not a test of every
+        selection."""
+        if view is None:
+            return frozenset()
+        key = (view.namespace, self._namespace(view.namespace)[0], view.label_id)
+        found = self._picking.get(key)
+        if found is None:
+            found = self._picking[key] = frozenset(
+                sel for sel in self._sels.values() if self._selects(sel, view)
+            )
+        return found
 
     def _member_changed(self, sel: _Sel, before: PodView | None, after: PodView | None) -> None:
         """A member left (`before`), joined (`after`) or changed its addresses or ports (both):
@@ -401,7 +423,7 @@ class Compiler:
 
             def held(host: AddressRange, owners: Mapping[AddressRange, set[str]] = owners) -> bool:
                 return any(
-                    other != key and self._selects(sel, self._pods.get(other))
+                    other != key and sel in self._picked_by(self._pods.get(other))
                     for other in owners.get(host, ())
                 )
 
@@ -455,6 +477,7 @@ class Compiler:
         live = {id(sel) for _, sel in self._rule_sels.values()}
         for selection in [s for s, sel in self._sels.items() if id(sel) not in live]:
             del self._sels[selection]
+            self._picking.clear()
 
     # -- resolving ------------------------------------------------------------------------------
 
@@ -489,6 +512,7 @@ class Compiler:
                 for p in rule.peers
             )
             sel = self._sels[selection] = _Sel(selection, peers)
+            self._picking.clear()
             blocks = merge_ranges(r for p in peers if p.block is not None for r in p.block)
             sel.blocks = self._sets.get(blocks) if blocks else None
         self._rule_sels[key] = (policy, sel)
@@ -586,7 +610,7 @@ class Compiler:
         blocks: AddressSet | None,
     ) -> list[_Group]:
         """Egress to named ports: each destination pod resolves the names itself."""
-        groups: dict[tuple[PortRange, ...] | None, list[AddressRange]] = {}
+        groups: dict[tuple[PortRange, ...] | None, set[AddressRange]] = {}
         numeric_specs = tuple(p for p in rule.ports if not isinstance(p.port, str))
         numeric = _resolve(numeric_specs, ()) if numeric_specs else ()
         out: list[_Group] = []
@@ -597,10 +621,12 @@ class Compiler:
                 continue
             inside = addresses if peers is None else peers.hosts_within(addresses)
             if inside:
-                groups.setdefault(resolved, []).extend(inside)
+                groups.setdefault(resolved, set()).update(inside)
         for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
             group_name = set_name(name or network, ports)
-            out.append((self._sets.get(merge_ranges(addrs)), ports, group_name, None))
+            # Hosts, sorted, not joined into ranges: the set is a hash set of single addresses
+            # (`render`), and joining them was a loop over every host of every group again.
+            out.append((self._sets.get(tuple(sorted(addrs))), ports, group_name, None))
         return out
 
     def _destinations(self, network: str, ports: tuple[PortSpec, ...]) -> list[_Resolved]:
@@ -608,16 +634,17 @@ class Compiler:
         declared ports together), and their addresses."""
         by_ports = self._port_groups.get(network)
         if by_ports is None:
-            by_ports = self._port_groups[network] = {}
+            lists: dict[tuple[tuple[str, str, int], ...], list[AddressRange]] = {}
             for v in self._pods.values():
                 addresses = v.addresses.get(network, ())
                 if addresses:
-                    by_ports.setdefault(v.ports, []).extend(addresses)
+                    lists.setdefault(v.ports, []).extend(addresses)
+            by_ports = self._port_groups[network] = {k: tuple(a) for k, a in lists.items()}
         out: list[_Resolved] = []
         for declared, found in by_ports.items():
             resolved = _resolve(ports, declared)
             if resolved:
-                out.append((resolved, tuple(found)))
+                out.append((resolved, found))
         return out
 
     def _compile(self, target: PodView) -> PodRules:

@@ -13,6 +13,7 @@ import bisect
 import functools
 import hashlib
 import ipaddress
+import itertools
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ from netattach.policy.model import (
 
 POINTS_MAX: Final = 65536  # addresses a set may hold and still be tested by a set of them
 POINTS_FROM: Final = 64  # hosts asked about at once that make that set worth building
-HOST_TEXTS_CACHED: Final = 32768  # addresses whose text is kept (a cluster's pods' addresses)
+HOST_TEXTS_CACHED: Final = 65536  # host ranges whose text is kept (a cluster's pods' addresses)
+_TOP: Final = 1 << 130  # above any IPv6 address
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,14 +130,26 @@ class AddressSet:
         so there are as many as the selection has members, never a block's size."""
         key = (version, blocks)
         found = self._hosts.get(key)
-        if found is None:
-            cut = [] if blocks is None else [(f, t) for v, f, t in blocks.ranges if v == version]
-            out: list[str] = []
-            for v, first, last in self.ranges:
-                if v == version:
-                    for a, b in _outside(first, last, cut):
-                        out.extend(_host_text(version, host) for host in range(a, b + 1))
-            found = self._hosts[key] = (tuple(out), ", ".join(out))
+        if found is not None:
+            return found
+        # The family's ranges, expanded by C code (`starmap` over the cached expansions): a
+        # big selection changes every pass, and a loop over its ranges in Python was most of a
+        # pass. Only the few ranges holding a block are cut in Python.
+        ranges = self.ranges[_first_of(self.ranges, version) : _first_of(self.ranges, version + 1)]
+        cut = [] if blocks is None else [(f, t) for v, f, t in blocks.ranges if v == version]
+        holding = sorted({bisect.bisect_right(ranges, (version, f, _TOP)) - 1 for f, _ in cut})
+        out: list[str] = []
+        start = 0
+        for i in holding:
+            out.extend(
+                itertools.chain.from_iterable(itertools.starmap(_host_texts, ranges[start:i]))
+            )
+            _, first, last = ranges[i]
+            for a, b in _outside(first, last, cut):
+                out.extend(_host_texts(version, a, b))
+            start = i + 1
+        out.extend(itertools.chain.from_iterable(itertools.starmap(_host_texts, ranges[start:])))
+        found = self._hosts[key] = (tuple(out), ", ".join(out))
         return found
 
     def hosts_within(self, hosts: Sequence[AddressRange]) -> list[AddressRange]:
@@ -169,6 +183,11 @@ class AddressSet:
         return version == host[0] and host[1] <= last
 
 
+def _first_of(ranges: tuple[AddressRange, ...], version: int) -> int:
+    """The index of the first range of `version` or a later one (ranges sort by family)."""
+    return bisect.bisect_left(ranges, (version, -1, -1))
+
+
 def _outside(first: int, last: int, cut: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
     """The parts of first..last that no range of `cut` (sorted, disjoint) covers."""
     i = max(0, bisect.bisect_right(cut, (first, first)) - 1)
@@ -184,12 +203,16 @@ def _outside(first: int, last: int, cut: list[tuple[int, int]]) -> Iterator[tupl
 
 
 @functools.lru_cache(maxsize=HOST_TEXTS_CACHED)
-def _host_text(version: int, address: int) -> str:
-    """An address as nft reads it; cached, since a set's hosts are written again (a new set
-    object) whenever one member comes or goes, and IPv6's `str` costs ~1 µs."""
+def _host_texts(version: int, first: int, last: int) -> tuple[str, ...]:
+    """The addresses first..last as nft reads them; cached, since a set's hosts are written
+    again (a new set object) whenever one member comes or goes, while most of its ranges stay
+    as they were, and IPv6's `str` costs ~1 µs an address."""
     if version == 4:
-        return f"{address >> 24}.{(address >> 16) & 255}.{(address >> 8) & 255}.{address & 255}"
-    return str(ipaddress.IPv6Address(address))
+        return tuple(
+            f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}"
+            for a in range(first, last + 1)
+        )
+    return tuple(str(ipaddress.IPv6Address(a)) for a in range(first, last + 1))
 
 
 class AddressSets:
