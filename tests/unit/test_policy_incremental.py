@@ -23,7 +23,9 @@ from tests.unit.test_policy_compile import (
     STATUS,
     container_ports_st,
     labels_st,
+    peer_st,
     policy_spec_st,
+    port_st,
     rule_st,
     selector_st,
 )
@@ -190,6 +192,70 @@ def test_incremental_result_equals_a_from_scratch_compile(
         got = {key: compiler.rules(key) for key in sorted(cluster.targets)}
         assert got == cluster.from_scratch(), batch
         assert set(recompiled) <= cluster.targets
+
+
+# Egress to named ports: each destination pod resolves the names against the ports it declares,
+# so pods changing their ports or addresses (shared ones too) move hosts between the groups.
+named_port_st = st.fixed_dictionaries(
+    {"port": st.sampled_from(["http", "dns"])},
+    optional={"protocol": st.sampled_from(["TCP", "UDP"])},
+)
+named_egress_st = st.builds(
+    make_policy,
+    st.integers(0, 3),
+    SOME_NAMESPACE,
+    st.sampled_from(["net", "ns-a/net"]),
+    st.fixed_dictionaries(
+        {
+            "podSelector": selector_st,
+            "policyTypes": st.just(["Egress"]),
+            "egress": st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "ports": st.lists(
+                            st.one_of(named_port_st, named_port_st, port_st), min_size=1, max_size=3
+                        )
+                    },
+                    optional={"to": st.lists(peer_st, max_size=2)},
+                ),
+                min_size=1,
+                max_size=2,
+            ),
+        }
+    ),
+)
+named_change_st = st.one_of(
+    st.tuples(st.just("pod"), pod_st, st.booleans()),
+    st.tuples(st.just("pod"), pod_st, st.booleans()),
+    st.tuples(st.just("pod-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
+    st.tuples(st.just("policy"), named_egress_st),
+    st.tuples(st.just("namespace"), st.sampled_from(NAMESPACES), labels_st),
+    st.tuples(st.just("target-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
+)
+
+
+@pytest.mark.req("POL-UPDATE", "POL-PORTS")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pods=st.lists(st.tuples(st.just("pod"), pod_st, st.booleans()), min_size=2, max_size=10),
+    policies=st.lists(st.tuples(st.just("policy"), named_egress_st), min_size=1, max_size=3),
+    changes=st.lists(st.lists(named_change_st, min_size=1, max_size=3), min_size=1, max_size=8),
+)
+def test_named_port_destinations_kept_in_place_equal_a_from_scratch_compile(
+    pods: list[tuple[Any, ...]],
+    policies: list[tuple[Any, ...]],
+    changes: list[list[tuple[Any, ...]]],
+) -> None:
+    cluster, compiler = Cluster(), Compiler()
+    for change in [*pods, *policies]:
+        apply(change, cluster, compiler)
+    compiler.compile_changed()
+    for batch in changes:
+        for change in batch:
+            apply(change, cluster, compiler)
+        compiler.compile_changed()
+        got = {key: compiler.rules(key) for key in sorted(cluster.targets)}
+        assert got == cluster.from_scratch(), batch
 
 
 def _cluster_of_three() -> tuple[Cluster, Compiler]:

@@ -98,7 +98,7 @@ PodRules = dict[str, InterfaceRules]  # ifname -> rules
 # peers, ports, set name, the peers' ipBlock part
 _Group = tuple[AddressSet | None, tuple[PortRange, ...] | None, str, AddressSet | None]
 _PolicyKey = tuple[str, str, str]  # namespace, name, uid
-_Resolved = tuple[tuple[PortRange, ...], tuple[AddressRange, ...]]  # a pod's ports, addresses
+_Declared = tuple[tuple[str, str, int], ...]  # a pod's declared ports (name, protocol, number)
 
 
 def namespace_labels(namespaces: Iterable[KubeObject]) -> dict[str, dict[str, str]]:
@@ -169,6 +169,7 @@ class _Sel:
         "addresses",
         "blocks",
         "dependents",
+        "dest",
         "groups",
         "hosts",
         "names",
@@ -187,6 +188,9 @@ class _Sel:
         self.dependents: set[str] = set()
         self.names: dict[str, str] = {}  # network -> set name
         self.blocks: AddressSet | None = None  # what its ipBlocks admit, on any network
+        # network -> a pod's declared ports -> the hosts it admits of the pods declaring them
+        # (named-port destinations), kept up to date host by host once first read
+        self.dest: dict[str, dict[_Declared, set[AddressRange]]] = {}
 
     @property
     def everything(self) -> bool:
@@ -197,6 +201,7 @@ class _Sel:
         self.stale.clear()
         self.addresses.clear()
         self.groups.clear()
+        self.dest.clear()
         return self.dependents
 
 
@@ -226,10 +231,9 @@ class Compiler:
         # (namespace, its label id, a pod's label id) -> the selections picking such a pod;
         # valid while the selections stay (labels are interned: equal ids, equal labels)
         self._picking: dict[tuple[str, int, int], frozenset[_Sel]] = {}
-        # network -> a pod's declared ports -> the addresses of the pods declaring them
-        self._port_groups: dict[
-            str, dict[tuple[tuple[str, str, int], ...], tuple[AddressRange, ...]]
-        ] = {}
+        # network -> a pod's declared ports -> host -> how many pods declaring them hold it
+        self._declaring: dict[str, dict[_Declared, dict[AddressRange, int]]] = {}
+        self._dest_sels: dict[str, set[_Sel]] = {}  # network -> the selections with `dest`
         self._targets: dict[str, PodView] = {}
         self._results: dict[str, PodRules] = {}
         self._uses: dict[str, set[_Sel]] = {}
@@ -330,6 +334,8 @@ class Compiler:
     def _namespace_changed(self) -> None:
         for sel in self._sels.values():
             if any(p.namespace_selector is not None for p in sel.peers):
+                for network in sel.dest:
+                    self._dest_sels[network].discard(sel)
                 self._dirty |= sel.invalidate()
 
     def _own(self, before: PodView | None, after: PodView | None) -> None:
@@ -374,7 +380,7 @@ class Compiler:
             and before.ports == after.ports
         )
         if not relabel_only:
-            self._port_groups.clear()
+            self._declared_changed(before, after)
         was_in, now_in = self._picked_by(before), self._picked_by(after)
         for sel in was_in | now_in:
             if not sel.hosts and not sel.groups:
@@ -382,17 +388,42 @@ class Compiler:
             was, now = sel in was_in, sel in now_in
             if was != now or not relabel_only:
                 self._member_changed(sel, before if was else None, after if now else None)
-        if relabel_only:
-            return
-        for sel in self._sels.values():
-            if (
-                sel.groups
-                and sel not in was_in
-                and sel not in now_in
-                and (self._held(sel, before) or self._held(sel, after))
-            ):
-                sel.groups.clear()
-                self._dirty |= sel.dependents
+
+    def _declared_changed(self, before: PodView | None, after: PodView | None) -> None:
+        """Keep the index of which hosts pods declaring each set of ports hold, and the
+        named-port destinations of the selections (`dest`): a host joins those a selection
+        admits, or leaves them, as the first pod declaring those ports gets it or the last
+        one loses it."""
+        for view, step in ((before, -1), (after, 1)):
+            if view is None:
+                continue
+            for network, hosts in view.addresses.items():
+                counts = self._declaring.setdefault(network, {}).setdefault(view.ports, {})
+                for host in hosts:
+                    count = counts.get(host, 0) + step
+                    if count:
+                        counts[host] = count
+                    else:
+                        del counts[host]
+                    if count == (1 if step > 0 else 0):
+                        self._dest_changed(network, view.ports, host, step > 0)
+                if not counts:
+                    del self._declaring[network][view.ports]
+
+    def _dest_changed(
+        self, network: str, declared: _Declared, host: AddressRange, held: bool
+    ) -> None:
+        """Pods declaring `declared` started (`held`) or stopped holding `host`."""
+        for sel in self._dest_sels.get(network, ()):
+            dest = sel.dest[network]
+            if held and (sel.everything or sel.hosts[network].holds(host)):
+                dest.setdefault(declared, set()).add(host)
+            elif not held and host in dest.get(declared, ()):
+                dest[declared].discard(host)
+            else:
+                continue
+            sel.groups.clear()
+            self._dirty |= sel.dependents
 
     def _picked_by(self, view: PodView | None) -> frozenset[_Sel]:
         """The selections a pod selector of which picks `view` (`_selects`), found once per
@@ -427,11 +458,30 @@ class Compiler:
                     for other in owners.get(host, ())
                 )
 
-            if hosts.update(sorted(old - new), sorted(new - old), held):
+            lost, gained = hosts.update(sorted(old - new), sorted(new - old), held)
+            if lost or gained:
                 sel.stale.add(network)
                 changed = True
+                dest = sel.dest.get(network)
+                if dest is not None:
+                    self._admitted(dest, network, lost, gained)
         if changed:
             self._dirty |= sel.dependents
+
+    def _admitted(
+        self,
+        dest: dict[_Declared, set[AddressRange]],
+        network: str,
+        lost: list[AddressRange],
+        gained: list[AddressRange],
+    ) -> None:
+        """A selection's named-port destinations after its addresses lost and gained hosts."""
+        for hosts in dest.values():
+            hosts.difference_update(lost)
+        for declared, counts in self._declaring.get(network, {}).items():
+            found = [h for h in gained if h in counts]
+            if found:
+                dest.setdefault(declared, set()).update(found)
 
     def _selects(self, sel: _Sel, view: PodView | None) -> bool:
         """Whether a pod selector of `sel` picks `view`."""
@@ -439,18 +489,6 @@ class Compiler:
             return False
         ns = sel.selection.namespace
         return any(p.block is None and self._in_peer(p, view, ns) for p in sel.peers)
-
-    def _held(self, sel: _Sel, view: PodView | None) -> bool:
-        """Whether an address of `view` lies in what `sel` admits on a network it has named-port
-        groups for (every pod with an address there is a candidate destination)."""
-        if view is None:
-            return False
-        for network, _ in sel.groups:
-            peers = self._addresses(sel, network)
-            for addr in view.addresses.get(network, ()):
-                if peers is None or peers.holds(addr):
-                    return True
-        return False
 
     def _set_policy(self, key: _PolicyKey, policy: Policy | None) -> None:
         before = self._policies.pop(key, None)
@@ -476,7 +514,9 @@ class Compiler:
         """Forget selections no policy rule names any more."""
         live = {id(sel) for _, sel in self._rule_sels.values()}
         for selection in [s for s, sel in self._sels.items() if id(sel) not in live]:
-            del self._sels[selection]
+            sel = self._sels.pop(selection)
+            for network in sel.dest:
+                self._dest_sels[network].discard(sel)
             self._picking.clear()
 
     # -- resolving ------------------------------------------------------------------------------
@@ -598,13 +638,17 @@ class Compiler:
         key = (network, rule.ports)
         found = sel.groups.get(key)
         if found is None:
-            found = sel.groups[key] = self._egress_groups(rule, network, peers, name, blocks)
+            found = sel.groups[key] = self._egress_groups(
+                sel, rule, network, peers=peers, name=name, blocks=blocks
+            )
         return found
 
     def _egress_groups(
         self,
+        sel: _Sel,
         rule: Rule,
         network: str,
+        *,
         peers: AddressSet | None,
         name: str,
         blocks: AddressSet | None,
@@ -616,12 +660,10 @@ class Compiler:
         out: list[_Group] = []
         if numeric:
             out.append((peers, numeric, name, blocks))
-        for resolved, addresses in self._destinations(network, rule.ports):
-            if resolved == numeric:
-                continue
-            inside = addresses if peers is None else peers.hosts_within(addresses)
-            if inside:
-                groups.setdefault(resolved, set()).update(inside)
+        for declared, hosts in self._dest(sel, network).items():
+            resolved = _resolve(rule.ports, declared)
+            if resolved and resolved != numeric and hosts:
+                groups.setdefault(resolved, set()).update(hosts)
         for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
             group_name = set_name(name or network, ports)
             # Hosts, sorted, not joined into ranges: the set is a hash set of single addresses
@@ -629,23 +671,20 @@ class Compiler:
             out.append((self._sets.get(tuple(sorted(addrs))), ports, group_name, None))
         return out
 
-    def _destinations(self, network: str, ports: tuple[PortSpec, ...]) -> list[_Resolved]:
-        """What `ports` resolve to on the pods with addresses on `network` (pods with the same
-        declared ports together), and their addresses."""
-        by_ports = self._port_groups.get(network)
-        if by_ports is None:
-            lists: dict[tuple[tuple[str, str, int], ...], list[AddressRange]] = {}
-            for v in self._pods.values():
-                addresses = v.addresses.get(network, ())
-                if addresses:
-                    lists.setdefault(v.ports, []).extend(addresses)
-            by_ports = self._port_groups[network] = {k: tuple(a) for k, a in lists.items()}
-        out: list[_Resolved] = []
-        for declared, found in by_ports.items():
-            resolved = _resolve(ports, declared)
-            if resolved:
-                out.append((resolved, found))
-        return out
+    def _dest(self, sel: _Sel, network: str) -> Mapping[_Declared, Iterable[AddressRange]]:
+        """The hosts of pods with addresses on `network` that `sel` admits, by the ports the
+        pods declare: read once, then kept up to date host by host (`_declared_changed`,
+        `_admitted`). Every host, for a selection of every address."""
+        found = sel.dest.get(network)
+        if found is None:
+            hosts = sel.hosts.get(network)
+            declaring = self._declaring.get(network, {})
+            found = sel.dest[network] = {
+                declared: set(counts) if hosts is None else {h for h in counts if hosts.holds(h)}
+                for declared, counts in declaring.items()
+            }
+            self._dest_sels.setdefault(network, set()).add(sel)
+        return found
 
     def _compile(self, target: PodView) -> PodRules:
         key = target.key

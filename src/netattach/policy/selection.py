@@ -15,9 +15,9 @@ import hashlib
 import ipaddress
 import itertools
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from netattach.policy.model import (
     AddressRange,
@@ -27,8 +27,6 @@ from netattach.policy.model import (
     range_networks,
 )
 
-POINTS_MAX: Final = 65536  # addresses a set may hold and still be tested by a set of them
-POINTS_FROM: Final = 64  # hosts asked about at once that make that set worth building
 HOST_TEXTS_CACHED: Final = 65536  # host ranges whose text is kept (a cluster's pods' addresses)
 _TOP: Final = 1 << 130  # above any IPv6 address
 
@@ -52,7 +50,8 @@ def set_name(*parts: object, prefix: str = "s") -> str:
 
 
 class AddressSet:
-    """Compiled peer addresses: disjoint integer ranges in address order, interned per content.
+    """Compiled peer addresses: disjoint integer ranges in address order, interned per content
+    (a selection's: adjacent ones joined; a named-port group's: its hosts one by one).
 
     The networks and the element text of each family are computed when first read, once, and
     shared by every table rendering the set.
@@ -64,7 +63,6 @@ class AddressSet:
         "_hosts",
         "_joined",
         "_networks",
-        "_points",
         "_starts",
         "_texts",
         "ranges",
@@ -78,7 +76,6 @@ class AddressSet:
         self._joined: dict[int, str] = {}
         self._hosts: dict[tuple[int, AddressSet | None], tuple[tuple[str, ...], str]] = {}
         self._starts: list[tuple[int, int]] | None = None
-        self._points: frozenset[AddressRange] | Literal[False] | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AddressSet):
@@ -151,26 +148,6 @@ class AddressSet:
         out.extend(itertools.chain.from_iterable(itertools.starmap(_host_texts, ranges[start:])))
         found = self._hosts[key] = (tuple(out), ", ".join(out))
         return found
-
-    def hosts_within(self, hosts: Sequence[AddressRange]) -> list[AddressRange]:
-        """The hosts (`(version, address, address)`) that lie in the set: by a set of every
-        address it holds when many are asked about and it holds few (`POINTS_MAX`), else by
-        bisection."""
-        if self._points is None and len(hosts) < POINTS_FROM:
-            return [h for h in hosts if self.holds(h)]
-        if self._points is None:
-            size = sum(last - first + 1 for _, first, last in self.ranges)
-            self._points = (
-                frozenset(
-                    (v, a, a) for v, first, last in self.ranges for a in range(first, last + 1)
-                )
-                if size <= POINTS_MAX
-                else False
-            )
-        if self._points is False:
-            return [h for h in hosts if self.holds(h)]
-        points = self._points
-        return [h for h in hosts if h in points]
 
     def holds(self, host: AddressRange) -> bool:
         """Whether a host address lies in one of the ranges (bisection)."""
