@@ -95,6 +95,9 @@ class InterfaceRules:
 
 
 PodRules = dict[str, InterfaceRules]  # ifname -> rules
+# Where one rule of a policy put its allow rules in a target's rules: (ifname, direction,
+# first index in the direction's rules, how many, network, policy, rule index, rule)
+_Slot = tuple[str, Direction, int, int, str, Policy, int, Rule]
 # peers, ports, set name, the peers' ipBlock part
 _Group = tuple[AddressSet | None, tuple[PortRange, ...] | None, str, AddressSet | None]
 _PolicyKey = tuple[str, str, str]  # namespace, name, uid
@@ -238,6 +241,11 @@ class Compiler:
         self._results: dict[str, PodRules] = {}
         self._uses: dict[str, set[_Sel]] = {}
         self._dirty: set[str] = set()
+        # target -> the selections whose addresses alone changed since its rules were made:
+        # its rules are patched in place (`_patch`), not made again
+        self._moved: dict[str, set[_Sel]] = {}
+        # target -> selection -> where the rules reading it put their allow rules
+        self._slots: dict[str, dict[_Sel, list[_Slot]]] = {}
 
     # -- inputs ---------------------------------------------------------------------------------
 
@@ -292,6 +300,8 @@ class Compiler:
         self._targets.pop(key, None)
         self._results.pop(key, None)
         self._dirty.discard(key)
+        self._moved.pop(key, None)
+        self._slots.pop(key, None)
         for sel in self._uses.pop(key, ()):
             sel.dependents.discard(key)
 
@@ -307,18 +317,25 @@ class Compiler:
     # -- outputs --------------------------------------------------------------------------------
 
     def compile_changed(self) -> dict[str, PodRules]:
-        """Recompile every target a change since the last call can have touched."""
+        """Recompile every target a change since the last call can have touched (patch, when
+        only the addresses of selections it uses changed)."""
         out: dict[str, PodRules] = {}
         for key in sorted(self._dirty):
             target = self._targets.get(key)
             if target is not None:
                 out[key] = self._results[key] = self._compile(target)
+        for key in sorted(self._moved.keys() - self._dirty):
+            target = self._targets.get(key)
+            if target is not None:
+                found = self._patch(key, self._moved[key])
+                out[key] = self._results[key] = self._compile(target) if found is None else found
         self._dirty.clear()
+        self._moved.clear()
         self._collect()
         return out
 
     def rules(self, key: str) -> PodRules:
-        if key in self._dirty or key not in self._results:
+        if key in self._dirty or key in self._moved or key not in self._results:
             self._dirty.add(key)
             self.compile_changed()
         return self._results.get(key, {})
@@ -423,7 +440,7 @@ class Compiler:
             else:
                 continue
             sel.groups.clear()
-            self._dirty |= sel.dependents
+            self._moved_all(sel)
 
     def _picked_by(self, view: PodView | None) -> frozenset[_Sel]:
         """The selections a pod selector of which picks `view` (`_selects`), found once per
@@ -443,7 +460,8 @@ class Compiler:
         """A member left (`before`), joined (`after`) or changed its addresses or ports (both):
         its hosts leave and join the selection's addresses in place."""
         key = (before or after).key  # type: ignore[union-attr]
-        changed = bool(sel.groups)
+        had_groups = bool(sel.groups)
+        moved = False
         sel.groups.clear()
         for network, hosts in sel.hosts.items():
             old = set(() if before is None else before.addresses.get(network, ()))
@@ -461,12 +479,50 @@ class Compiler:
             lost, gained = hosts.update(sorted(old - new), sorted(new - old), held)
             if lost or gained:
                 sel.stale.add(network)
-                changed = True
+                moved = True
                 dest = sel.dest.get(network)
                 if dest is not None:
                     self._admitted(dest, network, lost, gained)
-        if changed:
-            self._dirty |= sel.dependents
+        if had_groups or moved:
+            self._moved_all(sel)
+
+    def _moved_all(self, sel: _Sel) -> None:
+        """The selection's addresses or groups changed: patch the targets reading it."""
+        for dependent in sel.dependents:
+            self._moved.setdefault(dependent, set()).add(sel)
+
+    def _patch(self, key: str, moved: set[_Sel]) -> PodRules | None:
+        """The target's rules with the allow rules of every rule reading a `moved` selection
+        made again and put in place: what `_compile` would make, since nothing else changed
+        (None: one of them gives more or fewer allow rules than before, compile it whole)."""
+        result, slots = self._results.get(key), self._slots.get(key)
+        target = self._targets.get(key)
+        if result is None or slots is None or target is None:
+            return None
+        changes: dict[tuple[str, Direction], list[tuple[int, list[AllowRule]]]] = {}
+        for sel in moved:
+            for ifname, direction, start, count, network, policy, i, rule in slots.get(sel, ()):
+                fresh = self._allow_rules(
+                    sel, policy, direction, i, rule, network=network, target=target
+                )
+                if len(fresh) != count:
+                    return None
+                changes.setdefault((ifname, direction), []).append((start, fresh))
+        out = dict(result)
+        for (ifname, direction), spliced in changes.items():
+            ir = out[ifname]
+            d = ir.direction(direction)
+            assert d is not None
+            rules = list(d.rules)
+            for start, fresh in spliced:
+                rules[start : start + len(fresh)] = fresh
+            nd = DirectionRules(d.policy_uids, tuple(rules))
+            out[ifname] = InterfaceRules(
+                ir.network,
+                nd if direction == "ingress" else ir.ingress,
+                nd if direction == "egress" else ir.egress,
+            )
+        return out
 
     def _admitted(
         self,
@@ -686,11 +742,31 @@ class Compiler:
             self._dest_sels.setdefault(network, set()).add(sel)
         return found
 
+    def _allow_rules(
+        self,
+        sel: _Sel,
+        policy: Policy,
+        direction: Direction,
+        i: int,
+        rule: Rule,
+        *,
+        network: str,
+        target: PodView,
+    ) -> list[AllowRule]:
+        """The allow rules of one rule of a policy, for one of the target's interfaces."""
+        origin = f"{policy.key} {direction}[{i}]"
+        return [
+            AllowRule(policy.uid, origin, peers, ports, name, blocks)
+            for peers, ports, name, blocks in self._groups(sel, direction, rule, network, target)
+            if (peers is None or peers) and ports != ()  # else it allows nothing
+        ]
+
     def _compile(self, target: PodView) -> PodRules:
         key = target.key
         for sel in self._uses.pop(key, ()):
             sel.dependents.discard(key)
         uses: set[_Sel] = set()
+        slots: dict[_Sel, list[_Slot]] = {}
         selecting = [
             p
             for p in self._by_namespace.get(target.namespace, ())
@@ -716,18 +792,19 @@ class Compiler:
                     for i, rule in enumerate(policy.rules(direction)):
                         sel = self._rule_sel(policy, direction, i, rule)
                         uses.add(sel)
-                        origin = f"{policy.key} {direction}[{i}]"
-                        for peers, ports, name, blocks in self._groups(
-                            sel, direction, rule, network, target
-                        ):
-                            if (peers is not None and not peers) or ports == ():
-                                continue  # allows nothing
-                            rules.append(AllowRule(policy.uid, origin, peers, ports, name, blocks))
+                        fresh = self._allow_rules(
+                            sel, policy, direction, i, rule, network=network, target=target
+                        )
+                        slots.setdefault(sel, []).append(
+                            (ifname, direction, len(rules), len(fresh), network, policy, i, rule)
+                        )
+                        rules += fresh
                 per_dir[direction] = DirectionRules(tuple(p.uid for p in isolating), tuple(rules))
             result[ifname] = InterfaceRules(network, per_dir["ingress"], per_dir["egress"])
         for sel in uses:
             sel.dependents.add(key)
         self._uses[key] = uses
+        self._slots[key] = slots
         return result
 
 

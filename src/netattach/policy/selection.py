@@ -10,7 +10,6 @@ added in place).
 from __future__ import annotations
 
 import bisect
-import functools
 import hashlib
 import ipaddress
 import itertools
@@ -129,23 +128,24 @@ class AddressSet:
         found = self._hosts.get(key)
         if found is not None:
             return found
-        # The family's ranges, expanded by C code (`starmap` over the cached expansions): a
-        # big selection changes every pass, and a loop over its ranges in Python was most of a
+        # The family's ranges, expanded by C code (a map over the cached expansions): a big
+        # selection changes every pass, and a loop over its ranges in Python was most of a
         # pass. Only the few ranges holding a block are cut in Python.
         ranges = self.ranges[_first_of(self.ranges, version) : _first_of(self.ranges, version + 1)]
         cut = [] if blocks is None else [(f, t) for v, f, t in blocks.ranges if v == version]
         holding = sorted({bisect.bisect_right(ranges, (version, f, _TOP)) - 1 for f, _ in cut})
+        if len(_TEXTS) > HOST_TEXTS_CACHED:
+            _TEXTS.clear()
+        expand = _TEXTS.__getitem__
         out: list[str] = []
         start = 0
         for i in holding:
-            out.extend(
-                itertools.chain.from_iterable(itertools.starmap(_host_texts, ranges[start:i]))
-            )
+            out.extend(itertools.chain.from_iterable(map(expand, ranges[start:i])))
             _, first, last = ranges[i]
             for a, b in _outside(first, last, cut):
-                out.extend(_host_texts(version, a, b))
+                out.extend(expand((version, a, b)))
             start = i + 1
-        out.extend(itertools.chain.from_iterable(itertools.starmap(_host_texts, ranges[start:])))
+        out.extend(itertools.chain.from_iterable(map(expand, ranges[start:])))
         found = self._hosts[key] = (tuple(out), ", ".join(out))
         return found
 
@@ -179,17 +179,26 @@ def _outside(first: int, last: int, cut: list[tuple[int, int]]) -> Iterator[tupl
         first = cut[i][1] + 1
 
 
-@functools.lru_cache(maxsize=HOST_TEXTS_CACHED)
-def _host_texts(version: int, first: int, last: int) -> tuple[str, ...]:
-    """The addresses first..last as nft reads them; cached, since a set's hosts are written
-    again (a new set object) whenever one member comes or goes, while most of its ranges stay
-    as they were, and IPv6's `str` costs ~1 µs an address."""
-    if version == 4:
-        return tuple(
-            f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}"
-            for a in range(first, last + 1)
-        )
-    return tuple(str(ipaddress.IPv6Address(a)) for a in range(first, last + 1))
+class _Texts(dict[AddressRange, tuple[str, ...]]):
+    """A range -> its addresses as nft reads them. Kept (up to `HOST_TEXTS_CACHED` ranges),
+    since a set's hosts are written again (a new set object) whenever one member comes or goes
+    while most of its ranges stay as they were, and IPv6's `str` costs ~1 µs an address; a
+    dict, not `lru_cache`, so that a hit is a lookup in C with no arguments tuple built."""
+
+    def __missing__(self, key: AddressRange) -> tuple[str, ...]:
+        version, first, last = key
+        if version == 4:
+            found = tuple(
+                f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}"
+                for a in range(first, last + 1)
+            )
+        else:
+            found = tuple(str(ipaddress.IPv6Address(a)) for a in range(first, last + 1))
+        self[key] = found
+        return found
+
+
+_TEXTS = _Texts()
 
 
 class AddressSets:
