@@ -256,6 +256,14 @@ def test_named_port_destinations_kept_in_place_equal_a_from_scratch_compile(
         compiler.compile_changed()
         got = {key: compiler.rules(key) for key in sorted(cluster.targets)}
         assert got == cluster.from_scratch(), batch
+        for rules in got.values():
+            # one set per name: rules sharing a set name share its content
+            named: dict[str, object] = {}
+            for ir in rules.values():
+                for d in (ir.ingress, ir.egress):
+                    for r in () if d is None else d.rules:
+                        if r.selection:
+                            assert named.setdefault(r.selection, r.peers) == r.peers, r
 
 
 def _cluster_of_three() -> tuple[Cluster, Compiler]:

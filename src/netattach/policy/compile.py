@@ -721,7 +721,10 @@ class Compiler:
             if resolved and resolved != numeric and hosts:
                 groups.setdefault(resolved, set()).update(hosts)
         for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
-            group_name = set_name(name or network, ports)
+            # Named after the rule's ports too: another rule of the same peers whose ports
+            # resolve to the same numbers on other pods holds other hosts (one name for both
+            # gave the second rule the first one's set).
+            group_name = set_name(name or network, rule.ports, ports)
             # Hosts, sorted, not joined into ranges: the set is a hash set of single addresses
             # (`render`), and joining them was a loop over every host of every group again.
             out.append((self._sets.get(tuple(sorted(addrs))), ports, group_name, None))
