@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netattach.cluster.model import KubeObject
+from netattach.policy import render
 from netattach.policy.compile import Compiler, compile_pods, pod_key
 from netattach.policy.model import Policy, parse_policy
 from tests.unit.test_policy_compile import (
@@ -169,6 +170,15 @@ def apply(change: tuple[Any, ...], cluster: Cluster, compiler: Compiler) -> None
         compiler.remove_target(key)
 
 
+def check_tables(got: dict[str, Any], built: dict[str, render.Built]) -> None:
+    """Each target's table made from its last one (`render.rebuild_table`) is the table built
+    whole from its rules."""
+    for key, rules in got.items():
+        table = render.rebuild_table(key, rules, built.get(key))
+        assert table == render.build_table(key, rules), key
+        built[key] = (rules, table)
+
+
 @pytest.mark.req("POL-UPDATE")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -185,6 +195,7 @@ def test_incremental_result_equals_a_from_scratch_compile(
     for change in [*pods, *policies]:
         apply(change, cluster, compiler)
     compiler.compile_changed()
+    built: dict[str, render.Built] = {}
     for batch in changes:
         for change in batch:
             apply(change, cluster, compiler)
@@ -192,6 +203,7 @@ def test_incremental_result_equals_a_from_scratch_compile(
         got = {key: compiler.rules(key) for key in sorted(cluster.targets)}
         assert got == cluster.from_scratch(), batch
         assert set(recompiled) <= cluster.targets
+        check_tables(got, built)
 
 
 # Egress to named ports: each destination pod resolves the names against the ports it declares,
@@ -250,12 +262,14 @@ def test_named_port_destinations_kept_in_place_equal_a_from_scratch_compile(
     for change in [*pods, *policies]:
         apply(change, cluster, compiler)
     compiler.compile_changed()
+    built: dict[str, render.Built] = {}
     for batch in changes:
         for change in batch:
             apply(change, cluster, compiler)
         compiler.compile_changed()
         got = {key: compiler.rules(key) for key in sorted(cluster.targets)}
         assert got == cluster.from_scratch(), batch
+        check_tables(got, built)
         for rules in got.values():
             # one set per name: rules sharing a set name share its content
             named: dict[str, object] = {}

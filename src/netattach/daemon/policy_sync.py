@@ -99,6 +99,9 @@ class PolicySync:
         self._targets: dict[str, tuple[object, object]] = {}  # pod key -> (pod, record) seen
         self._unapplied: set[str] = set()  # pod keys compiled anew, not applied yet
         self._records_stamp: int | None = None  # the records directory's mtime when read
+        # pod key -> the rules last rendered and their table: the next table is made from it
+        # when only peers changed (`render.rebuild_table`)
+        self._built: dict[str, render.Built] = {}
         # Element diffs of this pass's in-place updates (many tables share each set's change)
         self._diffs: update.Diffs = {}
         self.passes = 0
@@ -273,6 +276,7 @@ class PolicySync:
                 # compiler, which reads every object again (_resync).
                 self._compiler = None
                 self._targets.clear()
+                self._built.clear()
                 self._unapplied.clear()
                 self._pending_pods.clear()
                 self._pending_namespaces.clear()
@@ -360,6 +364,7 @@ class PolicySync:
             compiler.set_target(compiler.view(self._target(pod, record)))
         for gone in set(self._targets) - seen:
             del self._targets[gone]
+            self._built.pop(gone, None)
             compiler.remove_target(gone)
             namespace, name = gone.split("/", 1)
             self._set_peer(compiler, namespace, name, by_pod)
@@ -527,7 +532,8 @@ class PolicySync:
         # Let the loop read finished nft processes between the tables of a pass: building a
         # big table is long enough that queued completions would otherwise wait behind it.
         await asyncio.sleep(0)
-        table = render.build_table(key, rules)
+        table = render.rebuild_table(key, rules, self._built.get(key))
+        self._built[key] = (rules, table)
         governing = sorted(
             {
                 uid

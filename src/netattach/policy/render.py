@@ -27,7 +27,7 @@ from typing import Final
 
 from netattach.cni import errors
 from netattach.policy.compile import AllowRule, DirectionRules, InterfaceRules, PortRange
-from netattach.policy.selection import set_name
+from netattach.policy.selection import AddressSet, set_name
 
 TABLE: Final = "netattach"
 COMMENT_MAX: Final = 128
@@ -204,6 +204,86 @@ def build_table(pod_key: str, rules: Mapping[str, InterfaceRules]) -> Table | No
     )
 
 
+Built = tuple[Mapping[str, InterfaceRules], Table | None]  # rules, and the table they gave
+
+
+def rebuild_table(
+    pod_key: str, rules: Mapping[str, InterfaceRules], last: Built | None
+) -> Table | None:
+    """`build_table`, from the table `last` gave when the rules differ from its rules only in
+    the peers of some allow rules (same rules otherwise, no set becoming empty or not): those
+    sets get their new elements, everything else is kept. A pass changes the peers of most
+    tables and nothing else of them; building each table again was most of its time."""
+    if last is None:
+        return build_table(pod_key, rules)
+    old_rules, old_table = last
+    if old_table is None:
+        return build_table(pod_key, rules)
+    changed = _peers_changed(old_rules, rules)
+    if changed is None:
+        return build_table(pod_key, rules)
+    if not changed:
+        return old_table
+    sets = {s.name: s for s in old_table.sets}
+    replaced: set[str] = set()
+    for base, new, blocks in changed:
+        for version, _family, _kind, suffix in _FAMILIES:
+            hosts, text = new.host_texts(version, blocks)
+            name = f"{base}_{suffix}"
+            current = sets.get(name)
+            if current is None:
+                if hosts:
+                    return build_table(pod_key, rules)  # a set and its rule appear
+                continue
+            if not hosts or current.interval:
+                return build_table(pod_key, rules)  # a set and its rule go
+            if name in replaced and current.elements is not hosts:
+                return build_table(pod_key, rules)  # two rules, one set, two contents
+            replaced.add(name)
+            if current.elements is not hosts:
+                sets[name] = NftSet(name, current.kind, current.comment, hosts, text, False)
+    return Table(old_table.comment, tuple(sets[s.name] for s in old_table.sets), old_table.chains)
+
+
+def _peers_changed(
+    old: Mapping[str, InterfaceRules], new: Mapping[str, InterfaceRules]
+) -> list[tuple[str, AddressSet, AddressSet | None]] | None:
+    """(set base name, new peers, blocks) of the allow rules whose peers alone differ; None
+    when anything else differs."""
+    if old.keys() != new.keys():
+        return None
+    out = []
+    for ifname, ir in new.items():
+        old_ir = old[ifname]
+        if ir is old_ir:
+            continue
+        if ir.network != old_ir.network:
+            return None
+        for d, od in ((ir.ingress, old_ir.ingress), (ir.egress, old_ir.egress)):
+            if d is od:
+                continue
+            if d is None or od is None or d.policy_uids != od.policy_uids:
+                return None
+            if len(d.rules) != len(od.rules):
+                return None
+            for r, o in zip(d.rules, od.rules, strict=True):
+                if r is o or (r.peers is o.peers and r == o):
+                    continue
+                if (
+                    r.peers is None
+                    or o.peers is None
+                    or not r.selection
+                    or r.selection != o.selection
+                    or r.blocks != o.blocks
+                    or r.policy_uid != o.policy_uid
+                    or r.origin != o.origin
+                    or r.ports != o.ports
+                ):
+                    return None
+                out.append((r.selection, r.peers, r.blocks))
+    return out
+
+
 def set_lines(s: NftSet) -> list[str]:
     return [
         f"\tset {s.name} {{",
@@ -241,4 +321,13 @@ def render_table(pod_key: str, rules: Mapping[str, InterfaceRules]) -> str | Non
     return None if table is None else table_text(table)
 
 
-__all__ = ["TABLE", "NftSet", "Table", "build_table", "render_table", "table_text"]
+__all__ = [
+    "TABLE",
+    "Built",
+    "NftSet",
+    "Table",
+    "build_table",
+    "rebuild_table",
+    "render_table",
+    "table_text",
+]
