@@ -6,6 +6,7 @@ change can alter, and a change that touches no selection or selected pod recompi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,6 +105,8 @@ change_st = st.one_of(
     st.tuples(st.just("pod"), pod_st, st.booleans()),  # True: one of the node's pods too
     st.tuples(st.just("pod-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
     st.tuples(st.just("policy"), policy_st),
+    # the same pods selected, other rules: patched in place (`Compiler._patch_policies`)
+    st.tuples(st.just("policy-rules"), st.integers(0, 3), policy_st),
     st.tuples(st.just("policy-gone"), st.integers(0, 3)),
     st.tuples(st.just("namespace"), st.sampled_from(NAMESPACES), labels_st),
     st.tuples(st.just("namespace"), st.sampled_from(NAMESPACES), labels_st),
@@ -155,6 +158,13 @@ def apply(change: tuple[Any, ...], cluster: Cluster, compiler: Compiler) -> None
     elif kind == "policy":
         cluster.policies[change[1].name] = change[1]
         compiler.set_policies(cluster.policies.values())
+    elif kind == "policy-rules":
+        found = cluster.policies.get(f"pol{change[1]}")
+        if found is not None:
+            donor = change[2]
+            edited = dataclasses.replace(found, ingress=donor.ingress, egress=donor.egress)
+            cluster.policies[found.name] = edited
+            compiler.set_policies(cluster.policies.values())
     elif kind == "policy-gone":
         cluster.policies.pop(f"pol{change[1]}", None)
         compiler.set_policies(cluster.policies.values())
@@ -241,6 +251,7 @@ named_change_st = st.one_of(
     st.tuples(st.just("pod"), pod_st, st.booleans()),
     st.tuples(st.just("pod-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
     st.tuples(st.just("policy"), named_egress_st),
+    st.tuples(st.just("policy-rules"), st.integers(0, 3), named_egress_st),
     st.tuples(st.just("namespace"), st.sampled_from(NAMESPACES), labels_st),
     st.tuples(st.just("target-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
 )

@@ -13,6 +13,7 @@ selection's addresses reused. `compile_pods` is the same compiler built from scr
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -95,9 +96,24 @@ class InterfaceRules:
 
 
 PodRules = dict[str, InterfaceRules]  # ifname -> rules
-# Where one rule of a policy put its allow rules in a target's rules: (ifname, direction,
-# first index in the direction's rules, how many, network, policy, rule index, rule)
-_Slot = tuple[str, Direction, int, int, str, Policy, int, Rule]
+
+
+@dataclass(slots=True)
+class _Slot:
+    """Where one rule of a policy put its allow rules in a target's rules: `count` of them
+    from `start` in the rules of `direction` on `ifname`."""
+
+    ifname: str
+    direction: Direction
+    network: str
+    policy: Policy
+    index: int  # the rule's, in the policy's rules of that direction
+    rule: Rule
+    sel: _Sel
+    start: int
+    count: int
+
+
 # peers, ports, set name, the peers' ipBlock part
 _Group = tuple[AddressSet | None, tuple[PortRange, ...] | None, str, AddressSet | None]
 _PolicyKey = tuple[str, str, str]  # namespace, name, uid
@@ -246,6 +262,11 @@ class Compiler:
         self._moved: dict[str, set[_Sel]] = {}
         # target -> selection -> where the rules reading it put their allow rules
         self._slots: dict[str, dict[_Sel, list[_Slot]]] = {}
+        # target -> (ifname, direction) -> every policy rule's slot, in order
+        self._layout: dict[str, dict[tuple[str, Direction], list[_Slot]]] = {}
+        # target -> the policies edited (selecting the same pods) since its rules were made:
+        # their allow rules are made again and put in place (`_patch_policies`)
+        self._edited: dict[str, set[_PolicyKey]] = {}
 
     # -- inputs ---------------------------------------------------------------------------------
 
@@ -302,6 +323,8 @@ class Compiler:
         self._dirty.discard(key)
         self._moved.pop(key, None)
         self._slots.pop(key, None)
+        self._layout.pop(key, None)
+        self._edited.pop(key, None)
         for sel in self._uses.pop(key, ()):
             sel.dependents.discard(key)
 
@@ -324,18 +347,31 @@ class Compiler:
             target = self._targets.get(key)
             if target is not None:
                 out[key] = self._results[key] = self._compile(target)
-        for key in sorted(self._moved.keys() - self._dirty):
+        for key in sorted((self._edited.keys() | self._moved.keys()) - self._dirty):
             target = self._targets.get(key)
-            if target is not None:
+            if target is None:
+                continue
+            found: PodRules | None = self._results.get(key)
+            if key in self._edited:
+                found = self._patch_policies(key, self._edited[key])
+                if found is not None:
+                    self._results[key] = found
+            if found is not None and key in self._moved:
                 found = self._patch(key, self._moved[key])
-                out[key] = self._results[key] = self._compile(target) if found is None else found
+            out[key] = self._results[key] = self._compile(target) if found is None else found
         self._dirty.clear()
         self._moved.clear()
+        self._edited.clear()
         self._collect()
         return out
 
     def rules(self, key: str) -> PodRules:
-        if key in self._dirty or key in self._moved or key not in self._results:
+        if (
+            key in self._dirty
+            or key in self._moved
+            or key in self._edited
+            or key not in self._results
+        ):
             self._dirty.add(key)
             self.compile_changed()
         return self._results.get(key, {})
@@ -501,13 +537,19 @@ class Compiler:
             return None
         changes: dict[tuple[str, Direction], list[tuple[int, list[AllowRule]]]] = {}
         for sel in moved:
-            for ifname, direction, start, count, network, policy, i, rule in slots.get(sel, ()):
+            for slot in slots.get(sel, ()):
                 fresh = self._allow_rules(
-                    sel, policy, direction, i, rule, network=network, target=target
+                    sel,
+                    slot.policy,
+                    slot.direction,
+                    slot.index,
+                    slot.rule,
+                    network=slot.network,
+                    target=target,
                 )
-                if len(fresh) != count:
+                if len(fresh) != slot.count:
                     return None
-                changes.setdefault((ifname, direction), []).append((start, fresh))
+                changes.setdefault((slot.ifname, slot.direction), []).append((slot.start, fresh))
         out = dict(result)
         for (ifname, direction), spliced in changes.items():
             ir = out[ifname]
@@ -523,6 +565,89 @@ class Compiler:
                 nd if direction == "egress" else ir.egress,
             )
         return out
+
+    def _patch_policies(self, key: str, edited: set[_PolicyKey]) -> PodRules | None:
+        """The target's rules with the allow rules of the `edited` policies made again and put
+        in place of their old ones: what `_compile` would make, since those policies select
+        it as before, on the same networks and directions (None: one had no rule in a
+        direction it isolates, so there is no place known for it: compile it whole)."""
+        result, layout = self._results.get(key), self._layout.get(key)
+        target = self._targets.get(key)
+        if result is None or layout is None or target is None:
+            return None
+        out = dict(result)
+        fresh_layout = dict(layout)
+        for (ifname, direction), slots in layout.items():
+            ir = out[ifname]
+            present = {_policy_key(s.policy) for s in slots} & edited
+            for pkey in edited - present:
+                policy = self._policies[pkey]
+                if (
+                    ir.network in policy.networks
+                    and direction in policy.policy_types
+                    and policy.rules(direction)
+                ):
+                    return None  # it had no rule here: where its rules go is not known
+            if not present:
+                continue
+            d = ir.direction(direction)
+            assert d is not None
+            rules: list[AllowRule] = []
+            fresh_slots: list[_Slot] = []
+            done: set[_PolicyKey] = set()
+            for slot in slots:
+                pkey = _policy_key(slot.policy)
+                if pkey not in edited:
+                    kept = d.rules[slot.start : slot.start + slot.count]
+                    fresh_slots.append(dataclasses.replace(slot, start=len(rules)))
+                    rules += kept
+                    continue
+                if pkey in done:
+                    continue
+                done.add(pkey)
+                policy = self._policies[pkey]
+                for i, rule in enumerate(policy.rules(direction)):
+                    sel = self._rule_sel(policy, direction, i, rule)
+                    fresh = self._allow_rules(
+                        sel, policy, direction, i, rule, network=ir.network, target=target
+                    )
+                    fresh_slots.append(
+                        _Slot(
+                            ifname,
+                            direction,
+                            ir.network,
+                            policy,
+                            i,
+                            rule,
+                            sel,
+                            len(rules),
+                            len(fresh),
+                        )
+                    )
+                    rules += fresh
+            fresh_layout[(ifname, direction)] = fresh_slots
+            nd = DirectionRules(d.policy_uids, tuple(rules))
+            out[ifname] = InterfaceRules(
+                ir.network,
+                nd if direction == "ingress" else ir.ingress,
+                nd if direction == "egress" else ir.egress,
+            )
+        self._index_slots(key, fresh_layout)
+        return out
+
+    def _index_slots(self, key: str, layout: dict[tuple[str, Direction], list[_Slot]]) -> None:
+        """The target's slots by selection, and the selections it reads (`dependents`)."""
+        slots: dict[_Sel, list[_Slot]] = {}
+        for per_direction in layout.values():
+            for slot in per_direction:
+                slots.setdefault(slot.sel, []).append(slot)
+        for sel in self._uses.pop(key, ()):
+            sel.dependents.discard(key)
+        for sel in slots:
+            sel.dependents.add(key)
+        self._uses[key] = set(slots)
+        self._slots[key] = slots
+        self._layout[key] = layout
 
     def _admitted(
         self,
@@ -560,11 +685,23 @@ class Compiler:
             (p for k, p in self._policies.items() if k[0] == ns),
             key=lambda p: (p.namespace, p.name, p.uid),
         )
+        # An edit that selects the same pods on the same networks and directions changes only
+        # the rules of this policy in the tables of those pods: patched (`_patch_policies`).
+        same_pods = (
+            before is not None
+            and policy is not None
+            and before.pod_selector == policy.pod_selector
+            and before.policy_types == policy.policy_types
+            and before.networks == policy.networks
+        )
         for target in self._targets.values():
             if target.namespace == ns and any(
                 self._selectors.matches(sid, target.label_id, target.labels) for sid in selectors
             ):
-                self._dirty.add(target.key)
+                if same_pods:
+                    self._edited.setdefault(target.key, set()).add(key)
+                else:
+                    self._dirty.add(target.key)
 
     def _collect(self) -> None:
         """Forget selections no policy rule names any more."""
@@ -766,10 +903,7 @@ class Compiler:
 
     def _compile(self, target: PodView) -> PodRules:
         key = target.key
-        for sel in self._uses.pop(key, ()):
-            sel.dependents.discard(key)
-        uses: set[_Sel] = set()
-        slots: dict[_Sel, list[_Slot]] = {}
+        layout: dict[tuple[str, Direction], list[_Slot]] = {}
         selecting = [
             p
             for p in self._by_namespace.get(target.namespace, ())
@@ -791,24 +925,35 @@ class Compiler:
                     per_dir[direction] = None
                     continue
                 rules: list[AllowRule] = []
+                slots = layout[(ifname, direction)] = []
                 for policy in isolating:
                     for i, rule in enumerate(policy.rules(direction)):
                         sel = self._rule_sel(policy, direction, i, rule)
-                        uses.add(sel)
                         fresh = self._allow_rules(
                             sel, policy, direction, i, rule, network=network, target=target
                         )
-                        slots.setdefault(sel, []).append(
-                            (ifname, direction, len(rules), len(fresh), network, policy, i, rule)
+                        slots.append(
+                            _Slot(
+                                ifname,
+                                direction,
+                                network,
+                                policy,
+                                i,
+                                rule,
+                                sel,
+                                len(rules),
+                                len(fresh),
+                            )
                         )
                         rules += fresh
                 per_dir[direction] = DirectionRules(tuple(p.uid for p in isolating), tuple(rules))
             result[ifname] = InterfaceRules(network, per_dir["ingress"], per_dir["egress"])
-        for sel in uses:
-            sel.dependents.add(key)
-        self._uses[key] = uses
-        self._slots[key] = slots
+        self._index_slots(key, layout)
         return result
+
+
+def _policy_key(policy: Policy) -> _PolicyKey:
+    return policy.namespace, policy.name, policy.uid
 
 
 def compile_pod(
