@@ -8,6 +8,9 @@ stream of changes for SECONDS: RELABELS pod relabels, EDITS policy edits and CHU
 and deletions per second, spread evenly.
 
 Reported:
+    one relabel          before the stream, on the quiet cluster: a pod relabelled among them
+                         all, changing some local pod's peers, from the store being told to the
+                         end of the pass that consumed it; p50 over RELABELS_ALONE of them
     change -> enforced   for each change, from the store being told to the end of the pass
                          that consumed it (every affected local pod's netns written by then);
                          p50, p99, max, and the passes' count
@@ -50,6 +53,7 @@ from netattach.daemon import orchestrator, policy_sync, records
 from netattach.policy import render
 
 TICK = 0.01  # the generator's step: each step emits the changes due by then
+RELABELS_ALONE = 9  # single relabels timed on the quiet cluster (each changing a local table)
 
 
 def _ip_netns(*args: str, check: bool = True, stdin: str | None = None) -> str:
@@ -245,12 +249,34 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
         {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in local_pods},
         args.seed,
     )
+
+    async def relabel_alone() -> float | None:
+        """One relabel on the quiet cluster: seconds to the end of the pass that consumed it,
+        or None when it changed no local pod's table."""
+        before = {cid: state.table for cid, state in sync._applied.items()}
+        changed = time.perf_counter()
+        churn.relabel()
+        while not any(start >= changed for start, _ in passes):
+            pass_done.clear()
+            await pass_done.wait()
+        took = next(end for start, end in passes if start >= changed) - changed
+        after = {cid: state.table for cid, state in sync._applied.items()}
+        return took if after != before else None
+
+    alone: list[float] = []
+    for _ in range(RELABELS_ALONE * 8):
+        took = await relabel_alone()
+        if took is not None:
+            alone.append(took)
+            if len(alone) == RELABELS_ALONE:
+                break
     streams = [
         (args.relabels, churn.relabel),
         (args.edits, churn.edit_policy),
         (args.churn, churn.create_or_delete),
     ]
     emitted = [0] * len(streams)
+    passes_before = len(passes)
     changes: list[float] = []
     usage0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     begin = time.perf_counter()
@@ -311,7 +337,12 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
         "relabels": emitted[0],
         "policy_edits": emitted[1],
         "pod_creations_deletions": emitted[2],
-        "passes": len(passes) - 1,
+        "passes": len(passes) - passes_before,
+        "one_relabel_among_all_ms": {
+            "p50": round(1e3 * statistics.median(alone), 1) if alone else None,
+            "max": round(1e3 * max(alone), 1) if alone else None,
+            "count": len(alone),
+        },
         "change_to_enforced_ms": {
             "p50": round(1e3 * statistics.median(latencies), 1),
             "p99": round(1e3 * _percentile(latencies, 0.99), 1),

@@ -6,6 +6,7 @@ change can alter, and a change that touches no selection or selected pod recompi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netattach.cluster.model import KubeObject
+from netattach.policy import render
 from netattach.policy.compile import Compiler, compile_pods, pod_key
 from netattach.policy.model import Policy, parse_policy
 from tests.unit.test_policy_compile import (
@@ -23,7 +25,9 @@ from tests.unit.test_policy_compile import (
     STATUS,
     container_ports_st,
     labels_st,
+    peer_st,
     policy_spec_st,
+    port_st,
     rule_st,
     selector_st,
 )
@@ -101,6 +105,8 @@ change_st = st.one_of(
     st.tuples(st.just("pod"), pod_st, st.booleans()),  # True: one of the node's pods too
     st.tuples(st.just("pod-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
     st.tuples(st.just("policy"), policy_st),
+    # the same pods selected, other rules: patched in place (`Compiler._patch_policies`)
+    st.tuples(st.just("policy-rules"), st.integers(0, 3), policy_st),
     st.tuples(st.just("policy-gone"), st.integers(0, 3)),
     st.tuples(st.just("namespace"), st.sampled_from(NAMESPACES), labels_st),
     st.tuples(st.just("namespace"), st.sampled_from(NAMESPACES), labels_st),
@@ -152,6 +158,13 @@ def apply(change: tuple[Any, ...], cluster: Cluster, compiler: Compiler) -> None
     elif kind == "policy":
         cluster.policies[change[1].name] = change[1]
         compiler.set_policies(cluster.policies.values())
+    elif kind == "policy-rules":
+        found = cluster.policies.get(f"pol{change[1]}")
+        if found is not None:
+            donor = change[2]
+            edited = dataclasses.replace(found, ingress=donor.ingress, egress=donor.egress)
+            cluster.policies[found.name] = edited
+            compiler.set_policies(cluster.policies.values())
     elif kind == "policy-gone":
         cluster.policies.pop(f"pol{change[1]}", None)
         compiler.set_policies(cluster.policies.values())
@@ -165,6 +178,15 @@ def apply(change: tuple[Any, ...], cluster: Cluster, compiler: Compiler) -> None
         key = f"{change[1]}/{change[2]}"
         cluster.targets.discard(key)
         compiler.remove_target(key)
+
+
+def check_tables(got: dict[str, Any], built: dict[str, render.Built]) -> None:
+    """Each target's table made from its last one (`render.rebuild_table`) is the table built
+    whole from its rules."""
+    for key, rules in got.items():
+        table = render.rebuild_table(key, rules, built.get(key))
+        assert table == render.build_table(key, rules), key
+        built[key] = (rules, table)
 
 
 @pytest.mark.req("POL-UPDATE")
@@ -183,6 +205,7 @@ def test_incremental_result_equals_a_from_scratch_compile(
     for change in [*pods, *policies]:
         apply(change, cluster, compiler)
     compiler.compile_changed()
+    built: dict[str, render.Built] = {}
     for batch in changes:
         for change in batch:
             apply(change, cluster, compiler)
@@ -190,6 +213,82 @@ def test_incremental_result_equals_a_from_scratch_compile(
         got = {key: compiler.rules(key) for key in sorted(cluster.targets)}
         assert got == cluster.from_scratch(), batch
         assert set(recompiled) <= cluster.targets
+        check_tables(got, built)
+
+
+# Egress to named ports: each destination pod resolves the names against the ports it declares,
+# so pods changing their ports or addresses (shared ones too) move hosts between the groups.
+named_port_st = st.fixed_dictionaries(
+    {"port": st.sampled_from(["http", "dns"])},
+    optional={"protocol": st.sampled_from(["TCP", "UDP"])},
+)
+named_egress_st = st.builds(
+    make_policy,
+    st.integers(0, 3),
+    SOME_NAMESPACE,
+    st.sampled_from(["net", "ns-a/net"]),
+    st.fixed_dictionaries(
+        {
+            "podSelector": selector_st,
+            "policyTypes": st.just(["Egress"]),
+            "egress": st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "ports": st.lists(
+                            st.one_of(named_port_st, named_port_st, port_st), min_size=1, max_size=3
+                        )
+                    },
+                    optional={"to": st.lists(peer_st, max_size=2)},
+                ),
+                min_size=1,
+                max_size=2,
+            ),
+        }
+    ),
+)
+named_change_st = st.one_of(
+    st.tuples(st.just("pod"), pod_st, st.booleans()),
+    st.tuples(st.just("pod"), pod_st, st.booleans()),
+    st.tuples(st.just("pod-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
+    st.tuples(st.just("policy"), named_egress_st),
+    st.tuples(st.just("policy-rules"), st.integers(0, 3), named_egress_st),
+    st.tuples(st.just("namespace"), st.sampled_from(NAMESPACES), labels_st),
+    st.tuples(st.just("target-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
+)
+
+
+@pytest.mark.req("POL-UPDATE", "POL-PORTS")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pods=st.lists(st.tuples(st.just("pod"), pod_st, st.booleans()), min_size=2, max_size=10),
+    policies=st.lists(st.tuples(st.just("policy"), named_egress_st), min_size=1, max_size=3),
+    changes=st.lists(st.lists(named_change_st, min_size=1, max_size=3), min_size=1, max_size=8),
+)
+def test_named_port_destinations_kept_in_place_equal_a_from_scratch_compile(
+    pods: list[tuple[Any, ...]],
+    policies: list[tuple[Any, ...]],
+    changes: list[list[tuple[Any, ...]]],
+) -> None:
+    cluster, compiler = Cluster(), Compiler()
+    for change in [*pods, *policies]:
+        apply(change, cluster, compiler)
+    compiler.compile_changed()
+    built: dict[str, render.Built] = {}
+    for batch in changes:
+        for change in batch:
+            apply(change, cluster, compiler)
+        compiler.compile_changed()
+        got = {key: compiler.rules(key) for key in sorted(cluster.targets)}
+        assert got == cluster.from_scratch(), batch
+        check_tables(got, built)
+        for rules in got.values():
+            # one set per name: rules sharing a set name share its content
+            named: dict[str, object] = {}
+            for ir in rules.values():
+                for d in (ir.ingress, ir.egress):
+                    for r in () if d is None else d.rules:
+                        if r.selection:
+                            assert named.setdefault(r.selection, r.peers) == r.peers, r
 
 
 def _cluster_of_three() -> tuple[Cluster, Compiler]:

@@ -30,15 +30,22 @@ def test_updates_in_place_equal_a_merge_of_what_is_left(
 ) -> None:
     ranges = HostRanges(blocks, initial)
     present = list(initial)  # a multiset: a host two members share
-    for leaving, added in steps:
+    for leaving, joining in steps:
         gone = []
         for host in leaving:
             if host in present:  # only members' hosts ever leave
                 present.remove(host)
                 gone.append(host)
+        added = [h for h in joining if h not in gone]  # as callers give them: disjoint
         before = ranges.snapshot()
-        changed = ranges.update(gone, added, held=lambda host: host in present)
+        covered = {h: ranges.holds(h) for h in [*gone, *added]}
+        lost, gained = ranges.update(gone, added, held=lambda host: host in present)
         present.extend(added)
         assert ranges.snapshot() == merge_ranges([*blocks, *present])
-        if not changed:
+        if not lost and not gained:
             assert ranges.snapshot() == before
+        # exactly the hosts that stopped or started being admitted
+        assert sorted(set(lost)) == sorted(lost)
+        assert sorted(set(gained)) == sorted(gained)
+        assert set(lost) == {h for h in covered if covered[h] and not ranges.holds(h)}
+        assert set(gained) == {h for h in covered if not covered[h] and ranges.holds(h)}

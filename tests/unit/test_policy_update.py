@@ -46,11 +46,29 @@ def test_a_peer_joining_or_leaving_is_an_element_change_only() -> None:
     assert all(line.startswith("delete element inet netattach ") for line in left.splitlines())
 
 
-def test_many_peers_leaving_refill_the_set_instead_of_deleting_one_by_one() -> None:
+def test_many_peers_leaving_a_hash_set_are_deleted_one_by_one() -> None:
     script = update.render_update(table(40), table(2))
     assert script is not None
     lines = script.splitlines()
-    assert any(line.startswith("flush set inet netattach ") for line in lines)
+    assert len(lines) == 2  # one line per family's set, every address gone in it
+    for line in lines:
+        assert line.startswith("delete element inet netattach ")
+        assert line.count(",") == 37
+
+
+def test_many_elements_leaving_an_interval_set_refill_it_instead() -> None:
+    def with_elements(count: int) -> render.Table:
+        base = table(1)
+        elements = tuple(f"10.9.{i}.0/24" for i in range(count))
+        ranges = render.NftSet(
+            "sblocks_b4", "ipv4_addr", 'comment "x"', elements, ", ".join(elements)
+        )
+        return render.Table(base.comment, (*base.sets, ranges), base.chains)
+
+    script = update.render_update(with_elements(40), with_elements(2))
+    assert script is not None
+    lines = script.splitlines()
+    assert lines[0] == "flush set inet netattach sblocks_b4"
     assert not any(line.startswith("delete element") for line in lines)
     assert not any("chain" in line for line in lines)  # the rules stay as they are
 

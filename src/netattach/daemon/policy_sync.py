@@ -86,6 +86,7 @@ class PolicySync:
         self._reported: dict[str, str] = {}  # policy key -> the problem last reported
         self._parsed: dict[tuple[str, str, str], Policy | errors.CNIError] = {}
         self._last_good: dict[tuple[str, str], Policy] = {}
+        self._names: dict[str, str] = {}  # policy UID -> "ns/name", of `_last_good`
         self._tasks: set[asyncio.Task[None]] = set()
         # The incremental compiler, while some valid policy exists (None: nothing is governed,
         # and pods are not even read).
@@ -98,6 +99,11 @@ class PolicySync:
         self._targets: dict[str, tuple[object, object]] = {}  # pod key -> (pod, record) seen
         self._unapplied: set[str] = set()  # pod keys compiled anew, not applied yet
         self._records_stamp: int | None = None  # the records directory's mtime when read
+        # pod key -> the rules last rendered and their table: the next table is made from it
+        # when only peers changed (`render.rebuild_table`)
+        self._built: dict[str, render.Built] = {}
+        # Element diffs of this pass's in-place updates (many tables share each set's change)
+        self._diffs: update.Diffs = {}
         self.passes = 0
         view.observers.append(self.observe)
 
@@ -179,7 +185,10 @@ class PolicySync:
             applied = self._applied.get(record.container_id, _UNKNOWN)
             if key in todo or not applied.known or applied.error is not None:
                 writes.append(self._apply(record, compiler.rules(key)))
-        await _at_most(APPLY_CONCURRENCY, writes)
+        try:
+            await _at_most(APPLY_CONCURRENCY, writes)
+        finally:
+            self._diffs = {}  # the sets they held may go now
         metrics.POLICY_PASS_SECONDS.observe(time.perf_counter() - started)
 
     async def enforce(
@@ -273,6 +282,7 @@ class PolicySync:
                 # compiler, which reads every object again (_resync).
                 self._compiler = None
                 self._targets.clear()
+                self._built.clear()
                 self._unapplied.clear()
                 self._pending_pods.clear()
                 self._pending_namespaces.clear()
@@ -360,6 +370,7 @@ class PolicySync:
             compiler.set_target(compiler.view(self._target(pod, record)))
         for gone in set(self._targets) - seen:
             del self._targets[gone]
+            self._built.pop(gone, None)
             compiler.remove_target(gone)
             namespace, name = gone.split("/", 1)
             self._set_peer(compiler, namespace, name, by_pod)
@@ -439,6 +450,7 @@ class PolicySync:
             del self._parsed[stale]
         for gone in set(self._last_good) - {key[:2] for key in seen}:
             del self._last_good[gone]
+        self._names = {p.uid: p.key for p in self._last_good.values()}
         good.sort(key=lambda p: (p.namespace, p.name, p.uid))
         return good
 
@@ -526,7 +538,8 @@ class PolicySync:
         # Let the loop read finished nft processes between the tables of a pass: building a
         # big table is long enough that queued completions would otherwise wait behind it.
         await asyncio.sleep(0)
-        table = render.build_table(key, rules)
+        table = render.rebuild_table(key, rules, self._built.get(key))
+        self._built[key] = (rules, table)
         governing = sorted(
             {
                 uid
@@ -583,7 +596,7 @@ class PolicySync:
                 log.info("%s policy table removed", record.prefix())
             return
         if current.known and current.error is None and current.table is not None:
-            script = update.render_update(current.table, table)
+            script = update.render_update(current.table, table, self._diffs)
             if script is None:
                 return
             try:
@@ -594,8 +607,7 @@ class PolicySync:
         await apply.apply_ruleset(record.netns, render.table_text(table), timeout=NFT_TIMEOUT)
 
     def _policy_names(self, uids: Iterable[str]) -> list[str]:
-        by_uid = {p.uid: p.key for p in self._last_good.values()}
-        return [by_uid.get(uid, uid) for uid in uids]
+        return [self._names.get(uid, uid) for uid in uids]
 
     async def _warn_pod(self, record: records_mod.PodRecord, message: str) -> None:
         if self._events is not None:

@@ -13,6 +13,7 @@ selection's addresses reused. `compile_pods` is the same compiler built from scr
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,13 +63,18 @@ class PortRange:
 class AllowRule:
     """Traffic from/to `peers` (None: any address) on `ports` (None: any port) passes.
 
-    `selection` names the peers' set: every rule of a table with the same one shares it."""
+    `selection` names the peers' set: every rule of a table with the same one shares it.
+    `blocks`: the part of `peers` its ipBlocks give (None: none); every other address of
+    `peers` is a pod's host address. Rendering keeps the two apart: the blocks never change
+    while the policy stays, the hosts change with every peer coming and going, and nft makes
+    changing an interval set cost the size of every interval set of the table."""
 
     policy_uid: str
     origin: str  # "ns/name ingress[0]"
     peers: AddressSet | None
     ports: tuple[PortRange, ...] | None
     selection: str = ""
+    blocks: AddressSet | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +96,28 @@ class InterfaceRules:
 
 
 PodRules = dict[str, InterfaceRules]  # ifname -> rules
-_Group = tuple[AddressSet | None, tuple[PortRange, ...] | None, str]  # peers, ports, set name
+
+
+@dataclass(slots=True)
+class _Slot:
+    """Where one rule of a policy put its allow rules in a target's rules: `count` of them
+    from `start` in the rules of `direction` on `ifname`."""
+
+    ifname: str
+    direction: Direction
+    network: str
+    policy: Policy
+    index: int  # the rule's, in the policy's rules of that direction
+    rule: Rule
+    sel: _Sel
+    start: int
+    count: int
+
+
+# peers, ports, set name, the peers' ipBlock part
+_Group = tuple[AddressSet | None, tuple[PortRange, ...] | None, str, AddressSet | None]
 _PolicyKey = tuple[str, str, str]  # namespace, name, uid
-_Resolved = tuple[tuple[PortRange, ...], tuple[AddressRange, ...]]  # a pod's ports, addresses
+_Declared = tuple[tuple[str, str, int], ...]  # a pod's declared ports (name, protocol, number)
 
 
 def namespace_labels(namespaces: Iterable[KubeObject]) -> dict[str, dict[str, str]]:
@@ -161,7 +186,9 @@ class _Sel:
 
     __slots__ = (
         "addresses",
+        "blocks",
         "dependents",
+        "dest",
         "groups",
         "hosts",
         "names",
@@ -179,6 +206,10 @@ class _Sel:
         self.groups: dict[tuple[str, tuple[PortSpec, ...]], list[_Group]] = {}
         self.dependents: set[str] = set()
         self.names: dict[str, str] = {}  # network -> set name
+        self.blocks: AddressSet | None = None  # what its ipBlocks admit, on any network
+        # network -> a pod's declared ports -> the hosts it admits of the pods declaring them
+        # (named-port destinations), kept up to date host by host once first read
+        self.dest: dict[str, dict[_Declared, set[AddressRange]]] = {}
 
     @property
     def everything(self) -> bool:
@@ -189,6 +220,7 @@ class _Sel:
         self.stale.clear()
         self.addresses.clear()
         self.groups.clear()
+        self.dest.clear()
         return self.dependents
 
 
@@ -215,14 +247,26 @@ class Compiler:
         self._by_namespace: dict[str, list[Policy]] = {}
         self._rule_sels: dict[tuple[_PolicyKey, Direction, int], tuple[Policy, _Sel]] = {}
         self._sels: dict[Selection, _Sel] = {}
-        # network -> a pod's declared ports -> the addresses of the pods declaring them
-        self._port_groups: dict[
-            str, dict[tuple[tuple[str, str, int], ...], list[AddressRange]]
-        ] = {}
+        # (namespace, its label id, a pod's label id) -> the selections picking such a pod;
+        # valid while the selections stay (labels are interned: equal ids, equal labels)
+        self._picking: dict[tuple[str, int, int], frozenset[_Sel]] = {}
+        # network -> a pod's declared ports -> host -> how many pods declaring them hold it
+        self._declaring: dict[str, dict[_Declared, dict[AddressRange, int]]] = {}
+        self._dest_sels: dict[str, set[_Sel]] = {}  # network -> the selections with `dest`
         self._targets: dict[str, PodView] = {}
         self._results: dict[str, PodRules] = {}
         self._uses: dict[str, set[_Sel]] = {}
         self._dirty: set[str] = set()
+        # target -> the selections whose addresses alone changed since its rules were made:
+        # its rules are patched in place (`_patch`), not made again
+        self._moved: dict[str, set[_Sel]] = {}
+        # target -> selection -> where the rules reading it put their allow rules
+        self._slots: dict[str, dict[_Sel, list[_Slot]]] = {}
+        # target -> (ifname, direction) -> every policy rule's slot, in order
+        self._layout: dict[str, dict[tuple[str, Direction], list[_Slot]]] = {}
+        # target -> the policies edited (selecting the same pods) since its rules were made:
+        # their allow rules are made again and put in place (`_patch_policies`)
+        self._edited: dict[str, set[_PolicyKey]] = {}
 
     # -- inputs ---------------------------------------------------------------------------------
 
@@ -277,6 +321,10 @@ class Compiler:
         self._targets.pop(key, None)
         self._results.pop(key, None)
         self._dirty.discard(key)
+        self._moved.pop(key, None)
+        self._slots.pop(key, None)
+        self._layout.pop(key, None)
+        self._edited.pop(key, None)
         for sel in self._uses.pop(key, ()):
             sel.dependents.discard(key)
 
@@ -292,18 +340,38 @@ class Compiler:
     # -- outputs --------------------------------------------------------------------------------
 
     def compile_changed(self) -> dict[str, PodRules]:
-        """Recompile every target a change since the last call can have touched."""
+        """Recompile every target a change since the last call can have touched (patch, when
+        only the addresses of selections it uses changed)."""
         out: dict[str, PodRules] = {}
         for key in sorted(self._dirty):
             target = self._targets.get(key)
             if target is not None:
                 out[key] = self._results[key] = self._compile(target)
+        for key in sorted((self._edited.keys() | self._moved.keys()) - self._dirty):
+            target = self._targets.get(key)
+            if target is None:
+                continue
+            found: PodRules | None = self._results.get(key)
+            if key in self._edited:
+                found = self._patch_policies(key, self._edited[key])
+                if found is not None:
+                    self._results[key] = found
+            if found is not None and key in self._moved:
+                found = self._patch(key, self._moved[key])
+            out[key] = self._results[key] = self._compile(target) if found is None else found
         self._dirty.clear()
+        self._moved.clear()
+        self._edited.clear()
         self._collect()
         return out
 
     def rules(self, key: str) -> PodRules:
-        if key in self._dirty or key not in self._results:
+        if (
+            key in self._dirty
+            or key in self._moved
+            or key in self._edited
+            or key not in self._results
+        ):
             self._dirty.add(key)
             self.compile_changed()
         return self._results.get(key, {})
@@ -319,6 +387,8 @@ class Compiler:
     def _namespace_changed(self) -> None:
         for sel in self._sels.values():
             if any(p.namespace_selector is not None for p in sel.peers):
+                for network in sel.dest:
+                    self._dest_sels[network].discard(sel)
                 self._dirty |= sel.invalidate()
 
     def _own(self, before: PodView | None, after: PodView | None) -> None:
@@ -363,26 +433,71 @@ class Compiler:
             and before.ports == after.ports
         )
         if not relabel_only:
-            self._port_groups.clear()
-        for sel in self._sels.values():
+            self._declared_changed(before, after)
+        was_in, now_in = self._picked_by(before), self._picked_by(after)
+        for sel in was_in | now_in:
             if not sel.hosts and not sel.groups:
                 continue  # nothing resolved yet: nothing to keep up to date
-            was, now = self._selects(sel, before), self._selects(sel, after)
-            if was != now or (not relabel_only and (was or now)):
+            was, now = sel in was_in, sel in now_in
+            if was != now or not relabel_only:
                 self._member_changed(sel, before if was else None, after if now else None)
-            elif (
-                not relabel_only
-                and sel.groups
-                and (self._held(sel, before) or self._held(sel, after))
-            ):
-                sel.groups.clear()
-                self._dirty |= sel.dependents
+
+    def _declared_changed(self, before: PodView | None, after: PodView | None) -> None:
+        """Keep the index of which hosts pods declaring each set of ports hold, and the
+        named-port destinations of the selections (`dest`): a host joins those a selection
+        admits, or leaves them, as the first pod declaring those ports gets it or the last
+        one loses it."""
+        for view, step in ((before, -1), (after, 1)):
+            if view is None:
+                continue
+            for network, hosts in view.addresses.items():
+                counts = self._declaring.setdefault(network, {}).setdefault(view.ports, {})
+                for host in hosts:
+                    count = counts.get(host, 0) + step
+                    if count:
+                        counts[host] = count
+                    else:
+                        del counts[host]
+                    if count == (1 if step > 0 else 0):
+                        self._dest_changed(network, view.ports, host, step > 0)
+                if not counts:
+                    del self._declaring[network][view.ports]
+
+    def _dest_changed(
+        self, network: str, declared: _Declared, host: AddressRange, held: bool
+    ) -> None:
+        """Pods declaring `declared` started (`held`) or stopped holding `host`."""
+        for sel in self._dest_sels.get(network, ()):
+            dest = sel.dest[network]
+            if held and (sel.everything or sel.hosts[network].holds(host)):
+                dest.setdefault(declared, set()).add(host)
+            elif not held and host in dest.get(declared, ()):
+                dest[declared].discard(host)
+            else:
+                continue
+            sel.groups.clear()
+            self._moved_all(sel)
+
+    def _picked_by(self, view: PodView | None) -> frozenset[_Sel]:
+        """The selections a pod selector of which picks `view` (`_selects`), found once per
+        namespace labels and pod labels: a pod changing is then not a test of every
+        selection."""
+        if view is None:
+            return frozenset()
+        key = (view.namespace, self._namespace(view.namespace)[0], view.label_id)
+        found = self._picking.get(key)
+        if found is None:
+            found = self._picking[key] = frozenset(
+                sel for sel in self._sels.values() if self._selects(sel, view)
+            )
+        return found
 
     def _member_changed(self, sel: _Sel, before: PodView | None, after: PodView | None) -> None:
         """A member left (`before`), joined (`after`) or changed its addresses or ports (both):
         its hosts leave and join the selection's addresses in place."""
         key = (before or after).key  # type: ignore[union-attr]
-        changed = bool(sel.groups)
+        had_groups = bool(sel.groups)
+        moved = False
         sel.groups.clear()
         for network, hosts in sel.hosts.items():
             old = set(() if before is None else before.addresses.get(network, ()))
@@ -393,15 +508,161 @@ class Compiler:
 
             def held(host: AddressRange, owners: Mapping[AddressRange, set[str]] = owners) -> bool:
                 return any(
-                    other != key and self._selects(sel, self._pods.get(other))
+                    other != key and sel in self._picked_by(self._pods.get(other))
                     for other in owners.get(host, ())
                 )
 
-            if hosts.update(sorted(old - new), sorted(new - old), held):
+            lost, gained = hosts.update(sorted(old - new), sorted(new - old), held)
+            if lost or gained:
                 sel.stale.add(network)
-                changed = True
-        if changed:
-            self._dirty |= sel.dependents
+                moved = True
+                dest = sel.dest.get(network)
+                if dest is not None:
+                    self._admitted(dest, network, lost, gained)
+        if had_groups or moved:
+            self._moved_all(sel)
+
+    def _moved_all(self, sel: _Sel) -> None:
+        """The selection's addresses or groups changed: patch the targets reading it."""
+        for dependent in sel.dependents:
+            self._moved.setdefault(dependent, set()).add(sel)
+
+    def _patch(self, key: str, moved: set[_Sel]) -> PodRules | None:
+        """The target's rules with the allow rules of every rule reading a `moved` selection
+        made again and put in place: what `_compile` would make, since nothing else changed
+        (None: one of them gives more or fewer allow rules than before, compile it whole)."""
+        result, slots = self._results.get(key), self._slots.get(key)
+        target = self._targets.get(key)
+        if result is None or slots is None or target is None:
+            return None
+        changes: dict[tuple[str, Direction], list[tuple[int, list[AllowRule]]]] = {}
+        for sel in moved:
+            for slot in slots.get(sel, ()):
+                fresh = self._allow_rules(
+                    sel,
+                    slot.policy,
+                    slot.direction,
+                    slot.index,
+                    slot.rule,
+                    network=slot.network,
+                    target=target,
+                )
+                if len(fresh) != slot.count:
+                    return None
+                changes.setdefault((slot.ifname, slot.direction), []).append((slot.start, fresh))
+        out = dict(result)
+        for (ifname, direction), spliced in changes.items():
+            ir = out[ifname]
+            d = ir.direction(direction)
+            assert d is not None
+            rules = list(d.rules)
+            for start, fresh in spliced:
+                rules[start : start + len(fresh)] = fresh
+            nd = DirectionRules(d.policy_uids, tuple(rules))
+            out[ifname] = InterfaceRules(
+                ir.network,
+                nd if direction == "ingress" else ir.ingress,
+                nd if direction == "egress" else ir.egress,
+            )
+        return out
+
+    def _patch_policies(self, key: str, edited: set[_PolicyKey]) -> PodRules | None:
+        """The target's rules with the allow rules of the `edited` policies made again and put
+        in place of their old ones: what `_compile` would make, since those policies select
+        it as before, on the same networks and directions (None: one had no rule in a
+        direction it isolates, so there is no place known for it: compile it whole)."""
+        result, layout = self._results.get(key), self._layout.get(key)
+        target = self._targets.get(key)
+        if result is None or layout is None or target is None:
+            return None
+        out = dict(result)
+        fresh_layout = dict(layout)
+        for (ifname, direction), slots in layout.items():
+            ir = out[ifname]
+            present = {_policy_key(s.policy) for s in slots} & edited
+            for pkey in edited - present:
+                policy = self._policies[pkey]
+                if (
+                    ir.network in policy.networks
+                    and direction in policy.policy_types
+                    and policy.rules(direction)
+                ):
+                    return None  # it had no rule here: where its rules go is not known
+            if not present:
+                continue
+            d = ir.direction(direction)
+            assert d is not None
+            rules: list[AllowRule] = []
+            fresh_slots: list[_Slot] = []
+            done: set[_PolicyKey] = set()
+            for slot in slots:
+                pkey = _policy_key(slot.policy)
+                if pkey not in edited:
+                    kept = d.rules[slot.start : slot.start + slot.count]
+                    fresh_slots.append(dataclasses.replace(slot, start=len(rules)))
+                    rules += kept
+                    continue
+                if pkey in done:
+                    continue
+                done.add(pkey)
+                policy = self._policies[pkey]
+                for i, rule in enumerate(policy.rules(direction)):
+                    sel = self._rule_sel(policy, direction, i, rule)
+                    fresh = self._allow_rules(
+                        sel, policy, direction, i, rule, network=ir.network, target=target
+                    )
+                    fresh_slots.append(
+                        _Slot(
+                            ifname,
+                            direction,
+                            ir.network,
+                            policy,
+                            i,
+                            rule,
+                            sel,
+                            len(rules),
+                            len(fresh),
+                        )
+                    )
+                    rules += fresh
+            fresh_layout[(ifname, direction)] = fresh_slots
+            nd = DirectionRules(d.policy_uids, tuple(rules))
+            out[ifname] = InterfaceRules(
+                ir.network,
+                nd if direction == "ingress" else ir.ingress,
+                nd if direction == "egress" else ir.egress,
+            )
+        self._index_slots(key, fresh_layout)
+        return out
+
+    def _index_slots(self, key: str, layout: dict[tuple[str, Direction], list[_Slot]]) -> None:
+        """The target's slots by selection, and the selections it reads (`dependents`)."""
+        slots: dict[_Sel, list[_Slot]] = {}
+        for per_direction in layout.values():
+            for slot in per_direction:
+                slots.setdefault(slot.sel, []).append(slot)
+        for sel in self._uses.pop(key, ()):
+            sel.dependents.discard(key)
+        for sel in slots:
+            sel.dependents.add(key)
+        self._uses[key] = set(slots)
+        self._slots[key] = slots
+        self._layout[key] = layout
+
+    def _admitted(
+        self,
+        dest: dict[_Declared, set[AddressRange]],
+        network: str,
+        lost: list[AddressRange],
+        gained: list[AddressRange],
+    ) -> None:
+        """A selection's named-port destinations after its addresses lost and gained hosts."""
+        for hosts in dest.values():
+            hosts.difference_update(lost)
+        for declared, counts in self._declaring.get(network, {}).items():
+            found = [h for h in gained if h in counts]
+            if found:
+                dest.setdefault(declared, set()).update(found)
 
     def _selects(self, sel: _Sel, view: PodView | None) -> bool:
         """Whether a pod selector of `sel` picks `view`."""
@@ -409,18 +670,6 @@ class Compiler:
             return False
         ns = sel.selection.namespace
         return any(p.block is None and self._in_peer(p, view, ns) for p in sel.peers)
-
-    def _held(self, sel: _Sel, view: PodView | None) -> bool:
-        """Whether an address of `view` lies in what `sel` admits on a network it has named-port
-        groups for (every pod with an address there is a candidate destination)."""
-        if view is None:
-            return False
-        for network, _ in sel.groups:
-            peers = self._addresses(sel, network)
-            for addr in view.addresses.get(network, ()):
-                if peers is None or peers.holds(addr):
-                    return True
-        return False
 
     def _set_policy(self, key: _PolicyKey, policy: Policy | None) -> None:
         before = self._policies.pop(key, None)
@@ -436,17 +685,32 @@ class Compiler:
             (p for k, p in self._policies.items() if k[0] == ns),
             key=lambda p: (p.namespace, p.name, p.uid),
         )
+        # An edit that selects the same pods on the same networks and directions changes only
+        # the rules of this policy in the tables of those pods: patched (`_patch_policies`).
+        same_pods = (
+            before is not None
+            and policy is not None
+            and before.pod_selector == policy.pod_selector
+            and before.policy_types == policy.policy_types
+            and before.networks == policy.networks
+        )
         for target in self._targets.values():
             if target.namespace == ns and any(
                 self._selectors.matches(sid, target.label_id, target.labels) for sid in selectors
             ):
-                self._dirty.add(target.key)
+                if same_pods:
+                    self._edited.setdefault(target.key, set()).add(key)
+                else:
+                    self._dirty.add(target.key)
 
     def _collect(self) -> None:
         """Forget selections no policy rule names any more."""
         live = {id(sel) for _, sel in self._rule_sels.values()}
         for selection in [s for s, sel in self._sels.items() if id(sel) not in live]:
-            del self._sels[selection]
+            sel = self._sels.pop(selection)
+            for network in sel.dest:
+                self._dest_sels[network].discard(sel)
+            self._picking.clear()
 
     # -- resolving ------------------------------------------------------------------------------
 
@@ -481,6 +745,9 @@ class Compiler:
                 for p in rule.peers
             )
             sel = self._sels[selection] = _Sel(selection, peers)
+            self._picking.clear()
+            blocks = merge_ranges(r for p in peers if p.block is not None for r in p.block)
+            sel.blocks = self._sets.get(blocks) if blocks else None
         self._rule_sels[key] = (policy, sel)
         return sel
 
@@ -556,59 +823,87 @@ class Compiler:
         named ports."""
         peers = self._addresses(sel, network)
         name = "" if peers is None else self._name(sel, network)
+        blocks = None if peers is None else sel.blocks
         named = any(isinstance(p.port, str) for p in rule.ports)
         if direction == "ingress" or not named:
             ports = _resolve(rule.ports, target.ports if direction == "ingress" else ())
-            return [(peers, ports, name)]
+            return [(peers, ports, name, blocks)]
         key = (network, rule.ports)
         found = sel.groups.get(key)
         if found is None:
-            found = sel.groups[key] = self._egress_groups(rule, network, peers, name)
+            found = sel.groups[key] = self._egress_groups(
+                sel, rule, network, peers=peers, name=name, blocks=blocks
+            )
         return found
 
     def _egress_groups(
-        self, rule: Rule, network: str, peers: AddressSet | None, name: str
+        self,
+        sel: _Sel,
+        rule: Rule,
+        network: str,
+        *,
+        peers: AddressSet | None,
+        name: str,
+        blocks: AddressSet | None,
     ) -> list[_Group]:
         """Egress to named ports: each destination pod resolves the names itself."""
-        groups: dict[tuple[PortRange, ...] | None, list[AddressRange]] = {}
+        groups: dict[tuple[PortRange, ...] | None, set[AddressRange]] = {}
         numeric_specs = tuple(p for p in rule.ports if not isinstance(p.port, str))
         numeric = _resolve(numeric_specs, ()) if numeric_specs else ()
         out: list[_Group] = []
         if numeric:
-            out.append((peers, numeric, name))
-        for resolved, addresses in self._destinations(network, rule.ports):
-            if resolved == numeric:
-                continue
-            inside = addresses if peers is None else peers.hosts_within(addresses)
-            if inside:
-                groups.setdefault(resolved, []).extend(inside)
+            out.append((peers, numeric, name, blocks))
+        for declared, hosts in self._dest(sel, network).items():
+            resolved = _resolve(rule.ports, declared)
+            if resolved and resolved != numeric and hosts:
+                groups.setdefault(resolved, set()).update(hosts)
         for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
-            group_name = set_name(name or network, ports)
-            out.append((self._sets.get(merge_ranges(addrs)), ports, group_name))
+            # Named after the rule's ports too: another rule of the same peers whose ports
+            # resolve to the same numbers on other pods holds other hosts (one name for both
+            # gave the second rule the first one's set).
+            group_name = set_name(name or network, rule.ports, ports)
+            # Hosts, sorted, not joined into ranges: the set is a hash set of single addresses
+            # (`render`), and joining them was a loop over every host of every group again.
+            out.append((self._sets.get(tuple(sorted(addrs))), ports, group_name, None))
         return out
 
-    def _destinations(self, network: str, ports: tuple[PortSpec, ...]) -> list[_Resolved]:
-        """What `ports` resolve to on the pods with addresses on `network` (pods with the same
-        declared ports together), and their addresses."""
-        by_ports = self._port_groups.get(network)
-        if by_ports is None:
-            by_ports = self._port_groups[network] = {}
-            for v in self._pods.values():
-                addresses = v.addresses.get(network, ())
-                if addresses:
-                    by_ports.setdefault(v.ports, []).extend(addresses)
-        out: list[_Resolved] = []
-        for declared, found in by_ports.items():
-            resolved = _resolve(ports, declared)
-            if resolved:
-                out.append((resolved, tuple(found)))
-        return out
+    def _dest(self, sel: _Sel, network: str) -> Mapping[_Declared, Iterable[AddressRange]]:
+        """The hosts of pods with addresses on `network` that `sel` admits, by the ports the
+        pods declare: read once, then kept up to date host by host (`_declared_changed`,
+        `_admitted`). Every host, for a selection of every address."""
+        found = sel.dest.get(network)
+        if found is None:
+            hosts = sel.hosts.get(network)
+            declaring = self._declaring.get(network, {})
+            found = sel.dest[network] = {
+                declared: set(counts) if hosts is None else {h for h in counts if hosts.holds(h)}
+                for declared, counts in declaring.items()
+            }
+            self._dest_sels.setdefault(network, set()).add(sel)
+        return found
+
+    def _allow_rules(
+        self,
+        sel: _Sel,
+        policy: Policy,
+        direction: Direction,
+        i: int,
+        rule: Rule,
+        *,
+        network: str,
+        target: PodView,
+    ) -> list[AllowRule]:
+        """The allow rules of one rule of a policy, for one of the target's interfaces."""
+        origin = f"{policy.key} {direction}[{i}]"
+        return [
+            AllowRule(policy.uid, origin, peers, ports, name, blocks)
+            for peers, ports, name, blocks in self._groups(sel, direction, rule, network, target)
+            if (peers is None or peers) and ports != ()  # else it allows nothing
+        ]
 
     def _compile(self, target: PodView) -> PodRules:
         key = target.key
-        for sel in self._uses.pop(key, ()):
-            sel.dependents.discard(key)
-        uses: set[_Sel] = set()
+        layout: dict[tuple[str, Direction], list[_Slot]] = {}
         selecting = [
             p
             for p in self._by_namespace.get(target.namespace, ())
@@ -630,23 +925,35 @@ class Compiler:
                     per_dir[direction] = None
                     continue
                 rules: list[AllowRule] = []
+                slots = layout[(ifname, direction)] = []
                 for policy in isolating:
                     for i, rule in enumerate(policy.rules(direction)):
                         sel = self._rule_sel(policy, direction, i, rule)
-                        uses.add(sel)
-                        origin = f"{policy.key} {direction}[{i}]"
-                        for peers, ports, name in self._groups(
-                            sel, direction, rule, network, target
-                        ):
-                            if (peers is not None and not peers) or ports == ():
-                                continue  # allows nothing
-                            rules.append(AllowRule(policy.uid, origin, peers, ports, name))
+                        fresh = self._allow_rules(
+                            sel, policy, direction, i, rule, network=network, target=target
+                        )
+                        slots.append(
+                            _Slot(
+                                ifname,
+                                direction,
+                                network,
+                                policy,
+                                i,
+                                rule,
+                                sel,
+                                len(rules),
+                                len(fresh),
+                            )
+                        )
+                        rules += fresh
                 per_dir[direction] = DirectionRules(tuple(p.uid for p in isolating), tuple(rules))
             result[ifname] = InterfaceRules(network, per_dir["ingress"], per_dir["egress"])
-        for sel in uses:
-            sel.dependents.add(key)
-        self._uses[key] = uses
+        self._index_slots(key, layout)
         return result
+
+
+def _policy_key(policy: Policy) -> _PolicyKey:
+    return policy.namespace, policy.name, policy.uid
 
 
 def compile_pod(

@@ -41,15 +41,19 @@ class HostRanges:
             self._snapshot = tuple(self._ranges)
         return self._snapshot
 
+    def holds(self, host: AddressRange) -> bool:
+        return _covering(self._ranges, host) >= 0
+
     def update(
         self,
         gone: Iterable[AddressRange],
         added: Iterable[AddressRange],
         held: Callable[[AddressRange], bool],
-    ) -> bool:
+    ) -> tuple[list[AddressRange], list[AddressRange]]:
         """Hosts of a member that left and of one that joined (`held`: whether another member
-        still has a host); True when the addresses changed."""
-        changed = False
+        still has a host); the hosts the addresses lost and gained (both empty: no change)."""
+        lost: list[AddressRange] = []
+        gained: list[AddressRange] = []
         out = self._ranges
         for host in gone:
             if held(host) or _covering(self._blocks, host) >= 0:
@@ -64,7 +68,7 @@ class HostRanges:
             if host[1] < last:
                 parts.append((version, host[1] + 1, last))
             out[i : i + 1] = parts
-            changed = True
+            lost.append(host)
         for host in added:
             if _covering(out, host) >= 0:
                 continue  # already admitted
@@ -79,7 +83,7 @@ class HostRanges:
                 joined = (version, joined[1], out[i][2])
                 del out[i]
             out.insert(i, joined)
-            changed = True
-        if changed:
+            gained.append(host)
+        if lost or gained:
             self._snapshot = None
-        return changed
+        return lost, gained

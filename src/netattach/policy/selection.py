@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import ipaddress
+import itertools
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from netattach.policy.model import (
     AddressRange,
@@ -24,8 +26,8 @@ from netattach.policy.model import (
     range_networks,
 )
 
-POINTS_MAX: Final = 65536  # addresses a set may hold and still be tested by a set of them
-POINTS_FROM: Final = 64  # hosts asked about at once that make that set worth building
+HOST_TEXTS_CACHED: Final = 65536  # host ranges whose text is kept (a cluster's pods' addresses)
+_TOP: Final = 1 << 130  # above any IPv6 address
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,8 @@ def set_name(*parts: object, prefix: str = "s") -> str:
 
 
 class AddressSet:
-    """Compiled peer addresses: disjoint integer ranges in address order, interned per content.
+    """Compiled peer addresses: disjoint integer ranges in address order, interned per content
+    (a selection's: adjacent ones joined; a named-port group's: its hosts one by one).
 
     The networks and the element text of each family are computed when first read, once, and
     shared by every table rendering the set.
@@ -56,9 +59,9 @@ class AddressSet:
     __slots__ = (
         "__weakref__",
         "_hash",
+        "_hosts",
         "_joined",
         "_networks",
-        "_points",
         "_starts",
         "_texts",
         "ranges",
@@ -70,8 +73,8 @@ class AddressSet:
         self._networks: tuple[IPNetwork, ...] | None = None
         self._texts: dict[int, tuple[str, ...]] = {}
         self._joined: dict[int, str] = {}
+        self._hosts: dict[tuple[int, AddressSet | None], tuple[tuple[str, ...], str]] = {}
         self._starts: list[tuple[int, int]] | None = None
-        self._points: frozenset[AddressRange] | Literal[False] | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AddressSet):
@@ -117,25 +120,34 @@ class AddressSet:
             found = self._joined[version] = ", ".join(self.texts(version))
         return found
 
-    def hosts_within(self, hosts: Sequence[AddressRange]) -> list[AddressRange]:
-        """The hosts (`(version, address, address)`) that lie in the set: by a set of every
-        address it holds when many are asked about and it holds few (`POINTS_MAX`), else by
-        bisection."""
-        if self._points is None and len(hosts) < POINTS_FROM:
-            return [h for h in hosts if self.holds(h)]
-        if self._points is None:
-            size = sum(last - first + 1 for _, first, last in self.ranges)
-            self._points = (
-                frozenset(
-                    (v, a, a) for v, first, last in self.ranges for a in range(first, last + 1)
-                )
-                if size <= POINTS_MAX
-                else False
-            )
-        if self._points is False:
-            return [h for h in hosts if self.holds(h)]
-        points = self._points
-        return [h for h in hosts if h in points]
+    def host_texts(self, version: int, blocks: AddressSet | None) -> tuple[tuple[str, ...], str]:
+        """The addresses of one family that `blocks` does not hold, one element per address,
+        and joined as an nft element list. Every such address is a pod's host (`AllowRule`),
+        so there are as many as the selection has members, never a block's size."""
+        key = (version, blocks)
+        found = self._hosts.get(key)
+        if found is not None:
+            return found
+        # The family's ranges, expanded by C code (a map over the cached expansions): a big
+        # selection changes every pass, and a loop over its ranges in Python was most of a
+        # pass. Only the few ranges holding a block are cut in Python.
+        ranges = self.ranges[_first_of(self.ranges, version) : _first_of(self.ranges, version + 1)]
+        cut = [] if blocks is None else [(f, t) for v, f, t in blocks.ranges if v == version]
+        holding = sorted({bisect.bisect_right(ranges, (version, f, _TOP)) - 1 for f, _ in cut})
+        if len(_TEXTS) > HOST_TEXTS_CACHED:
+            _TEXTS.clear()
+        expand = _TEXTS.__getitem__
+        out: list[str] = []
+        start = 0
+        for i in holding:
+            out.extend(itertools.chain.from_iterable(map(expand, ranges[start:i])))
+            _, first, last = ranges[i]
+            for a, b in _outside(first, last, cut):
+                out.extend(expand((version, a, b)))
+            start = i + 1
+        out.extend(itertools.chain.from_iterable(map(expand, ranges[start:])))
+        found = self._hosts[key] = (tuple(out), ", ".join(out))
+        return found
 
     def holds(self, host: AddressRange) -> bool:
         """Whether a host address lies in one of the ranges (bisection)."""
@@ -146,6 +158,47 @@ class AddressSet:
             return False
         version, _, last = self.ranges[i]
         return version == host[0] and host[1] <= last
+
+
+def _first_of(ranges: tuple[AddressRange, ...], version: int) -> int:
+    """The index of the first range of `version` or a later one (ranges sort by family)."""
+    return bisect.bisect_left(ranges, (version, -1, -1))
+
+
+def _outside(first: int, last: int, cut: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """The parts of first..last that no range of `cut` (sorted, disjoint) covers."""
+    i = max(0, bisect.bisect_right(cut, (first, first)) - 1)
+    while first <= last:
+        while i < len(cut) and cut[i][1] < first:
+            i += 1
+        if i == len(cut) or cut[i][0] > last:
+            yield first, last
+            return
+        if cut[i][0] > first:
+            yield first, cut[i][0] - 1
+        first = cut[i][1] + 1
+
+
+class _Texts(dict[AddressRange, tuple[str, ...]]):
+    """A range -> its addresses as nft reads them. Kept (up to `HOST_TEXTS_CACHED` ranges),
+    since a set's hosts are written again (a new set object) whenever one member comes or goes
+    while most of its ranges stay as they were, and IPv6's `str` costs ~1 µs an address; a
+    dict, not `lru_cache`, so that a hit is a lookup in C with no arguments tuple built."""
+
+    def __missing__(self, key: AddressRange) -> tuple[str, ...]:
+        version, first, last = key
+        if version == 4:
+            found = tuple(
+                f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}"
+                for a in range(first, last + 1)
+            )
+        else:
+            found = tuple(str(ipaddress.IPv6Address(a)) for a in range(first, last + 1))
+        self[key] = found
+        return found
+
+
+_TEXTS = _Texts()
 
 
 class AddressSets:

@@ -5,8 +5,8 @@ each change atomic):
 
     nothing differs              None: no write at all
     only set elements differ     `delete element` / `add element` on those sets (a peer left,
-                                 a peer joined), nothing else; a set that loses more than
-                                 `DELETE_MAX` elements is flushed and refilled instead
+                                 a peer joined), nothing else; an interval set that loses more
+                                 than `DELETE_MAX` elements is flushed and refilled instead
     rules or sets differ too     every chain flushed and written again, sets no rule names any
                                  more deleted, new sets defined, the element changes of the
                                  sets kept — in the same transaction
@@ -21,21 +21,39 @@ from __future__ import annotations
 from netattach.policy.render import TABLE, NftSet, Table, chain_lines, set_lines
 
 _T = f"inet {TABLE}"
-DELETE_MAX = 8  # more elements gone from one set than this: the set is refilled instead
+DELETE_MAX = 8  # more elements gone from one interval set than this: it is refilled instead
 
 
 def _elements(verb: str, name: str, elements: list[str]) -> str:
     return f"{verb} element {_T} {name} {{ {', '.join(elements)} }}"
 
 
-def _deltas(old: NftSet, new: NftSet) -> tuple[list[str], list[str]]:
+_Elements = tuple[str, ...]
+# (old elements, new elements) by their ids -> the two, and (gone, added). Many pods' tables
+# hold the same set (one selection) at the same version, so the caller of several updates
+# (a pass) can have each pair diffed once; an entry keeps both tuples alive, so an id is never
+# reused while it stands.
+Diffs = dict[tuple[int, int], tuple[_Elements, _Elements, list[str], list[str]]]
+
+
+def _diff(old: _Elements, new: _Elements, diffs: Diffs) -> tuple[list[str], list[str]]:
+    """(gone, added), each sorted (nft takes elements in any order); set operations run in C,
+    not a loop over every element of both."""
+    found = diffs.get((id(old), id(new)))
+    if found is not None and found[0] is old and found[1] is new:
+        return found[2], found[3]
+    before, after = frozenset(old), frozenset(new)
+    gone, added = sorted(before - after), sorted(after - before)
+    diffs[(id(old), id(new))] = (old, new, gone, added)
+    return gone, added
+
+
+def _deltas(old: NftSet, new: NftSet, diffs: Diffs) -> tuple[list[str], list[str]]:
     """(delete lines, add lines) taking `old`'s elements to `new`'s."""
     if old.elements is new.elements or old.elements == new.elements:
         return [], []
-    before, after = set(old.elements), set(new.elements)
-    gone = [e for e in old.elements if e not in after]
-    added = [e for e in new.elements if e not in before]
-    if len(gone) > DELETE_MAX:
+    gone, added = _diff(old.elements, new.elements, diffs)
+    if len(gone) > DELETE_MAX and new.interval:
         # nft deletes interval elements one by one against the whole set (~5 ms each in a set
         # of 12,000): emptying the set and adding it back is one cheap step instead.
         return [f"flush set {_T} {new.name}"], [_elements("add", new.name, list(new.elements))]
@@ -45,8 +63,11 @@ def _deltas(old: NftSet, new: NftSet) -> tuple[list[str], list[str]]:
     )
 
 
-def render_update(applied: Table, wanted: Table) -> str | None:
-    """The script taking the table from `applied` to `wanted`; None when they are equal."""
+def render_update(applied: Table, wanted: Table, diffs: Diffs | None = None) -> str | None:
+    """The script taking the table from `applied` to `wanted`; None when they are equal.
+
+    `diffs`: element diffs already made, shared by the updates of one pass (it fills it)."""
+    diffs = {} if diffs is None else diffs
     if applied == wanted:
         return None
     old_sets = {s.name: s for s in applied.sets}
@@ -59,7 +80,7 @@ def render_update(applied: Table, wanted: Table) -> str | None:
     deletes: list[str] = []
     adds: list[str] = []
     for name in sorted(kept):
-        gone, added = _deltas(old_sets[name], new_sets[name])
+        gone, added = _deltas(old_sets[name], new_sets[name], diffs)
         deletes += gone
         adds += added
     if (
@@ -85,4 +106,4 @@ def render_update(applied: Table, wanted: Table) -> str | None:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["render_update"]
+__all__ = ["Diffs", "render_update"]
