@@ -274,12 +274,13 @@ async def run_in_loop(
     try:
         collected = await waiter.done
     except BaseException:
+        timer.cancel()
+        waiter.stop()
         kill_group(child.pid)  # never leave the child running behind us
         _reap_later(loop, child)
         raise
-    finally:
-        timer.cancel()
-        waiter.stop()
+    timer.cancel()
+    waiter.stop()
     if collected is None:
         kill_group(child.pid)
         await _exited(loop, child)
@@ -344,10 +345,12 @@ class _LoopWaiter:
             self.done.set_result(None)
 
     def stop(self) -> None:
-        """Unregister and close our pipe ends (not the pidfd: reaping still needs it)."""
+        """Unregister every descriptor, and close our pipe ends (not the pidfd: reaping still
+        needs it). Nothing of ours may stay registered: a descriptor closed while the loop
+        watches it leaves the loop watching its number, which the next child's pipe reuses and
+        whose readiness the loop then never reports."""
         for fd in self.waiting:
-            if fd != self.child.exit_fd:
-                self.loop.remove_reader(fd)
+            self.loop.remove_reader(fd)
         if self.writing:
             self.loop.remove_writer(self.child.stdin)
             _close(self.child.stdin)
@@ -391,5 +394,4 @@ def _reap_later(loop: asyncio.AbstractEventLoop, child: _Child) -> None:
         _reap_quietly(child.pid)
         _close(exit_fd)
 
-    loop.remove_reader(exit_fd)
     loop.add_reader(exit_fd, reap)

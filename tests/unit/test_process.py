@@ -149,3 +149,50 @@ def test_an_ended_child_is_reaped_soon_after_and_no_zombie_stays(run: Run) -> No
         time.sleep(0.01)
     assert not Path(f"/proc/{pid}").exists()
     assert done.returncode == 0
+
+
+def watched(loop: asyncio.AbstractEventLoop) -> set[int]:
+    """The descriptors the loop's selector watches (private: no public way to ask)."""
+    return set(loop._selector.get_map())  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("ending", ["timed out", "cancelled"])
+def test_a_child_that_did_not_end_well_leaves_nothing_watched(
+    ending: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A descriptor closed while the loop still watches it leaves the loop watching its number;
+    # the next child's pipe that reuses the number is then never reported ready, and that
+    # child "hangs" until its timeout (seen: every DEL after a hung ADD's). The race that made
+    # it: the killed child already gone when its pidfd is looked at. Made certain here.
+    readable = process._readable
+
+    def after_a_while(fd: int) -> bool:
+        time.sleep(0.05)  # a SIGKILLed child is gone by then
+        return readable(fd)
+
+    monkeypatch.setattr(process, "_readable", after_a_while)
+
+    async def main() -> list[process.Outcome]:
+        loop = asyncio.get_running_loop()
+        before = watched(loop)
+        ended = []
+        for _ in range(5):
+            hung = process.run_in_loop(["sh", "-c", "sleep 60 & wait"], ENV, b"", 0.1)
+            if ending == "timed out":
+                with pytest.raises(process.TimedOutError):
+                    await hung
+            else:
+                task = asyncio.ensure_future(hung)
+                await asyncio.sleep(0.1)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            for _ in range(250):  # a cancelled run's reaping goes on in the loop
+                if watched(loop) == before:
+                    break
+                await asyncio.sleep(0.02)
+            assert watched(loop) == before
+            ended.append(await process.run_in_loop(["echo", "next"], ENV, b"", 5))
+        return ended
+
+    assert asyncio.run(main()) == [process.Outcome(0, b"next\n", b"")] * 5
