@@ -108,6 +108,29 @@ def test_delete_removes_the_record_and_tolerates_a_missing_one(tmp_path: Path) -
     store.delete(CID)  # already gone: no error
 
 
+def test_an_unchanged_record_is_not_parsed_again_and_a_changed_one_is(tmp_path: Path) -> None:
+    store = records.PodRecords(tmp_path)
+    other = records.PodRecords(tmp_path)  # another process: `netattach gc`, a thin call
+    store.save(_record(complete=False))
+    first = store.load(CID)
+    assert first is not None
+    assert store.load(CID) is first  # the file is the same: what was parsed is kept
+
+    other.save(_record(complete=True))  # a new file renamed over the old one
+    again = store.load(CID)
+    assert again is not None
+    assert again.complete
+    assert store.load(CID) is again
+
+    _write(store, b"{not json")  # rewritten in place: its size and mtime differ
+    _assert_corrupt(store, store.path_for(CID))
+
+    other.save(_record())
+    other.delete(CID)
+    assert store.load(CID) is None
+    assert list(store.container_ids()) == []
+
+
 def test_container_ids_lists_every_record_file_by_name(tmp_path: Path) -> None:
     store = records.PodRecords(tmp_path)
     assert list(store.container_ids()) == []  # no directory yet

@@ -8,6 +8,7 @@ when the pod, the NAD or the API is gone.
 
 import dataclasses
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,8 +145,17 @@ def _parse(path: Path, data: bytes) -> PodRecord:
 
 
 class PodRecords:
+    """The pod records of a state directory, one file each.
+
+    `load` keeps what it parsed, keyed by the file's inode, mtime and size: the hot-plug and
+    policy passes read every record of the node after each pod change, and a file unchanged
+    since (every write is a new file renamed over the old) is not read and parsed again. A
+    record is immutable, so the one kept is the one handed out; `save` and `delete` forget it.
+    """
+
     def __init__(self, state_dir: Path) -> None:
         self.directory = state_dir / "pods"
+        self._parsed: dict[str, tuple[tuple[int, int, int], PodRecord]] = {}
 
     def path_for(self, container_id: str) -> Path:
         env.check_container_id(container_id)
@@ -155,6 +165,7 @@ class PodRecords:
         """Write the record; `durable=False` when losing this version in a power cut is
         harmless (it only marks complete what an earlier durable version already names)."""
         data = json.dumps(record.to_raw(), separators=(",", ":")).encode()
+        self._parsed.pop(record.container_id, None)
         try:
             atomic.write_atomic(self.path_for(record.container_id), data, durable=durable)
         except OSError as exc:
@@ -165,17 +176,27 @@ class PodRecords:
     def load(self, container_id: str) -> PodRecord | None:
         path = self.path_for(container_id)
         try:
+            # Before the read: a file replaced in between is read new and kept under the old
+            # stamp, so the next load reads it again (never the other way round).
+            found = os.stat(path)
+            stamp = (found.st_ino, found.st_mtime_ns, found.st_size)
+            kept = self._parsed.get(container_id)
+            if kept is not None and kept[0] == stamp:
+                return kept[1]
             data = cache.read_record_file(path)
         except FileNotFoundError:
+            self._parsed.pop(container_id, None)
             return None
         except OSError as exc:
             raise CorruptPodRecordError(path, f"unreadable ({exc.strerror or exc})") from exc
         record = _parse(path, data)
         if record.container_id != container_id:
             raise CorruptPodRecordError(path, f"it records container {record.container_id}")
+        self._parsed[container_id] = (stamp, record)
         return record
 
     def delete(self, container_id: str) -> None:
+        self._parsed.pop(container_id, None)
         try:
             # A record back after a power cut costs one harmless DEL (of nothing) at the sweep.
             atomic.remove(self.path_for(container_id), durable=False)
@@ -190,6 +211,8 @@ class PodRecords:
             paths = sorted(self.directory.glob("*.json"))
         except OSError:
             return
+        for gone in self._parsed.keys() - {path.stem for path in paths}:
+            del self._parsed[gone]  # removed by another process (`netattach gc`)
         for path in paths:
             if env.container_id_problem(path.stem) is None:
                 yield path.stem
