@@ -63,6 +63,7 @@ def test_a_missing_program_is_an_oserror_with_its_errno(run: Run, tmp_path: Path
     assert raised.value.errno == errno.ENOENT
 
 
+@pytest.mark.req("CNI-TIMEOUT")
 @WAYS
 def test_at_the_timeout_the_whole_process_group_is_killed_and_reaped(
     run: Run, tmp_path: Path
