@@ -375,8 +375,11 @@ def test_a_crd_that_is_not_installed_does_not_keep_the_view_from_syncing(
             )
 
     run_bounded(body())
-    lists = [r for r in fake_api.requests if r.path.endswith("/multi-networkpolicies")]
-    assert [r.status for r in lists][:2] == [404, 200]
+    statuses = [r.status for r in fake_api.requests if r.path.endswith("/multi-networkpolicies")]
+    # Not found until the CRD is served (once, or more when the view took over a recheck
+    # interval to sync on a loaded machine), then listed.
+    assert 200 in statuses
+    assert set(statuses[: statuses.index(200)]) == {404}
 
 
 @pytest.mark.req("KUBE-CACHE")
