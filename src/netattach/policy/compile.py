@@ -605,26 +605,15 @@ class Compiler:
                 if pkey in done:
                     continue
                 done.add(pkey)
-                policy = self._policies[pkey]
-                for i, rule in enumerate(policy.rules(direction)):
-                    sel = self._rule_sel(policy, direction, i, rule)
-                    fresh = self._allow_rules(
-                        sel, policy, direction, i, rule, network=ir.network, target=target
-                    )
-                    fresh_slots.append(
-                        _Slot(
-                            ifname,
-                            direction,
-                            ir.network,
-                            policy,
-                            i,
-                            rule,
-                            sel,
-                            len(rules),
-                            len(fresh),
-                        )
-                    )
-                    rules += fresh
+                self._add_policy_rules(
+                    rules,
+                    fresh_slots,
+                    self._policies[pkey],
+                    ifname=ifname,
+                    direction=direction,
+                    network=ir.network,
+                    target=target,
+                )
             fresh_layout[(ifname, direction)] = fresh_slots
             nd = DirectionRules(d.policy_uids, tuple(rules))
             out[ifname] = InterfaceRules(
@@ -882,6 +871,29 @@ class Compiler:
             self._dest_sels.setdefault(network, set()).add(sel)
         return found
 
+    def _add_policy_rules(
+        self,
+        rules: list[AllowRule],
+        slots: list[_Slot],
+        policy: Policy,
+        *,
+        ifname: str,
+        direction: Direction,
+        network: str,
+        target: PodView,
+    ) -> None:
+        """Append the allow rules of each of `policy`'s rules in `direction` to `rules`, and
+        where they went to `slots` (the full compile and the in-place one alike)."""
+        for i, rule in enumerate(policy.rules(direction)):
+            sel = self._rule_sel(policy, direction, i, rule)
+            fresh = self._allow_rules(
+                sel, policy, direction, i, rule, network=network, target=target
+            )
+            slots.append(
+                _Slot(ifname, direction, network, policy, i, rule, sel, len(rules), len(fresh))
+            )
+            rules += fresh
+
     def _allow_rules(
         self,
         sel: _Sel,
@@ -927,25 +939,15 @@ class Compiler:
                 rules: list[AllowRule] = []
                 slots = layout[(ifname, direction)] = []
                 for policy in isolating:
-                    for i, rule in enumerate(policy.rules(direction)):
-                        sel = self._rule_sel(policy, direction, i, rule)
-                        fresh = self._allow_rules(
-                            sel, policy, direction, i, rule, network=network, target=target
-                        )
-                        slots.append(
-                            _Slot(
-                                ifname,
-                                direction,
-                                network,
-                                policy,
-                                i,
-                                rule,
-                                sel,
-                                len(rules),
-                                len(fresh),
-                            )
-                        )
-                        rules += fresh
+                    self._add_policy_rules(
+                        rules,
+                        slots,
+                        policy,
+                        ifname=ifname,
+                        direction=direction,
+                        network=network,
+                        target=target,
+                    )
                 per_dir[direction] = DirectionRules(tuple(p.uid for p in isolating), tuple(rules))
             result[ifname] = InterfaceRules(network, per_dir["ingress"], per_dir["egress"])
         self._index_slots(key, layout)
