@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from netattach.cluster.model import KubeObject
 from netattach.policy import render
-from netattach.policy.compile import Compiler, compile_pods, pod_key
+from netattach.policy.compile import Compiler, PodRules, compile_pods, pod_key
 from netattach.policy.model import Policy, parse_policy
 from tests.unit.test_policy_compile import (
     NET,
@@ -189,6 +190,29 @@ def check_tables(got: dict[str, Any], built: dict[str, render.Built]) -> None:
         built[key] = (rules, table)
 
 
+def replayed(
+    pods: list[tuple[Any, ...]],
+    policies: list[tuple[Any, ...]],
+    changes: list[list[tuple[Any, ...]]],
+) -> Iterator[tuple[Cluster, list[str], dict[str, PodRules]]]:
+    """Build the cluster, then apply each batch of changes; after each, the incremental rules
+    must equal a from-scratch compile and the tables patched in place those built whole.
+    Yields the cluster, the pods the batch recompiled and every target's rules."""
+    cluster, compiler = Cluster(), Compiler()
+    for change in [*pods, *policies]:
+        apply(change, cluster, compiler)
+    compiler.compile_changed()
+    built: dict[str, render.Built] = {}
+    for batch in changes:
+        for change in batch:
+            apply(change, cluster, compiler)
+        recompiled = list(compiler.compile_changed())
+        got = {key: compiler.rules(key) for key in sorted(cluster.targets)}
+        assert got == cluster.from_scratch(), batch
+        check_tables(got, built)
+        yield cluster, recompiled, got
+
+
 @pytest.mark.req("POL-UPDATE")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -201,19 +225,8 @@ def test_incremental_result_equals_a_from_scratch_compile(
     policies: list[tuple[Any, ...]],
     changes: list[list[tuple[Any, ...]]],
 ) -> None:
-    cluster, compiler = Cluster(), Compiler()
-    for change in [*pods, *policies]:
-        apply(change, cluster, compiler)
-    compiler.compile_changed()
-    built: dict[str, render.Built] = {}
-    for batch in changes:
-        for change in batch:
-            apply(change, cluster, compiler)
-        recompiled = compiler.compile_changed()
-        got = {key: compiler.rules(key) for key in sorted(cluster.targets)}
-        assert got == cluster.from_scratch(), batch
+    for cluster, recompiled, _ in replayed(pods, policies, changes):
         assert set(recompiled) <= cluster.targets
-        check_tables(got, built)
 
 
 # Egress to named ports: each destination pod resolves the names against the ports it declares,
@@ -269,18 +282,7 @@ def test_named_port_destinations_kept_in_place_equal_a_from_scratch_compile(
     policies: list[tuple[Any, ...]],
     changes: list[list[tuple[Any, ...]]],
 ) -> None:
-    cluster, compiler = Cluster(), Compiler()
-    for change in [*pods, *policies]:
-        apply(change, cluster, compiler)
-    compiler.compile_changed()
-    built: dict[str, render.Built] = {}
-    for batch in changes:
-        for change in batch:
-            apply(change, cluster, compiler)
-        compiler.compile_changed()
-        got = {key: compiler.rules(key) for key in sorted(cluster.targets)}
-        assert got == cluster.from_scratch(), batch
-        check_tables(got, built)
+    for _, _, got in replayed(pods, policies, changes):
         for rules in got.values():
             # one set per name: rules sharing a set name share its content
             named: dict[str, object] = {}
