@@ -40,7 +40,7 @@ RT = chain.RuntimeConf(container_id="c1", ifname="eth0", netns="/run/netns/na-x"
 def process_alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or reaped while being read
         return False
     return state != "Z"
 
