@@ -12,7 +12,7 @@ no loop running there is nothing else to wait for, so the same steps simply bloc
 
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -44,13 +44,35 @@ async def sleep(seconds: float) -> None:
 
 
 def start(coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
-    """Begin `coro` alongside the caller: a task under an event loop; without one, `coro`
-    itself, which then runs where the caller awaits it (nothing else runs meanwhile anyway)."""
+    """Begin `coro` alongside the caller: a task under an event loop; without one, `coro` runs
+    where the caller first awaits it (nothing else runs meanwhile anyway). Either may be
+    awaited again, for the same value or error."""
     if not loop_running():
-        return coro
+        return _Deferred(coro)
     import asyncio
 
     return asyncio.ensure_future(coro)
+
+
+class _Deferred(Awaitable[T]):
+    """A coroutine run at its first await, whose outcome every later await gets again."""
+
+    def __init__(self, coro: Coroutine[Any, Any, T]) -> None:
+        self._coro: Coroutine[Any, Any, T] | None = coro
+        self._value: tuple[T] | None = None
+        self._error: Exception | None = None
+
+    def __await__(self) -> Generator[Any, None, T]:
+        if self._coro is not None:
+            coro, self._coro = self._coro, None
+            try:
+                self._value = ((yield from coro.__await__()),)
+            except Exception as exc:
+                self._error = exc
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None, "awaited again after its first await was abandoned"
+        return self._value[0]
 
 
 class SuspendedError(RuntimeError):

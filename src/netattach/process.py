@@ -27,6 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
     import queue
+    from collections.abc import Awaitable
 
 READ_CHUNK = 65536
 
@@ -51,6 +52,11 @@ class TimedOutError(Exception):
     def __init__(self, timeout: float) -> None:
         super().__init__(f"timed out after {timeout:g}s")
         self.timeout = timeout
+
+
+class GateError(Exception):
+    """What the child's stdin was held for failed (it is this error's cause); the child, which
+    had read nothing yet, was killed."""
 
 
 class _Child(NamedTuple):
@@ -253,18 +259,28 @@ def _collect_blocking(child: _Child, stdin: bytes, timeout: float) -> tuple[byte
 
 
 async def run_in_loop(
-    argv: list[str], env: dict[str, str], stdin: bytes, timeout: float
+    argv: list[str],
+    env: dict[str, str],
+    stdin: bytes,
+    timeout: float,
+    *,
+    gate: Awaitable[object] | None = None,
 ) -> Outcome:
     """Run `argv` to its exit, waiting in the running event loop.
 
-    Cancelled, it kills the child's process group and leaves the reaping to the loop.
+    With a `gate`, the child starts at once but gets its stdin only once `gate` completes: its
+    start-up (an exec, a Go runtime's) overlaps the caller's wait. A `gate` that raises kills
+    the child, which has read nothing yet, and raises `GateError` from that error. Cancelled,
+    it kills the child's process group and leaves the reaping to the loop.
     """
     import asyncio
 
     loop = asyncio.get_running_loop()
     child = _spawn(argv, env)
     try:
-        waiter = _LoopWaiter(loop, child, stdin)
+        waiter = _LoopWaiter(loop, child)
+        if gate is None:
+            waiter.feed(stdin)
     except BaseException:
         kill_group(child.pid)
         _close(child.stdin, child.stdout, child.stderr)
@@ -272,6 +288,12 @@ async def run_in_loop(
         raise
     timer = loop.call_later(timeout, waiter.time_out)
     try:
+        if gate is not None:
+            try:
+                await gate
+            except Exception as exc:
+                raise GateError(f"{argv[0]} was not given its input: {exc}") from exc
+            waiter.feed(stdin)
         collected = await waiter.done
     except BaseException:
         timer.cancel()
@@ -292,25 +314,30 @@ class _LoopWaiter:
     """Feeds and drains one child's pipes from the loop's readers and writer; `done` gets the
     output once both pipes ended and (with a pidfd) the child exited, None at the timeout."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, child: _Child, stdin: bytes) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, child: _Child) -> None:
         self.loop = loop
         self.child = child
         self.done: asyncio.Future[tuple[bytes, bytes] | None] = loop.create_future()
         self.chunks: dict[int, list[bytes]] = {child.stdout: [], child.stderr: []}
         self.waiting: set[int] = set(self.chunks)
-        os.set_blocking(child.stdin, False)
-        self.pending = _feed(child.stdin, memoryview(stdin))
-        self.writing = bool(self.pending)
-        if self.writing:
-            loop.add_writer(child.stdin, self._write)
-        else:
-            _close(child.stdin)
+        self.pending = memoryview(b"")
+        self.writing = True  # our stdin end stays open until `feed` has written it all
         for fd in self.chunks:
             os.set_blocking(fd, False)
             loop.add_reader(fd, self._read, fd)
         if child.exit_fd is not None:
             self.waiting.add(child.exit_fd)
             loop.add_reader(child.exit_fd, self._exit)
+
+    def feed(self, stdin: bytes) -> None:
+        """Write `stdin` to the child, what the pipe does not take now as it drains."""
+        os.set_blocking(self.child.stdin, False)
+        self.pending = _feed(self.child.stdin, memoryview(stdin))
+        if self.pending:
+            self.loop.add_writer(self.child.stdin, self._write)
+        else:
+            _close(self.child.stdin)
+            self.writing = False
 
     def _write(self) -> None:
         self.pending = _feed(self.child.stdin, self.pending)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +80,16 @@ class FakePlugins:
         return path
 
     async def run(
-        self, path: Path, *, env: Mapping[str, str], stdin: bytes, timeout: float
+        self,
+        path: Path,
+        *,
+        env: Mapping[str, str],
+        stdin: bytes,
+        timeout: float,
+        gate: Awaitable[object] | None = None,
     ) -> execute.ExecOutcome:
+        if gate is not None:
+            await gate  # as the real one: the plugin reads its config only after the gate
         call = Call(
             plugin=path.name,
             command=env[spec.ENV_COMMAND],

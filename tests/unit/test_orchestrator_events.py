@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from netattach.cluster import model, store
 from netattach.cni import env, errors
 from netattach.daemon import locks, orchestrator, records, settings
 from netattach.runtime import chain, execute
-from tests.unit.fake_plugins import FakePlugins
+from tests.unit.fake_plugins import Call, FakePlugins, default_behaviour
 
 
 class Sink:
@@ -197,13 +197,19 @@ class MeetingPoint(Sink):
         await super().remove_status(namespace, pod, uid=uid)
 
     async def run(
-        self, path: Path, *, env: Mapping[str, str], stdin: bytes, timeout: float
+        self,
+        path: Path,
+        *,
+        env: Mapping[str, str],
+        stdin: bytes,
+        timeout: float,
+        gate: Awaitable[object] | None = None,
     ) -> execute.ExecOutcome:
         if env.get("CNI_COMMAND") == "DEL":
             self.deleting.set()
             await asyncio.wait_for(self.clearing.wait(), 5)
             self.order.append(f"DEL {path.name}")
-        return await self.plugins.run(path, env=env, stdin=stdin, timeout=timeout)
+        return await self.plugins.run(path, env=env, stdin=stdin, timeout=timeout, gate=gate)
 
 
 @pytest.mark.req("RT-DEL")
@@ -224,3 +230,52 @@ def test_del_clears_the_status_while_the_delegates_run(tmp_path: Path) -> None:
     assert ("blue", "web") not in meeting.status
     assert sorted(meeting.order) == ["DEL bridge", "DEL macvlan", "status cleared"]
     assert records.PodRecords(tmp_path / "state").load("c1") is None
+
+
+@pytest.mark.req("RT-ATOMIC")
+def test_the_first_plugin_reads_its_config_only_once_the_write_ahead_record_is_saved(
+    tmp_path: Path,
+) -> None:
+    view = store.ClusterStore()
+    view.replace_all([pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
+    view.mark_synced()
+    orch, _ = build(tmp_path, view)
+    plugins = orch.runtime.invoker.executor
+    assert isinstance(plugins, FakePlugins)
+    seen: list[list[str]] = []
+
+    def bridge(call: Call) -> execute.ExecOutcome:
+        record = records.PodRecords(tmp_path / "state").load("c1")
+        seen.append([] if record is None else [a.status_name for a in record.attachments])
+        return default_behaviour(call)
+
+    plugins.behaviour["bridge"] = bridge
+    asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
+    # The record on disk named both attachments when the first plugin got its config.
+    assert seen == [["cluster-default", "blue/net-a"]]
+
+
+class UnsavableRecords(records.PodRecords):
+    def save(self, record: records.PodRecord, *, durable: bool = True) -> None:
+        raise OSError(28, "No space left on device", str(self.directory / record.container_id))
+
+
+@pytest.mark.req("RT-ATOMIC", "RT-ADDFAIL")
+def test_an_unsaved_write_ahead_record_fails_the_add_before_any_plugin_reads_its_config(
+    tmp_path: Path,
+) -> None:
+    view = store.ClusterStore()
+    view.replace_all([pod(""), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
+    view.mark_synced()
+    orch, sink = build(tmp_path, view)
+    orch.records = UnsavableRecords(tmp_path / "state")
+    plugins = orch.runtime.invoker.executor
+    assert isinstance(plugins, FakePlugins)
+    with pytest.raises(errors.InternalError) as failed:
+        asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
+    # The save's own error is the one reported, not the stopped plugin's.
+    assert "No space left on device" in str(failed.value.details)
+    assert "blue/web" in str(failed.value)
+    # No plugin ran an ADD; the undo's DEL of what never ran is the only call.
+    assert plugins.commands() == [("bridge", "DEL")]
+    assert sink.events[-1][1:3] == ("Warning", "FailedAttachNetwork")

@@ -197,3 +197,55 @@ def test_a_child_that_did_not_end_well_leaves_nothing_watched(
         return ended
 
     assert asyncio.run(main()) == [process.Outcome(0, b"next\n", b"")] * 5
+
+
+def test_a_gated_child_starts_at_once_and_reads_its_stdin_after_the_gate(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+
+    async def gate() -> None:
+        # Completes only once the child runs: it was started before the gate, not after.
+        for _ in range(500):
+            if started.exists():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the child did not start before its gate completed")
+
+    async def main() -> process.Outcome:
+        return await process.run_in_loop(
+            ["sh", "-c", f"touch {started}; cat"], ENV, b"config", 30, gate=gate()
+        )
+
+    assert asyncio.run(main()) == process.Outcome(0, b"config", b"")
+
+
+def test_a_failed_gate_kills_the_child_unfed_and_leaves_nothing_watched(tmp_path: Path) -> None:
+    pid_file, got = tmp_path / "pid", tmp_path / "got"
+
+    async def gate() -> None:
+        for _ in range(500):
+            if pid_file.exists() and pid_file.read_text().strip():
+                raise OSError(errno.ENOSPC, "No space left on device")
+            await asyncio.sleep(0.01)
+
+    async def main() -> set[int]:
+        loop = asyncio.get_running_loop()
+        before = watched(loop)
+        script = f"echo $$ > {pid_file}; cat > {got}"
+        with pytest.raises(process.GateError) as failed:
+            await process.run_in_loop(["sh", "-c", script], ENV, b"config", 30, gate=gate())
+        assert isinstance(failed.value.__cause__, OSError)
+        assert "No space left on device" in str(failed.value)
+        for _ in range(250):  # the killed child's reaping goes on in the loop
+            if watched(loop) == before:
+                break
+            await asyncio.sleep(0.02)
+        return watched(loop) - before
+
+    assert asyncio.run(main()) == set()
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not process_alive(pid)
+    # It read nothing of what it was to be given (killed before or after `cat` began).
+    assert not got.exists() or got.read_bytes() == b""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 
 from netattach.cni import conf
@@ -18,13 +18,19 @@ class SlowPlugins(FakePlugins):
         self.peak = 0
 
     async def run(
-        self, path: Path, *, env: Mapping[str, str], stdin: bytes, timeout: float
+        self,
+        path: Path,
+        *,
+        env: Mapping[str, str],
+        stdin: bytes,
+        timeout: float,
+        gate: Awaitable[object] | None = None,
     ) -> execute.ExecOutcome:
         self.now += 1
         self.peak = max(self.peak, self.now)
         await asyncio.sleep(0.02)
         self.now -= 1
-        return await super().run(path, env=env, stdin=stdin, timeout=timeout)
+        return await super().run(path, env=env, stdin=stdin, timeout=timeout, gate=gate)
 
 
 def test_plugin_executions_are_bounded_and_the_rest_wait(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ record alone (RT-NOAPI). One operation per container at a time (RT-SERIAL).
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from netattach import offload
@@ -225,19 +225,24 @@ class Orchestrator:
             made: list[records_mod.AttachmentRecord] = []
             results: list[result.Result] = []
             current = ""
+            write_ahead: Awaitable[object] | None = None
             try:
                 for planned in plan:
                     current = planned.status_name
                     intents.append(self._intent(planned, intents))
                 current = ""
                 call_log.note_record(record, intents)
-                # One durable write names every attachment before the first plugin runs: after a
-                # crash at any point, DEL finds all that may hold resources (a DEL of one that
-                # never ran is a DEL of nothing, which every plugin must accept).
-                # Its fsyncs in a worker thread: a burst of pods must not queue behind them.
-                await offload.to_thread(
-                    self.records.save, dataclasses.replace(record, attachments=tuple(intents))
+                # One durable write names every attachment before the first plugin reads its
+                # config: after a crash at any point, DEL finds all that may hold resources (a
+                # DEL of one that never ran is a DEL of nothing, which every plugin must
+                # accept). Its fsyncs run in a worker thread while the first plugin starts up:
+                # the plugin is gated, and reads its config only once the record is durable.
+                write_ahead = offload.start(
+                    offload.to_thread(
+                        self.records.save, dataclasses.replace(record, attachments=tuple(intents))
+                    )
                 )
+                gate: Awaitable[object] | None = write_ahead
                 for planned, intent in zip(plan, intents, strict=True):
                     current = planned.status_name
                     made.append(intent)
@@ -246,7 +251,9 @@ class Orchestrator:
                         planned.network,
                         _runtime_conf(call, call.netns, made[-1]),
                         record_intent=False,
+                        gate=gate,
                     )
+                    gate = None
                     delegate.verify_result(
                         res,
                         ifname=planned.ifname,
@@ -257,6 +264,7 @@ class Orchestrator:
                     made[-1] = dataclasses.replace(made[-1], result=res.to_raw())
                     results.append(res)
                 current = ""
+                await write_ahead  # done already, unless no plugin ran
                 await self._apply_default_route(call.netns, plan)
                 record = dataclasses.replace(record, attachments=tuple(made), complete=True)
                 # Every attachment is already named by the durable version: this one need not be.
@@ -269,15 +277,7 @@ class Orchestrator:
                     await self.sink.publish_status(ref.namespace, ref.name, entries, uid=ref.uid)
                     await self._events_added(ref, plan, entries)
             except Exception as exc:
-                # Whatever went wrong, what was made is undone before the runtime hears of it.
-                if isinstance(exc, errors.CNIError):
-                    failed = with_prefix(exc, ref.prefix(current))
-                else:
-                    log.exception("%s unexpected failure", ref.prefix(current))
-                    failed = errors.InternalError(
-                        f"{ref.prefix(current)} internal error", f"{type(exc).__name__}: {exc}"
-                    )
-                log.error("%s", failed)
+                failed = await self._add_failed(ref, current, exc, write_ahead)
                 await self._undo(call, dataclasses.replace(record, attachments=tuple(made)))
                 await self._event(
                     ref,
@@ -288,6 +288,32 @@ class Orchestrator:
                 raise failed from exc
             want = str(netconf.get("cniVersion", spec.CURRENT_VERSION))
             return result.convert(results[0], want)
+
+    async def _add_failed(
+        self,
+        ref: PodRef,
+        current: str,
+        exc: Exception,
+        write_ahead: Awaitable[object] | None,
+    ) -> errors.CNIError:
+        """What the runtime hears of a failed ADD (logged): `exc` named after the pod and the
+        attachment it happened in. Once it returns, the write-ahead record is no longer being
+        written (the undo rewrites it); when that write failed, its error is the one reported,
+        since a plugin gated on it was stopped because of it."""
+        if write_ahead is not None:
+            try:
+                await write_ahead
+            except Exception as saving:
+                exc, current = saving, ""  # the pod's record: before any attachment's
+        if isinstance(exc, errors.CNIError):
+            failed = with_prefix(exc, ref.prefix(current))
+        else:
+            log.error("%s unexpected failure", ref.prefix(current), exc_info=exc)
+            failed = errors.InternalError(
+                f"{ref.prefix(current)} internal error", f"{type(exc).__name__}: {exc}"
+            )
+        log.error("%s", failed)
+        return failed
 
     async def _plan(
         self, call: env.Environment, netconf: Mapping[str, Any], ref: PodRef

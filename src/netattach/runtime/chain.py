@@ -9,7 +9,7 @@ import copy
 import dataclasses
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -141,11 +141,14 @@ class Runtime:
         plugin: conf.NetworkConfig,
         config: dict[str, Any],
         call: invoke.Invocation,
+        gate: Awaitable[object] | None = None,
     ) -> result.Result | None:
         path = find.find_plugin(plugin.type, self.path)
         try:
             if call.command == spec.ADD:
-                return await self.invoker.exec_with_result(plugin.type, path, config, call)
+                return await self.invoker.exec_with_result(
+                    plugin.type, path, config, call, gate=gate
+                )
             await self.invoker.exec_without_result(plugin.type, path, config, call)
             return None
         except errors.PluginError as exc:
@@ -157,7 +160,12 @@ class Runtime:
     # -- ADD / CHECK / DEL ------------------------------------------------------------------------
 
     async def add_network_list(
-        self, network: conf.NetworkConfigList, rt: RuntimeConf, *, record_intent: bool = True
+        self,
+        network: conf.NetworkConfigList,
+        rt: RuntimeConf,
+        *,
+        record_intent: bool = True,
+        gate: Awaitable[object] | None = None,
     ) -> result.Result:
         """ADD every plugin in order, chaining `prevResult`; the result is in the list's version.
 
@@ -166,6 +174,8 @@ class Runtime:
         roll back with `del_network_list`, which then finds the record. `record_intent=False`:
         the caller keeps its own durable record of the attachment (the orchestrator's pod
         record), so the one before the plugins run would only repeat it; the result is cached.
+        `gate`: the caller's record is still being written; the first plugin starts meanwhile
+        but reads its config only once `gate` completes (`execute.PluginExec`).
         """
         key = _key(network, rt)
         record = cache.CachedAttachment(
@@ -184,7 +194,8 @@ class Runtime:
             config = build_plugin_config(
                 network, plugin, prev_result=prev, capability_args=rt.capability_args
             )
-            prev = await self._run(network, plugin, config, call)
+            prev = await self._run(network, plugin, config, call, gate)
+            gate = None
         if prev is None:
             raise errors.InvalidNetworkConfigError(f"network {network.name!r} has no plugins")
         self.cache.save(dataclasses.replace(record, result=prev.to_raw()))

@@ -6,7 +6,7 @@ contract without an event loop (netattach.offload).
 """
 
 import errno
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -29,8 +29,18 @@ class ExecStartError(Exception):
 
 class PluginExec(Protocol):
     async def run(
-        self, path: Path, *, env: Mapping[str, str], stdin: bytes, timeout: float
-    ) -> ExecOutcome: ...
+        self,
+        path: Path,
+        *,
+        env: Mapping[str, str],
+        stdin: bytes,
+        timeout: float,
+        gate: Awaitable[object] | None = None,
+    ) -> ExecOutcome:
+        """Run the plugin at `path` to its exit. With a `gate`, the plugin reads nothing of
+        `stdin` before `gate` completes, and never runs on (or is never started) when it
+        raises: the caller's write-ahead record is made durable meanwhile."""
+        ...
 
 
 # How nsenter reports an exec that failed because the file is being written (ETXTBSY).
@@ -62,12 +72,18 @@ class SubprocessExec:
         return ("nsenter", f"--net={self._host_netns}", "--", str(path))
 
     async def run(
-        self, path: Path, *, env: Mapping[str, str], stdin: bytes, timeout: float
+        self,
+        path: Path,
+        *,
+        env: Mapping[str, str],
+        stdin: bytes,
+        timeout: float,
+        gate: Awaitable[object] | None = None,
     ) -> ExecOutcome:
         argv, environ = list(self._argv(path)), dict(env)
         for attempt in range(self._busy_retries + 1):
             try:
-                outcome = await self._run_once(argv, environ, stdin, timeout)
+                outcome = await self._run_once(argv, environ, stdin, timeout, gate)
             except process.TimedOutError as exc:
                 raise ExecTimeoutError(exc.timeout) from None
             except OSError as exc:
@@ -88,9 +104,14 @@ class SubprocessExec:
         raise ExecStartError(f"{path} stayed busy (ETXTBSY) after {self._busy_retries} retries")
 
     async def _run_once(
-        self, argv: list[str], env: dict[str, str], stdin: bytes, timeout: float
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        stdin: bytes,
+        timeout: float,
+        gate: Awaitable[object] | None,
     ) -> ExecOutcome:
-        return await process.run_in_loop(argv, env, stdin, timeout)
+        return await process.run_in_loop(argv, env, stdin, timeout, gate=gate)
 
 
 class BlockingExec(SubprocessExec):
@@ -98,6 +119,17 @@ class BlockingExec(SubprocessExec):
     group, timeout, ETXTBSY retries and outcome, the caller's thread blocked meanwhile."""
 
     async def _run_once(
-        self, argv: list[str], env: dict[str, str], stdin: bytes, timeout: float
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        stdin: bytes,
+        timeout: float,
+        gate: Awaitable[object] | None,
     ) -> ExecOutcome:
+        if gate is not None:
+            # Nothing runs beside this call: the plugin simply starts after the gate.
+            try:
+                await gate
+            except Exception as exc:
+                raise process.GateError(f"{argv[0]} was not started: {exc}") from exc
         return process.run_blocking(argv, env, stdin, timeout)

@@ -6,7 +6,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,14 +87,19 @@ class Invoker:
         self.observer: Callable[[str, str, float], None] | None = None
 
     async def _run(
-        self, plugin: str, path: Path, stdin: bytes, call: Invocation
+        self,
+        plugin: str,
+        path: Path,
+        stdin: bytes,
+        call: Invocation,
+        gate: Awaitable[object] | None = None,
     ) -> execute.ExecOutcome:
         try:
             async with self._slot():
                 started = time.perf_counter()
                 try:
                     return await self.executor.run(
-                        path, env=build_env(call), stdin=stdin, timeout=self.timeout
+                        path, env=build_env(call), stdin=stdin, timeout=self.timeout, gate=gate
                     )
                 finally:
                     if self.observer is not None:
@@ -148,11 +153,18 @@ class Invoker:
         )
 
     async def exec_with_result(
-        self, plugin: str, path: Path, config: Mapping[str, Any], call: Invocation
+        self,
+        plugin: str,
+        path: Path,
+        config: Mapping[str, Any],
+        call: Invocation,
+        *,
+        gate: Awaitable[object] | None = None,
     ) -> result.Result:
-        """Run ADD; the result comes back in the config's own `cniVersion` (as libcni does)."""
+        """Run ADD; the result comes back in the config's own `cniVersion` (as libcni does).
+        The plugin reads its config only once `gate` completes (`execute.PluginExec`)."""
         conf_version = str(config.get("cniVersion", "0.1.0"))
-        outcome = await self._run(plugin, path, json.dumps(config).encode(), call)
+        outcome = await self._run(plugin, path, json.dumps(config).encode(), call, gate)
         if outcome.returncode != 0:
             raise self._error(plugin, call.command, outcome)
         try:
