@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from netattach import offload
 from netattach.cni import conf, errors, result, spec, version
 from netattach.runtime import cache, execute, find, invoke
 
@@ -198,7 +199,7 @@ class Runtime:
             gate = None
         if prev is None:
             raise errors.InvalidNetworkConfigError(f"network {network.name!r} has no plugins")
-        self.cache.save(dataclasses.replace(record, result=prev.to_raw()))
+        await offload.quick(self.cache.save, dataclasses.replace(record, result=prev.to_raw()))
         return prev
 
     def cached_result(
