@@ -7,19 +7,13 @@ importing asyncio costs every exec of the plugin ~25 ms (a third of its start on
 no loop running there is nothing else to wait for, so the same steps simply block.
 
 `to_thread` and `sleep` pick by themselves: inline when no event loop runs in this thread
-(asyncio not even imported, or imported and idle), else asyncio's. `quick` runs a short
-blocking step inline unless the daemon's calls overlap (`call_in_progress`).
+(asyncio not even imported, or imported and idle), else asyncio's.
 """
 
-import contextlib
-import functools
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    import concurrent.futures
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -37,54 +31,6 @@ async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     import asyncio
 
     return await asyncio.to_thread(func, *args, **kwargs)
-
-
-class _Calls:
-    """The CNI calls this process is handling now (the daemon's server counts them), and the
-    pool of the quick steps `quick` moves off the loop while they overlap."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-_CALLS = _Calls()
-QUICK_WORKERS = 4
-
-
-@contextlib.contextmanager
-def call_in_progress() -> Iterator[None]:
-    """Count one call (a CNI request being handled) for `quick` while the block runs."""
-    _CALLS.count += 1
-    try:
-        yield
-    finally:
-        _CALLS.count -= 1
-
-
-def calls_overlap() -> bool:
-    """Whether more than one call is in progress (and an event loop runs to serve them)."""
-    return _CALLS.count > 1 and loop_running()
-
-
-async def quick(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """A short blocking step (a file written without fsync, a process spawned): inline while
-    the call is alone, where a hop to a thread would cost more than the step itself; in a
-    worker thread of its own pool while calls overlap, where the kernel stalling the step (a
-    rename behind another call's fsync, an exec waiting for a CPU) would stall them all. Its
-    own pool: not queued behind the fsyncs `to_thread` runs."""
-    if not calls_overlap():
-        return func(*args, **kwargs)
-    import asyncio
-
-    if _CALLS.pool is None:
-        import concurrent.futures
-
-        _CALLS.pool = concurrent.futures.ThreadPoolExecutor(
-            QUICK_WORKERS, thread_name_prefix="netattach-quick"
-        )
-    step = functools.partial(func, *args, **kwargs)
-    return await asyncio.get_running_loop().run_in_executor(_CALLS.pool, step)
 
 
 async def sleep(seconds: float) -> None:

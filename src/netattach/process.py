@@ -17,14 +17,11 @@ thin plugin, whose import (with `locale` and `selectors`) costs ~3 ms per exec.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import signal
 import threading
 import time
 from typing import NamedTuple
-
-from netattach import offload
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -279,7 +276,7 @@ async def run_in_loop(
     import asyncio
 
     loop = asyncio.get_running_loop()
-    child = await _spawn_in_loop(loop, argv, env)
+    child = _spawn(argv, env)
     try:
         waiter = _LoopWaiter(loop, child)
         if gate is None:
@@ -311,33 +308,6 @@ async def run_in_loop(
         await _exited(loop, child)
         raise TimedOutError(timeout)
     return Outcome(await _exited(loop, child), *collected)
-
-
-async def _spawn_in_loop(
-    loop: asyncio.AbstractEventLoop, argv: list[str], env: dict[str, str]
-) -> _Child:
-    """`_spawn`, which blocks until the child has exec'd (posix_spawn is a vfork): on a busy
-    node that wait is the child's for a CPU, so while calls overlap it is a worker thread's
-    (`offload.quick`). Cancelled meanwhile, the child it then gets is killed and reaped."""
-    if not offload.calls_overlap():
-        return _spawn(argv, env)
-    import asyncio
-
-    spawning = asyncio.ensure_future(offload.quick(_spawn, argv, env))
-    try:
-        return await asyncio.shield(spawning)
-    except asyncio.CancelledError:
-        spawning.add_done_callback(functools.partial(_abandon, loop))
-        raise
-
-
-def _abandon(loop: asyncio.AbstractEventLoop, spawning: asyncio.Future[_Child]) -> None:
-    if spawning.cancelled() or spawning.exception() is not None:
-        return
-    child = spawning.result()
-    kill_group(child.pid)
-    _close(child.stdin, child.stdout, child.stderr)
-    _reap_later(loop, child)
 
 
 class _LoopWaiter:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from netattach import offload, process
+from netattach import process
 from tests.unit.test_runtime_exec import process_alive
 
 Run = Callable[[list[str], bytes, float], process.Outcome]
@@ -249,60 +249,3 @@ def test_a_failed_gate_kills_the_child_unfed_and_leaves_nothing_watched(tmp_path
     assert not process_alive(pid)
     # It read nothing of what it was to be given (killed before or after `cat` began).
     assert not got.exists() or got.read_bytes() == b""
-
-
-def test_while_calls_overlap_children_are_spawned_off_the_loop_and_still_run_whole(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    spawned_in: list[str] = []
-    spawn = process._spawn
-
-    def spying(argv: list[str], env: dict[str, str]) -> process._Child:
-        spawned_in.append(threading.current_thread().name)
-        return spawn(argv, env)
-
-    monkeypatch.setattr(process, "_spawn", spying)
-
-    async def main() -> list[process.Outcome]:
-        alone = await process.run_in_loop(["cat"], ENV, b"alone", 30)
-        with offload.call_in_progress(), offload.call_in_progress():
-            overlapping = await asyncio.gather(
-                *(process.run_in_loop(["cat"], ENV, b"%d" % n, 30) for n in range(4))
-            )
-        return [alone, *overlapping]
-
-    outcomes = asyncio.run(main())
-    assert [o.stdout for o in outcomes] == [b"alone", b"0", b"1", b"2", b"3"]
-    assert spawned_in[0] == "MainThread"
-    assert all(name.startswith("netattach-quick") for name in spawned_in[1:])
-
-
-def test_a_run_cancelled_while_its_child_is_spawned_off_the_loop_kills_that_child(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    spawned: list[int] = []
-    spawn = process._spawn
-
-    def slow(argv: list[str], env: dict[str, str]) -> process._Child:
-        time.sleep(0.3)  # the run is cancelled meanwhile
-        child = spawn(argv, env)
-        spawned.append(child.pid)
-        return child
-
-    monkeypatch.setattr(process, "_spawn", slow)
-
-    async def main() -> int:
-        with offload.call_in_progress(), offload.call_in_progress():
-            running = asyncio.ensure_future(process.run_in_loop(["sleep", "60"], ENV, b"", 60))
-            await asyncio.sleep(0.05)
-            running.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await running
-        for _ in range(250):  # spawned after the cancel, then killed and reaped by the loop
-            if spawned and not Path(f"/proc/{spawned[0]}").exists():
-                return spawned[0]
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"the abandoned child {spawned} was not killed and reaped")
-
-    pid = asyncio.run(main())
-    assert not Path(f"/proc/{pid}").exists()

@@ -331,9 +331,7 @@ class DirectoryFeed:
             # Not fsynced: a status lost in a power cut is published again by the pod's next
             # ADD, and the pod's record, not this file, is what DEL reads. Without an fsync
             # the write takes ~0.1 ms: less than a hop to a worker thread and back.
-            await offload.quick(
-                atomic.write_atomic, path, text.encode(), mode=STATUS_MODE, durable=False
-            )
+            atomic.write_atomic(path, text.encode(), mode=STATUS_MODE, durable=False)
         except OSError as exc:
             raise errors.IOFailureError(
                 f"cannot write network-status of {namespace}/{pod}", str(exc)

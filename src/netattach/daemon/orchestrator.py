@@ -268,7 +268,7 @@ class Orchestrator:
                 await self._apply_default_route(call.netns, plan)
                 record = dataclasses.replace(record, attachments=tuple(made), complete=True)
                 # Every attachment is already named by the durable version: this one need not be.
-                await offload.quick(self.records.save, record, durable=False)
+                self.records.save(record, durable=False)
                 if self.policy is not None and ref.name:
                     # Before the runtime hears of success: a governed pod never runs unprotected.
                     await self.policy.enforce(record, pod)

@@ -24,7 +24,7 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
-from netattach import offload, wire
+from netattach import wire
 from netattach.cni import errors, spec
 from netattach.daemon import dispatch
 
@@ -231,7 +231,7 @@ class CNIServer:
             environ, stdin = request
             # The call runs as a task of its own, shielded: closing the server waits for it
             # (bounded) instead of cancelling a delegate half-way.
-            call = asyncio.ensure_future(self._handle(environ, stdin))
+            call = asyncio.ensure_future(self.handler(environ, stdin))
             self._inflight.add(call)
             call.add_done_callback(self._inflight.discard)
             reply = await asyncio.shield(call)
@@ -245,10 +245,6 @@ class CNIServer:
                 await writer.drain()
                 writer.close()
                 await writer.wait_closed()
-
-    async def _handle(self, environ: Mapping[str, str], stdin: bytes) -> dispatch.Reply:
-        with offload.call_in_progress():  # overlapping calls move quick steps off the loop
-            return await self.handler(environ, stdin)
 
     async def _answer_read(self, request: _Read) -> bytes:
         try:

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from netattach import offload
 from netattach.cni import conf, errors, result, spec, version
 from netattach.runtime import cache, execute, find, invoke
 
@@ -199,7 +198,7 @@ class Runtime:
             gate = None
         if prev is None:
             raise errors.InvalidNetworkConfigError(f"network {network.name!r} has no plugins")
-        await offload.quick(self.cache.save, dataclasses.replace(record, result=prev.to_raw()))
+        self.cache.save(dataclasses.replace(record, result=prev.to_raw()))
         return prev
 
     def cached_result(
