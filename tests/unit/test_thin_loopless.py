@@ -103,6 +103,25 @@ def test_without_a_loop_blocking_work_runs_inline_and_with_one_in_a_worker_threa
     assert asyncio.run(under_a_loop()) != here
 
 
+def test_a_started_coroutine_without_a_loop_gives_every_await_its_outcome() -> None:
+    runs: list[int] = []
+
+    async def once(value: int) -> int:
+        runs.append(value)
+        if value < 0:
+            raise ValueError(value)
+        return value
+
+    async def twice(value: int) -> tuple[int, int]:
+        started = offload.start(once(value))
+        return await started, await started
+
+    assert offload.run(twice(7)) == (7, 7)
+    with pytest.raises(ValueError, match="-1"):
+        offload.run(twice(-1))
+    assert runs == [7, -1]  # each ran once, however often awaited
+
+
 def test_sleep_waits_with_and_without_a_loop() -> None:
     started = time.monotonic()
     offload.run(offload.sleep(0.05))

@@ -122,6 +122,9 @@ class Backoff:
 # How long the Event sender waits once woken: enough for the call that queued the Event to
 # send its reply (a few event-loop turns), little beside an Event's own round trip.
 EVENT_PAUSE = 0.005
+# Connections of the writes' pool: requests beyond them wait for one to be free (a status patch
+# takes ~1 ms of the API's time; a burst of pods makes a few at once).
+WRITE_CONNECTIONS = 4
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -265,9 +268,13 @@ def _load_connection(kubeconfig: Path | None) -> _Connection:
     return _Connection(config, verify)
 
 
-def _transport(connection: _Connection) -> _ApiTransport:
+def _transport(connection: _Connection, limits: httpx2.Limits | None = None) -> _ApiTransport:
     return _ApiTransport(
-        httpx2.AsyncHTTPTransport(verify=connection.verify, socket_options=_keepalive_options())
+        httpx2.AsyncHTTPTransport(
+            verify=connection.verify,
+            socket_options=_keepalive_options(),
+            limits=httpx2.Limits() if limits is None else limits,
+        )
     )
 
 
@@ -291,17 +298,22 @@ MERGE_PATCH: Final = "application/merge-patch+json"
 
 
 def build_feed_http(
-    kubeconfig: Path | None, timing: KubeTiming, *, connection: _Connection | None = None
+    kubeconfig: Path | None,
+    timing: KubeTiming,
+    *,
+    connection: _Connection | None = None,
+    limits: httpx2.Limits | None = None,
 ) -> httpx2.AsyncClient:
     """An HTTP client for the feed's lists and watch streams, authenticated as `build_client`'s
-    (lightkube's own kubeconfig handling: token, token file, client certificate, exec plugin)."""
+    (lightkube's own kubeconfig handling: token, token file, client certificate, exec plugin).
+    `limits`: its connection pool's (httpx's defaults when None)."""
     if connection is None:
         connection = _load_connection(kubeconfig)
     return httpx2.AsyncClient(
         base_url=connection.config.cluster.server,
         auth=client_adapter.user_auth(connection.config.user),
         timeout=httpx2.Timeout(timing.request_timeout, read=None),
-        transport=_transport(connection),
+        transport=_transport(connection, limits),
     )
 
 
@@ -397,6 +409,18 @@ class KubeFeed:
         self._client = build_client(kubeconfig, self.timing, connection=connection)
         self._shared = kube_objects.Shared()
         self._http = build_feed_http(kubeconfig, self.timing, connection=connection)
+        # The writes of every pod start and end (status patches, Events) have a pool of their
+        # own: on each request httpx checks every connection of its pool, and the feed's holds a
+        # long-lived watch stream per kind; that check was the largest share of the daemon's
+        # CPU per pod in a burst. The writes' few connections are reused.
+        self._writes = build_feed_http(
+            kubeconfig,
+            self.timing,
+            connection=connection,
+            limits=httpx2.Limits(
+                max_connections=WRITE_CONNECTIONS, max_keepalive_connections=WRITE_CONNECTIONS
+            ),
+        )
         # Objects already reported as undecodable, with the resourceVersion reported.
         self._undecodable: collections.OrderedDict[tuple[str, str, str], str] = (
             collections.OrderedDict()
@@ -740,7 +764,7 @@ class KubeFeed:
         """One write to the API with a JSON body, its reply read but not decoded; a refusal
         raised as lightkube's `ApiError`. For the writes every pod start makes (its status, its
         Events): a typed object built from each reply costs more CPU than the rest of the call."""
-        response = await self._http.request(
+        response = await self._writes.request(
             method,
             path,
             params={"fieldManager": COMPONENT},
@@ -965,6 +989,7 @@ class KubeFeed:
                 await self._event_worker
             self._event_worker = None
         await self._http.aclose()
+        await self._writes.aclose()
         await self._client.aclose()
 
 
