@@ -286,7 +286,7 @@ async def run_in_loop(
         _close(child.stdin, child.stdout, child.stderr)
         _reap_later(loop, child)
         raise
-    timer = loop.call_later(timeout, waiter.time_out)
+    timer: asyncio.TimerHandle | None = None
     try:
         if gate is not None:
             try:
@@ -294,9 +294,12 @@ async def run_in_loop(
             except Exception as exc:
                 raise GateError(f"{argv[0]} was not given its input: {exc}") from exc
             waiter.feed(stdin)
+        # From its input on: the time spent waiting for the gate is the caller's, not the child's.
+        timer = loop.call_later(timeout, waiter.time_out)
         collected = await waiter.done
     except BaseException:
-        timer.cancel()
+        if timer is not None:
+            timer.cancel()
         waiter.stop()
         kill_group(child.pid)  # never leave the child running behind us
         _reap_later(loop, child)

@@ -249,3 +249,13 @@ def test_a_failed_gate_kills_the_child_unfed_and_leaves_nothing_watched(tmp_path
     assert not process_alive(pid)
     # It read nothing of what it was to be given (killed before or after `cat` began).
     assert not got.exists() or got.read_bytes() == b""
+
+
+def test_the_timeout_counts_from_the_input_not_from_the_wait_for_the_gate() -> None:
+    async def slow_gate() -> None:
+        await asyncio.sleep(0.6)  # longer than the child's whole timeout
+
+    async def main() -> process.Outcome:
+        return await process.run_in_loop(["cat"], ENV, b"config", 0.4, gate=slow_gate())
+
+    assert asyncio.run(main()) == process.Outcome(0, b"config", b"")
