@@ -20,7 +20,6 @@ the new ones.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re
@@ -151,7 +150,7 @@ def build_change(
             continue
         ifname = planned.ifname if chosen.interface else _free_name(planned.ifname, in_use)
         in_use.add(ifname)
-        final.append(dataclasses.replace(planned, ifname=ifname))
+        final.append(planned._replace(ifname=ifname))
     remove = tuple(att for att, was_taken in zip(recorded, taken, strict=True) if not was_taken)
     return Change(wanted=tuple(final), remove=remove)
 
