@@ -21,18 +21,18 @@ the new ones.
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple, Protocol
 
+from netattach import loggers
 from netattach.attach import selection as selection_mod
 from netattach.cluster import model
 from netattach.cni import errors
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
 
-log = logging.getLogger("netattach.hotplug")
+log = loggers.get("netattach.hotplug")
 
 DEBOUNCE = 0.2  # quiet time before a pass: an annotation written twice makes one pass
 SYNC_WAIT = 60.0

@@ -6,12 +6,11 @@ the pod record names it, so DEL can always undo exactly what ADD attempted (RT-D
 record alone (RT-NOAPI). One operation per container at a time (RT-SERIAL).
 """
 
-import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from netattach import offload
+from netattach import loggers, offload
 from netattach.attach import delegate, selection, status
 from netattach.cluster import model
 from netattach.cni import conf, env, errors, result, spec
@@ -22,7 +21,7 @@ from netattach.daemon import records as records_mod
 from netattach.daemon import settings as settings_mod
 from netattach.runtime import chain, find
 
-log = logging.getLogger("netattach.orchestrator")
+log = loggers.get("netattach.orchestrator")
 
 # CNI_ARGS keys the kubelet passes (KUBE-ARGS).
 POD_NAMESPACE = "K8S_POD_NAMESPACE"

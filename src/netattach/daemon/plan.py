@@ -7,17 +7,17 @@ interface names chosen (§4.1.2.1.5), and each delegate config prepared with the
 plugin, so a bad selection or a missing NAD costs nothing to undo.
 """
 
-import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from netattach import loggers
 from netattach.attach import delegate, selection
 from netattach.cluster import model
 from netattach.cni import conf, errors
 from netattach.daemon import settings as settings_mod
 
-log = logging.getLogger("netattach.plan")
+log = loggers.get("netattach.plan")
 
 
 class NADLookup(Protocol):

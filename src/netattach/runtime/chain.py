@@ -6,17 +6,17 @@ call's config is the plugin's raw dict with only the spec's keys injected (`buil
 """
 
 import copy
-import logging
 import os
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from netattach import loggers
 from netattach.cni import conf, errors, result, spec, version
 from netattach.runtime import cache, execute, find, invoke
 
-log = logging.getLogger("netattach.runtime")
+log = loggers.get("netattach.runtime")
 
 DEFAULT_TIMEOUT = 60.0
 
