@@ -61,7 +61,20 @@ def test_the_thin_plugins_call_path_imports_nothing_it_does_not_use() -> None:
         m for m in loaded if m in NOT_ON_THE_THIN_PATH or m.split(".")[0] in NOT_ON_THE_THIN_PATH
     ]
     assert sorted(found) == []
-    assert sorted(m for m in loaded if m in NOT_ON_THE_THIN_PATH) == []
+
+
+def test_the_delegate_policy_an_add_checks_brings_no_dataclasses() -> None:
+    # The policy is on by default: the thin plugin imports its check at every ADD of a NAD.
+    code = (
+        f"import sys; sys.path.insert(0, {str(SRC)!r}); "
+        "from netattach.daemon import thin; from netattach.attach import delegate_check; "
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted({"dataclasses", "inspect", "ast"} & set(done.stdout.split())) == []
 
 
 # -- offload ------------------------------------------------------------------------------------
