@@ -10,7 +10,6 @@ for a real API server too.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import secrets
 import uuid
@@ -114,7 +113,7 @@ def test_a_static_pod_attaches_through_its_mirror_pod_which_gets_status_and_even
             published = await network_status(fake_api, name, ns)
             assert [e["name"] for e in published or []] == ["cluster-default"]
             assert await feed.flush_events(5.0)
-            await orch.delete(dataclasses.replace(add, command="DEL"))
+            await orch.delete(add._replace(command="DEL"))
             assert ("bridge", "DEL") in plugins.commands()
             assert await network_status(fake_api, name, ns) is None
 

@@ -7,7 +7,6 @@ there), so bridges, host veths, firewall rules and qdiscs die with it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import ipaddress
 import re
 import shutil
@@ -440,10 +439,9 @@ def test_converted_result_is_a_valid_prev_result(
         await check_with(converted)
         # The same CHECK can fail: a prevResult naming another MAC is refused.
         other_mac = tuple(
-            dataclasses.replace(i, mac="c2:00:00:00:00:01") if i.sandbox else i
-            for i in converted.interfaces
+            i._replace(mac="c2:00:00:00:00:01") if i.sandbox else i for i in converted.interfaces
         )
-        mismatched = dataclasses.replace(converted, interfaces=other_mac)
+        mismatched = converted.replace(interfaces=other_mac)
         with pytest.raises(errors.CNIError, match=r"plugin bridge failed \(check\)"):
             await check_with(mismatched)
         await detach(runtime, added, rt, ipam_dir)

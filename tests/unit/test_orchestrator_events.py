@@ -4,7 +4,6 @@ direct read of a pod the cache has not seen yet (through the exec seam, no root 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections.abc import Awaitable, Mapping
 from pathlib import Path
@@ -225,7 +224,7 @@ def test_del_clears_the_status_while_the_delegates_run(tmp_path: Path) -> None:
     assert ("blue", "web") in meeting.status
 
     # Run one after the other, each would wait for the other until its 5 s were up.
-    asyncio.run(orch.delete(dataclasses.replace(CALL, command="DEL")))
+    asyncio.run(orch.delete(CALL._replace(command="DEL")))
 
     assert ("blue", "web") not in meeting.status
     assert sorted(meeting.order) == ["DEL bridge", "DEL macvlan", "status cleared"]

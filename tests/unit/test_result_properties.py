@@ -7,7 +7,6 @@ CNI spec and libcni document, and nothing else.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import json
 from collections.abc import Iterator
@@ -303,7 +302,7 @@ def test_0_3_and_0_4_versions_convert_into_each_other_changing_only_cniversion(
     result: Result040, other: str
 ) -> None:
     there = convert(result, other)
-    assert there == dataclasses.replace(result, cni_version=other)
+    assert there == result.replace(cni_version=other)
     assert convert(there, result.cni_version) == result
 
 
@@ -313,7 +312,7 @@ def test_0_1_and_0_2_convert_into_each_other_changing_only_cniversion(
     result: Result020, other: str
 ) -> None:
     there = convert(result, other)
-    assert there == dataclasses.replace(result, cni_version=other)
+    assert there == result.replace(cni_version=other)
     assert convert(there, result.cni_version) == result
 
 
@@ -321,7 +320,7 @@ def test_0_1_and_0_2_convert_into_each_other_changing_only_cniversion(
 @given(results100(("1.0.0",)))
 def test_1_0_to_1_1_and_back_is_lossless(result: Result100) -> None:
     up = convert(result, "1.1.0")
-    assert up == dataclasses.replace(result, cni_version="1.1.0")
+    assert up == result.replace(cni_version="1.1.0")
     assert convert(up, "1.0.0") == result
 
 
@@ -391,9 +390,7 @@ def test_1_1_to_1_0_drops_exactly_interface_mtu_socketpath_pciid_and_route_attri
 ) -> None:
     assert convert(result, "1.0.0") == Result100(
         cni_version="1.0.0",
-        interfaces=tuple(
-            dataclasses.replace(i, mtu=0, socket_path="", pci_id="") for i in result.interfaces
-        ),
+        interfaces=tuple(i._replace(mtu=0, socket_path="", pci_id="") for i in result.interfaces),
         ips=result.ips,
         routes=tuple(_route_0x(r) for r in result.routes),
         dns=result.dns,

@@ -1046,15 +1046,11 @@ def only_first_default_route(found: list[selection.Selection]) -> list[selection
     seen = False
     for item in found:
         if item.default_route and seen:
-            kept.append(selection.Selection(**{**as_fields(item), "default_route": ()}))
+            kept.append(item._replace(default_route=()))
             continue
         seen = seen or bool(item.default_route)
         kept.append(item)
     return kept
-
-
-def as_fields(item: selection.Selection) -> dict[str, Any]:
-    return {name: getattr(item, name) for name in selection.Selection.__dataclass_fields__}
 
 
 def render(item: selection.Selection) -> dict[str, Any]:

@@ -22,9 +22,18 @@ from tests.unit.test_runtime_exec import process_alive
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 # What the daemon needs and the thin plugin's ADD and DEL do not: each is imported where it is
-# used (the daemon's loops, a delegate policy, a config with a mistake, a policy manifest).
+# used (the daemon's loops, a delegate policy, a config with a mistake, a policy manifest, the
+# first log line that passes its level). The value classes on the path are not dataclasses:
+# `dataclasses` brings `inspect`, `ast` and `dis`.
 NOT_ON_THE_THIN_PATH = (
     "asyncio",
+    "dataclasses",
+    "inspect",
+    "ast",
+    "dis",
+    "logging",
+    "traceback",
+    "netattach.logs",
     "netattach.cluster.dirwatch",
     "netattach.attach.delegate_check",
     "netattach.daemon.passes",
@@ -39,7 +48,7 @@ NOT_ON_THE_THIN_PATH = (
 def test_the_thin_plugins_call_path_imports_nothing_it_does_not_use() -> None:
     code = (
         f"import sys; sys.path.insert(0, {str(SRC)!r}); "
-        "import logging; from netattach.daemon import thin; "
+        "from netattach.daemon import thin; from netattach.cli import thin as cli_thin; "
         "print(' '.join(sorted(sys.modules)))"
     )
     done = subprocess.run(
@@ -47,8 +56,25 @@ def test_the_thin_plugins_call_path_imports_nothing_it_does_not_use() -> None:
     )
     assert done.returncode == 0, done.stderr
     loaded = set(done.stdout.split())
-    assert sorted(m for m in loaded if m.split(".")[0] in NOT_ON_THE_THIN_PATH) == []
-    assert sorted(m for m in loaded if m in NOT_ON_THE_THIN_PATH) == []
+    # A package or module by its full name (`netattach.x.y`), a library by its top-level one.
+    found = [
+        m for m in loaded if m in NOT_ON_THE_THIN_PATH or m.split(".")[0] in NOT_ON_THE_THIN_PATH
+    ]
+    assert sorted(found) == []
+
+
+def test_the_delegate_policy_an_add_checks_brings_no_dataclasses() -> None:
+    # The policy is on by default: the thin plugin imports its check at every ADD of a NAD.
+    code = (
+        f"import sys; sys.path.insert(0, {str(SRC)!r}); "
+        "from netattach.daemon import thin; from netattach.attach import delegate_check; "
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted({"dataclasses", "inspect", "ast"} & set(done.stdout.split())) == []
 
 
 # -- offload ------------------------------------------------------------------------------------

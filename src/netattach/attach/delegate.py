@@ -24,7 +24,6 @@ Errors:
 """
 
 import copy
-import dataclasses
 import ipaddress
 import json
 from collections.abc import Mapping, Sequence
@@ -230,12 +229,12 @@ def apply_selection(
             where = f"network {network.name!r} ({network.source}) plugin {index} ({plugin.type})"
             _merge_cni_args(raw, extra, where)
         plugin_raws.append(raw)
-        plugins.append(dataclasses.replace(plugin, raw=raw))
+        plugins.append(plugin._replace(raw=raw))
     list_raw: dict[str, Any] = {
         key: plugin_raws if key == "plugins" else copy.deepcopy(value)
         for key, value in network.raw.items()
     }
-    applied = dataclasses.replace(network, raw=list_raw, plugins=tuple(plugins))
+    applied = network._replace(raw=list_raw, plugins=tuple(plugins))
     capability_args = {cap: copy.deepcopy(v) for cap, v in requests.items() if cap in declared}
     return applied, capability_args
 

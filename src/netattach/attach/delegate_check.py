@@ -21,10 +21,9 @@ A value of the wrong kind (`"master": 5`, `"type": null`) is refused too: the pl
 it some way we did not check.
 """
 
-import dataclasses
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from netattach.attach import delegate_rules, globs
 
@@ -46,8 +45,10 @@ _SHOW: Final = 256  # a path may be long; a hostile value is still cut
 NOT_ALLOWED: Final = "is not allowed by"
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Refusal:
+# A NamedTuple, not a frozen dataclass: the thin plugin imports this module at every ADD of a NAD
+# (the policy is on by default), and a dataclass costs ~0.5 ms to create (it compiles each of its
+# methods) and `import dataclasses` ~7 ms; a NamedTuple a fifth of the first.
+class Refusal(NamedTuple):
     """One thing a config may not do: `key` is its path in the config (`plugins[1].master`),
     `value` the value as JSON, `rule` the settings list that refused it, with its entries."""
 

@@ -37,6 +37,14 @@ def version_reply(environ: dict[str, str] | os._Environ[str], stdin: bytes) -> b
     return quickjson.dumps(reply).encode()
 
 
+def _configure_logging() -> None:
+    import logging
+
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="netattach-thin %(levelname)s %(message)s"
+    )
+
+
 def main() -> int:
     stdin = sys.stdin.buffer.read()
     quick = version_reply(os.environ, stdin)
@@ -45,13 +53,11 @@ def main() -> int:
         sys.stdout.flush()
         return 0
 
-    import logging
-
+    from netattach import loggers
     from netattach.daemon import thin
 
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.WARNING, format="netattach-thin %(levelname)s %(message)s"
-    )
+    # A call that goes well logs nothing: `logging` is imported and configured for the first line.
+    loggers.on_first_use(_configure_logging)
     reply = thin.handle(os.environ, stdin)
     sys.stdout.buffer.write(reply.stdout)
     sys.stdout.flush()

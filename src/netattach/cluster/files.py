@@ -28,7 +28,6 @@ Errors raised (status files only):
 """
 
 import json
-import logging
 import math
 import os
 import re
@@ -37,11 +36,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, NamedTuple, cast
 
-from netattach import __version__, atomic, offload
+from netattach import __version__, atomic, loggers, offload
 from netattach.cluster import documents, model, store
 from netattach.cni import errors
 
-log = logging.getLogger(__name__)
+log = loggers.get(__name__)
 
 MANIFEST_SUFFIXES: Final = frozenset({".yaml", ".yml", ".json"})
 STATUS_DIRECTORY: Final = "status"

@@ -26,11 +26,11 @@ Standard library only: the CNI vocabulary must not depend on anything else.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 from collections.abc import Callable, Mapping
 from typing import ClassVar, Final, NamedTuple, Self, TypeAlias, TypeVar
 
+from netattach import values
 from netattach.cni import errors, spec, version
 
 # The versions of each layout, oldest first (version.family names a layout by its newest member).
@@ -248,7 +248,7 @@ def _carries(cni_version: str, since: str) -> bool:
 
 def _unsupported(obj: Interface | Route, since: Mapping[str, str], cni_version: str) -> list[str]:
     """The optional fields of `obj` that are set although `cni_version` has no key for them."""
-    defaults = {field.name: field.default for field in dataclasses.fields(obj)}
+    defaults = obj._field_defaults
     return [
         name
         for name, first in since.items()
@@ -310,8 +310,9 @@ def _whole(label: str, decode: Callable[[_Problems], _T | None]) -> _T:
     return decoded
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Interface:
+# A NamedTuple, not a frozen dataclass: the thin plugin imports this module on every exec, and
+# a dataclass costs ~0.5 ms to create (it compiles each of its methods), a NamedTuple a fifth.
+class Interface(NamedTuple):
     """An entry of `interfaces` (0.3.0+); `sandbox` is empty for a host-side interface."""
 
     name: str
@@ -425,8 +426,9 @@ class IPConfig(NamedTuple):
         return raw
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Route:
+# A NamedTuple, not a frozen dataclass: the thin plugin imports this module on every exec, and
+# a dataclass costs ~0.5 ms to create (it compiles each of its methods), a NamedTuple a fifth.
+class Route(NamedTuple):
     """A route: `dst` in CIDR form, optional next hop `gw`; the rest are 1.1.0 attributes.
 
     `mtu`, `advmss` and `priority` use 0 for "not set" (libcni `omitempty` ints); `table` and
@@ -581,22 +583,34 @@ class IPv4or6Config(NamedTuple):
 # The three result layouts.
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Result020:
+# The results derive from values.Frozen, not a frozen dataclass: they check themselves on
+# creation, the 0.3+ layouts share a base, and the thin plugin creates these classes on every
+# exec (see values.py for what a dataclass would cost).
+class Result020(values.Frozen):
     """A 0.1.0 or 0.2.0 result: at most one IPv4 and one IPv6 configuration."""
 
+    _FIELDS: ClassVar[tuple[str, ...]] = ("cni_version", "ip4", "ip6", "dns")
+    __slots__ = _FIELDS
     _VERSIONS: ClassVar[tuple[str, ...]] = _V020
 
     cni_version: str
-    ip4: IPv4or6Config | None = None
-    ip6: IPv4or6Config | None = None
-    dns: DNS = DNS()  # noqa: RUF009 (immutable: a NamedTuple)
+    ip4: IPv4or6Config | None
+    ip6: IPv4or6Config | None
+    dns: DNS
 
-    def __post_init__(self) -> None:
-        _check_version("Result020", self.cni_version, self._VERSIONS)
-        for key, config in (("ip4", self.ip4), ("ip6", self.ip6)):
+    def __init__(
+        self,
+        *,
+        cni_version: str,
+        ip4: IPv4or6Config | None = None,
+        ip6: IPv4or6Config | None = None,
+        dns: DNS = DNS(),  # noqa: B008 (immutable: a NamedTuple)
+    ) -> None:
+        _check_version("Result020", cni_version, self._VERSIONS)
+        for key, config in (("ip4", ip4), ("ip6", ip6)):
             if config is not None:
-                _check_fields(self.cni_version, (), config.routes, f"{key}.routes")
+                _check_fields(cni_version, (), config.routes, f"{key}.routes")
+        self._init(cni_version=cni_version, ip4=ip4, ip6=ip6, dns=dns)
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, object]) -> Self:
@@ -666,21 +680,31 @@ def _encode_layered(result: _LayeredResult) -> dict[str, object]:
     return raw
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class _LayeredResult:
+class _LayeredResult(values.Frozen):
     """What the 0.3.0+ layouts share; each subclass names the versions it covers."""
 
+    _FIELDS: ClassVar[tuple[str, ...]] = ("cni_version", "interfaces", "ips", "routes", "dns")
+    __slots__ = _FIELDS
     _VERSIONS: ClassVar[tuple[str, ...]] = ()
 
     cni_version: str
-    interfaces: tuple[Interface, ...] = ()
-    ips: tuple[IPConfig, ...] = ()
-    routes: tuple[Route, ...] = ()
-    dns: DNS = DNS()  # noqa: RUF009 (immutable: a NamedTuple)
+    interfaces: tuple[Interface, ...]
+    ips: tuple[IPConfig, ...]
+    routes: tuple[Route, ...]
+    dns: DNS
 
-    def __post_init__(self) -> None:
-        _check_version(type(self).__name__, self.cni_version, self._VERSIONS)
-        _check_fields(self.cni_version, self.interfaces, self.routes)
+    def __init__(
+        self,
+        *,
+        cni_version: str,
+        interfaces: tuple[Interface, ...] = (),
+        ips: tuple[IPConfig, ...] = (),
+        routes: tuple[Route, ...] = (),
+        dns: DNS = DNS(),  # noqa: B008 (immutable: a NamedTuple)
+    ) -> None:
+        _check_version(type(self).__name__, cni_version, self._VERSIONS)
+        _check_fields(cni_version, interfaces, routes)
+        self._init(cni_version=cni_version, interfaces=interfaces, ips=ips, routes=routes, dns=dns)
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, object]) -> Self:
@@ -695,17 +719,17 @@ class _LayeredResult:
         return _encode_layered(self)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Result040(_LayeredResult):
     """A 0.3.0, 0.3.1 or 0.4.0 result."""
 
+    __slots__ = ()
     _VERSIONS: ClassVar[tuple[str, ...]] = _V040
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Result100(_LayeredResult):
     """A 1.0.0 or 1.1.0 result (libcni: "the types did not change between v1.0 and v1.1")."""
 
+    __slots__ = ()
     _VERSIONS: ClassVar[tuple[str, ...]] = _V100
 
 
@@ -851,7 +875,7 @@ def convert(result: Result, to_version: str) -> Result:
         return result
     if isinstance(result, Result020):
         if target == "0.2.0":
-            return dataclasses.replace(result, cni_version=to_version)
+            return result.replace(cni_version=to_version)
         if target == "0.4.0":
             return _up_from_020(result, to_version)
         return _relayout(_up_from_020(result, "0.4.0"), Result100, to_version)
@@ -859,7 +883,7 @@ def convert(result: Result, to_version: str) -> Result:
         if target == "0.2.0":
             return _down_to_020(result, to_version, result.cni_version)
         if target == "0.4.0":
-            return dataclasses.replace(result, cni_version=to_version)
+            return result.replace(cni_version=to_version)
         return _relayout(result, Result100, to_version)
     if target == "0.2.0":
         return _down_to_020(_relayout(result, Result040, "0.4.0"), to_version, result.cni_version)

@@ -14,16 +14,15 @@ about, as soon as it knows (`note_record`): the line says so even when the call 
 
 import contextlib
 import contextvars
-import logging
 import time
 from collections.abc import Iterator, Sequence
 from typing import Final
 
-from netattach import logs
+from netattach import loggers
 from netattach.cni import env, errors, spec
 from netattach.daemon import records as records_mod
 
-log = logging.getLogger("netattach.calls")
+log = loggers.get("netattach.calls")
 
 # The commands that get a line; VERSION, STATUS and GC are the runtime's housekeeping.
 LOGGED: Final = frozenset({spec.ADD, spec.DEL, spec.CHECK})
@@ -101,7 +100,10 @@ def noted(call: env.Environment) -> Iterator[Outcome]:
         yield outcome
     finally:
         _current.reset(token)
-        if call.command in LOGGED:
+        if call.command in LOGGED and log.isEnabledFor(loggers.INFO):
+            # Imported only for a line that is written: it imports `logging` (see loggers.py).
+            from netattach import logs
+
             millis = (time.monotonic() - started) * 1000
             line = describe(call.command, call.container_id, note, millis, outcome.failure)
             extra = logs.pod_fields(note.namespace, note.pod, note.uid) if note.pod else None

@@ -7,16 +7,15 @@ the log only.
 """
 
 import json
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
-from netattach import wire
+from netattach import loggers, wire
 from netattach.cni import env, errors, spec
 from netattach.daemon import call_log
 from netattach.daemon import orchestrator as orchestrator_mod
 
-log = logging.getLogger("netattach.dispatch")
+log = loggers.get("netattach.dispatch")
 
 MAX_STDIN_BYTES = 1024 * 1024
 

@@ -20,20 +20,19 @@ the new ones.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple, Protocol
 
+from netattach import loggers
 from netattach.attach import selection as selection_mod
 from netattach.cluster import model
 from netattach.cni import errors
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
 
-log = logging.getLogger("netattach.hotplug")
+log = loggers.get("netattach.hotplug")
 
 DEBOUNCE = 0.2  # quiet time before a pass: an annotation written twice makes one pass
 SYNC_WAIT = 60.0
@@ -151,7 +150,7 @@ def build_change(
             continue
         ifname = planned.ifname if chosen.interface else _free_name(planned.ifname, in_use)
         in_use.add(ifname)
-        final.append(dataclasses.replace(planned, ifname=ifname))
+        final.append(planned._replace(ifname=ifname))
     remove = tuple(att for att, was_taken in zip(recorded, taken, strict=True) if not was_taken)
     return Change(wanted=tuple(final), remove=remove)
 

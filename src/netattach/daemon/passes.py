@@ -9,13 +9,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from netattach import loggers
+
 
 async def debounced_passes(
     dirty: asyncio.Event,
     one_pass: Callable[[], Awaitable[None]],
     *,
     debounce: float,
-    log: logging.Logger,
+    log: logging.Logger | loggers.Logger,
     what: str,
     after_failure: Callable[[], None] | None = None,
 ) -> None:

@@ -32,7 +32,6 @@ write an unset value) takes its default; `nodeName`'s default is the environment
 `IOFailureError` (5); text that is not YAML is `DecodingFailureError` (6).
 """
 
-import dataclasses
 import ipaddress
 import math
 import os
@@ -40,8 +39,9 @@ import re
 import reprlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final, Literal, NamedTuple
+from typing import ClassVar, Final, Literal, NamedTuple
 
+from netattach import values
 from netattach.attach import delegate_rules
 from netattach.cluster import documents
 from netattach.cni import conf, errors
@@ -287,19 +287,50 @@ def _default_daemon_settings() -> DaemonSettings:
     return DaemonSettings(node_name=default_node_name())
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
+# A values.Frozen rather than a NamedTuple: `daemon` defaults to this machine's settings, computed
+# when the Settings is built (a NamedTuple has no default factory); and not a frozen dataclass,
+# which the thin plugin would create on every exec (see values.py).
+class Settings(values.Frozen):
     """One node's netattach settings; `source` names where they were read from.
 
     `daemon` defaults (for Settings built by hand) to the daemon defaults on this machine.
     """
 
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "networks",
+        "feed",
+        "runtime",
+        "logging",
+        "daemon",
+        "source",
+    )
+    __slots__ = _FIELDS
+
     networks: NetworkSettings
     feed: DirectoryFeed | KubernetesFeed
-    runtime: RuntimeSettings = RuntimeSettings()  # noqa: RUF009 (immutable: a NamedTuple)
-    logging: LoggingSettings = LoggingSettings()  # noqa: RUF009 (immutable: a NamedTuple)
-    daemon: DaemonSettings = dataclasses.field(default_factory=_default_daemon_settings)
-    source: str = "<settings>"
+    runtime: RuntimeSettings
+    logging: LoggingSettings
+    daemon: DaemonSettings
+    source: str
+
+    def __init__(
+        self,
+        *,
+        networks: NetworkSettings,
+        feed: DirectoryFeed | KubernetesFeed,
+        runtime: RuntimeSettings = RuntimeSettings(),  # noqa: B008 (immutable: a NamedTuple)
+        logging: LoggingSettings = LoggingSettings(),  # noqa: B008 (immutable: a NamedTuple)
+        daemon: DaemonSettings | None = None,
+        source: str = "<settings>",
+    ) -> None:
+        self._init(
+            networks=networks,
+            feed=feed,
+            runtime=runtime,
+            logging=logging,
+            daemon=_default_daemon_settings() if daemon is None else daemon,
+            source=source,
+        )
 
 
 def load_settings(path: Path) -> Settings:

@@ -6,17 +6,16 @@ so a call parses only the files changed since the last one. Simple to deploy and
 for what the daemon must do faster; `bench/` measures what it costs.
 """
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
-from netattach import offload
+from netattach import loggers, offload
 from netattach.cluster import files, store
 from netattach.cni import errors
 from netattach.daemon import call_log, dispatch, locks, orchestrator, records, settings
 from netattach.runtime import chain, execute
 
-log = logging.getLogger("netattach.thin")
+log = loggers.get("netattach.thin")
 
 PARSE_CACHE = "manifest-cache.json"
 
@@ -75,9 +74,9 @@ def handle(environ: Mapping[str, str], stdin: bytes) -> dispatch.Reply:
     async def orchestrator_for(netconf: Mapping[str, Any]) -> orchestrator.Orchestrator:
         cfg = settings.settings_from_cni_config(netconf)
         level = cfg.logging.level.upper()
-        logging.getLogger("netattach").setLevel(level)
+        loggers.set_level("netattach", level)
         # Its stderr is the runtime's journal: a line per call there only at debug.
-        logging.getLogger(call_log.log.name).setLevel(level if level == "DEBUG" else "WARNING")
+        loggers.set_level(call_log.log.name, level if level == "DEBUG" else "WARNING")
         return build_orchestrator(cfg)
 
     # No event loop: one call, then exit (netattach.offload says why).

@@ -1,7 +1,6 @@
 """One plugin call: environment, stdin, exit status and stdout turned into a result or an error."""
 
 import contextlib
-import dataclasses
 import json
 import os
 import signal
@@ -192,9 +191,7 @@ class Invoker:
     async def version_info(self, plugin: str, path: Path, call: Invocation) -> tuple[str, ...]:
         """The versions a plugin supports (its `VERSION` reply)."""
         stdin = json.dumps({"cniVersion": spec.CURRENT_VERSION}).encode()
-        outcome = await self._run(
-            plugin, path, stdin, dataclasses.replace(call, command=spec.VERSION)
-        )
+        outcome = await self._run(plugin, path, stdin, call._replace(command=spec.VERSION))
         if outcome.returncode != 0:
             failure = self._error(plugin, spec.VERSION, outcome)
             # A 0.1.0 plugin does not know VERSION at all (libcni's legacy rule).
