@@ -55,6 +55,13 @@ def test_add_with_every_variable_is_parsed() -> None:
     )
 
 
+@pytest.mark.parametrize("variable", ["CNI_NETNS", "CNI_ARGS", "CNI_PATH"])
+def test_a_nul_in_any_variable_is_refused_naming_it_and_quoting_the_value(variable: str) -> None:
+    # Only the daemon's socket can carry one: no plugin could be started with it.
+    failure = invalid_environment(environ("ADD", **{variable: "K=a\0b"}))
+    assert failure.msg == f"invalid {variable} 'K=a\\x00b'"
+
+
 @pytest.mark.parametrize("command", ["ADD", "CHECK"])
 @pytest.mark.parametrize("variable", ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"])
 def test_add_and_check_name_a_missing_variable(command: str, variable: str) -> None:

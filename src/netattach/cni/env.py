@@ -136,6 +136,13 @@ def parse_environment(environ: Mapping[str, str]) -> Environment:
     ifname = environ.get(spec.ENV_IFNAME, "")
     if ifname:
         check_ifname(ifname)
+    for name in (spec.ENV_NETNS, spec.ENV_ARGS, spec.ENV_PATH):  # the rest are checked above
+        if "\0" in environ.get(name, ""):
+            # A runtime cannot pass one (execve takes C strings), the daemon's socket can; a
+            # plugin could never be given it.
+            raise errors.InvalidEnvironmentError(
+                f"invalid {name} {environ[name]!r}", "a variable's value cannot hold a NUL"
+            )
     path = tuple(p for p in environ.get(spec.ENV_PATH, "").split(":") if p)
     return Environment(
         command=command,
