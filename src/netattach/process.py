@@ -27,7 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
     import queue
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Callable
 
 READ_CHUNK = 65536
 
@@ -184,10 +184,24 @@ def _close(*fds: int | None) -> None:
 # -- blocking --------------------------------------------------------------------------------
 
 
-def run_blocking(argv: list[str], env: dict[str, str], stdin: bytes, timeout: float) -> Outcome:
-    """Run `argv` to its exit, blocking this thread."""
+def run_blocking(
+    argv: list[str],
+    env: dict[str, str],
+    stdin: bytes,
+    timeout: float,
+    *,
+    gate: Callable[[], object] | None = None,
+) -> Outcome:
+    """Run `argv` to its exit, blocking this thread. With a `gate`, the child is started, then
+    `gate()` is called, then the child gets its stdin (as `run_in_loop`'s gate, `GateError`
+    when it raises)."""
     child = _spawn(argv, env)
     try:
+        if gate is not None:
+            try:
+                gate()
+            except Exception as exc:
+                raise GateError(f"{argv[0]} was not given its input: {exc}") from exc
         collected = _collect_blocking(child, stdin, timeout)
     except BaseException:
         kill_group(child.pid)  # never leave the child running behind us

@@ -259,3 +259,36 @@ def test_the_timeout_counts_from_the_input_not_from_the_wait_for_the_gate() -> N
         return await process.run_in_loop(["cat"], ENV, b"config", 0.4, gate=slow_gate())
 
     assert asyncio.run(main()) == process.Outcome(0, b"config", b"")
+
+
+def test_without_a_loop_a_gated_child_also_starts_before_the_gate(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    seen: list[bool] = []
+
+    def gate() -> None:
+        deadline = time.monotonic() + 5
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(started.exists())
+
+    done = process.run_blocking(
+        ["sh", "-c", f"touch {started}; cat"], ENV, b"config", 30, gate=gate
+    )
+    assert done == process.Outcome(0, b"config", b"")
+    assert seen == [True]
+
+
+def test_without_a_loop_a_failed_gate_kills_the_child_unfed(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+
+    def gate() -> None:
+        deadline = time.monotonic() + 5
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert time.monotonic() < deadline, "the child did not start"
+            time.sleep(0.01)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(process.GateError) as failed:
+        process.run_blocking(["sh", "-c", f"echo $$ > {pid_file}; cat"], ENV, b"x", 30, gate=gate)
+    assert isinstance(failed.value.__cause__, OSError)
+    assert not Path(f"/proc/{int(pid_file.read_text())}").exists()  # killed and reaped

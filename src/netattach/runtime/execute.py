@@ -126,10 +126,12 @@ class BlockingExec(SubprocessExec):
         timeout: float,
         gate: Awaitable[object] | None,
     ) -> ExecOutcome:
-        if gate is not None:
-            # Nothing runs beside this call: the plugin simply starts after the gate.
-            try:
-                await gate
-            except Exception as exc:
-                raise process.GateError(f"{argv[0]} was not started: {exc}") from exc
-        return process.run_blocking(argv, env, stdin, timeout)
+        if gate is None:
+            return process.run_blocking(argv, env, stdin, timeout)
+        # No loop: the gate's coroutine runs to its end in this thread once the plugin started.
+        waited = gate
+
+        async def wait() -> None:
+            await waited
+
+        return process.run_blocking(argv, env, stdin, timeout, gate=lambda: offload.run(wait()))
