@@ -61,7 +61,10 @@ class NftHelper:
         self._child: subprocess.Popen[bytes] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: collections.deque[asyncio.Future[dict[str, Any]]] = collections.deque()
-        self._outgoing = bytearray()
+        # frames not yet written, the first one maybe in part (a full table is ~0.5 MB; a pipe
+        # takes 64 KiB at a time, and cutting the written part off a buffer of several
+        # tables would copy all of them each time)
+        self._outgoing: collections.deque[memoryview] = collections.deque()
         self._incoming = bytearray()
         # The running helper, also held by a finalizer: a helper nobody closed ends with its
         # owner.
@@ -142,7 +145,7 @@ class NftHelper:
         future = self._loop.create_future()
         body = json.dumps(request).encode()
         was_idle = not self._outgoing
-        self._outgoing += nft_helper.frame_header(len(body)) + body
+        self._outgoing.append(memoryview(nft_helper.frame_header(len(body)) + body))
         self._waiting.append(future)
         if was_idle:
             self._writable()
@@ -163,14 +166,18 @@ class NftHelper:
         assert child.stdin is not None
         assert loop is not None
         fd = child.stdin.fileno()
-        try:
-            written = os.write(fd, self._outgoing)
-        except BlockingIOError:
-            written = 0
-        except OSError:
-            self.close()
-            return
-        del self._outgoing[:written]
+        while self._outgoing:
+            try:
+                written = os.write(fd, self._outgoing[0])
+            except BlockingIOError:
+                break
+            except OSError:
+                self.close()
+                return
+            if written < len(self._outgoing[0]):
+                self._outgoing[0] = self._outgoing[0][written:]
+                break
+            self._outgoing.popleft()
         if self._outgoing:
             loop.add_writer(fd, self._writable)
         else:
