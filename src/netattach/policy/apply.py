@@ -141,7 +141,8 @@ class NftHelper:
         loop.add_reader(child.stdout.fileno(), self._readable)
 
     def _send(self, request: dict[str, object]) -> asyncio.Future[dict[str, Any]]:
-        assert self._loop is not None
+        if self._loop is None:
+            raise _HelperGoneError("the nft helper exited")  # right after its hello
         future = self._loop.create_future()
         body = json.dumps(request).encode()
         was_idle = not self._outgoing
