@@ -15,8 +15,9 @@ Reported:
                          that consumed it (every affected local pod's netns written by then);
                          p50, p99, max, and the passes' count
     CPU                  this process (the policy sync, and the change generator, which only
-                         builds dicts) and its children (nsenter + nft), as a share of one core
-                         over the churn
+                         builds dicts), its reaped children (nsenter + nft, where nft runs as a
+                         program) and the nft helpers (libnftables, read from /proc: None when one
+                         restarted during the churn), as a share of one core over the churn
     RSS                  VmRSS / VmHWM of this process at the end
     equality             every local pod's table, as the sync applied it, against a
                          from-scratch compile of the final view (`PolicySync.audit`); and what
@@ -196,6 +197,15 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def _cpu_of(pid: int) -> float:
+    """CPU-seconds a live child has used (a long-lived one is no reaped child for rusage)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _rss() -> dict[str, int]:
     out = {}
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -279,6 +289,8 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
     passes_before = len(passes)
     changes: list[float] = []
     usage0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    helper_pids = sync.nft.pids
+    helper0 = sum(_cpu_of(pid) for pid in helper_pids)
     begin = time.perf_counter()
     while (now := time.perf_counter()) - begin < args.seconds:
         for i, (rate, make) in enumerate(streams):
@@ -295,6 +307,8 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
         await pass_done.wait()
     end = time.perf_counter()
     usage1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    helper_same = helper_pids == sync.nft.pids
+    cpu_helper = sum(_cpu_of(pid) for pid in helper_pids) - helper0
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
@@ -351,6 +365,7 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
         "cpu_share_of_one_core": {
             "process": round(cpu_self / wall, 3),
             "nft_children": round(cpu_children / wall, 3),
+            "nft_helpers": round(cpu_helper / wall, 3) if helper_same else None,
         },
         "rss_mib": round(rss["VmRSS"] / 1024, 1),
         "hwm_mib": round(rss["VmHWM"] / 1024, 1),

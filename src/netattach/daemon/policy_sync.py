@@ -13,8 +13,9 @@ A new pod's own table is applied inside its ADD, before the runtime hears of suc
 governed pod never runs unprotected (`enforce`). At start every recorded pod is reconciled: a
 table whose policy went away while the daemon was down is removed.
 
-Each pod's table is changed by one task at a time (a lock per container). `nft` runs as its own
-process under `nsenter` (`policy.apply`): no thread of ours changes namespace.
+Each pod's table is changed by one task at a time (a lock per container). nft runs in a process
+of its own, the long-lived nft helper (`policy.apply.NftHelper`): no thread of ours changes
+namespace.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ NFT_TIMEOUT = 10.0
 # Tables of different pods are written side by side (each nft runs in its own netns): a change
 # that touches many local pods costs the slowest few writes, not the sum of them all.
 APPLY_CONCURRENCY = 8
+NFT_HELPERS = 8  # nft helper processes (each writes one table at a time)
 # A records directory changed this recently is read again: a save within the same mtime tick as
 # the last read would not change the stamp.
 RECORDS_SETTLE_NS = 50_000_000
@@ -104,6 +106,8 @@ class PolicySync:
         self._built: dict[str, render.Built] = {}
         # Element diffs of this pass's in-place updates (many tables share each set's change)
         self._diffs: update.Diffs = {}
+        # nft runs in long-lived helper processes, not two execs per write (`apply`)
+        self.nft = apply.NftHelpers(NFT_HELPERS)
         self.passes = 0
         view.observers.append(self.observe)
 
@@ -138,15 +142,22 @@ class PolicySync:
 
     async def run(self) -> None:
         """Reconcile every recorded pod, then converge after every change, until cancelled."""
-        await self.reconcile()
-        await passes.debounced_passes(
-            self._dirty,
-            self.converge,
-            debounce=DEBOUNCE,
-            log=log,
-            what="policy",
-            after_failure=self._retry_later,
-        )
+        try:
+            await self.reconcile()
+            await passes.debounced_passes(
+                self._dirty,
+                self.converge,
+                debounce=DEBOUNCE,
+                log=log,
+                what="policy",
+                after_failure=self._retry_later,
+            )
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """End the nft helper (a later write starts it again)."""
+        self.nft.close()
 
     def _retry_later(self) -> None:
         asyncio.get_running_loop().call_later(RETRY_DELAY, self._dirty.set)
@@ -229,7 +240,7 @@ class PolicySync:
         if applied is not None and applied.table is not None and os.path.exists(record.netns):  # noqa: ASYNC240
             async with lock or asyncio.Lock():
                 try:
-                    await apply.remove_table(record.netns, timeout=NFT_TIMEOUT)
+                    await apply.remove_table(record.netns, timeout=NFT_TIMEOUT, helper=self.nft)
                 except errors.PolicyApplyError as exc:
                     log.warning("%s cannot remove the policy table: %s", record.prefix(), exc)
         self.notify()
@@ -592,7 +603,7 @@ class PolicySync:
         """Make the netns hold `table`: in place when what it holds is known (a failing
         in-place script, a table changed behind our back, falls back to a whole rewrite)."""
         if table is None:
-            if await apply.remove_table(record.netns, timeout=NFT_TIMEOUT):
+            if await apply.remove_table(record.netns, timeout=NFT_TIMEOUT, helper=self.nft):
                 log.info("%s policy table removed", record.prefix())
             return
         if current.known and current.error is None and current.table is not None:
@@ -600,11 +611,15 @@ class PolicySync:
             if script is None:
                 return
             try:
-                await apply.apply_ruleset(record.netns, script, timeout=NFT_TIMEOUT)
+                await apply.apply_ruleset(
+                    record.netns, script, timeout=NFT_TIMEOUT, helper=self.nft
+                )
                 return
             except errors.PolicyApplyError as exc:
                 log.warning("%s in-place policy update failed, rewriting: %s", record.prefix(), exc)
-        await apply.apply_ruleset(record.netns, render.table_text(table), timeout=NFT_TIMEOUT)
+        await apply.apply_ruleset(
+            record.netns, render.table_text(table), timeout=NFT_TIMEOUT, helper=self.nft
+        )
 
     def _policy_names(self, uids: Iterable[str]) -> list[str]:
         return [self._names.get(uid, uid) for uid in uids]

@@ -1,7 +1,9 @@
 """The kernel side effect of policy: netattach's nftables table inside a pod's netns.
 
-Every call runs `nft` as its own subprocess under `nsenter --net=<netns path>`, so no thread
-of ours ever changes namespace. netattach owns exactly one table per pod netns,
+Every call runs nft in a process of its own, so no thread of ours ever changes namespace: given
+an `NftHelper`, in its long-lived helper process (`policy.nft_helper`, libnftables: one request
+over a pipe, not two execs per write); else, or where the helper cannot load libnftables, as
+`nsenter --net=<netns path> -- nft ...`. netattach owns exactly one table per pod netns,
 `table inet netattach`; a rendered script replaces it whole in a single nft transaction
 (`add table` + `delete table` + the new definition), so a failing script leaves the previous
 table exactly as it was.
@@ -9,17 +11,27 @@ table exactly as it was.
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import json
+import logging
 import os
+import subprocess
+import sys
+import weakref
 from typing import Any
 
 from netattach import process
 from netattach.cni import errors
+from netattach.policy import nft_helper
+
+log = logging.getLogger("netattach.policy")
 
 TABLE = "netattach"
 FAMILY = "inet"
 NFT = "nft"
 NSENTER = "nsenter"
+READ_CHUNK = 65536
 STDERR_TAIL = 2000  # characters of nft's stderr quoted in an error
 
 
@@ -30,10 +42,247 @@ def _tail(text: str) -> str:
     return "..." + text[-STDERR_TAIL:]
 
 
+class _HelperGoneError(Exception):
+    """The helper process ended, or timed out and was killed, before it replied."""
+
+
+class NftHelper:
+    """One `policy.nft_helper` process, started when first needed and again after it dies.
+
+    Requests are written to it as they come (it serves them in order, one at a time) and its
+    replies read by the running event loop, so the helper never waits for the daemon between
+    two writes; no thread is involved. `close` ends it; so does the daemon's exit (the
+    helper's input ends).
+    """
+
+    def __init__(self, argv: list[str] | None = None) -> None:
+        self._argv = argv or [sys.executable, "-I", "-S", nft_helper.__file__]
+        self.unavailable: str | None = None  # why libnftables cannot be used (nsenter is)
+        self._child: subprocess.Popen[bytes] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: collections.deque[asyncio.Future[dict[str, Any]]] = collections.deque()
+        # frames not yet written, the first one maybe in part (a full table is ~0.5 MB; a pipe
+        # takes 64 KiB at a time, and cutting the written part off a buffer of several
+        # tables would copy all of them each time)
+        self._outgoing: collections.deque[memoryview] = collections.deque()
+        self._incoming = bytearray()
+        # The running helper, also held by a finalizer: a helper nobody closed ends with its
+        # owner.
+        self._slot: list[subprocess.Popen[bytes] | None] = [None]
+        weakref.finalize(self, _stop_helper, self._slot)
+
+    @property
+    def pid(self) -> int | None:
+        """The helper's pid while it runs (its CPU is not a reaped child's: benchmarks read
+        it from /proc)."""
+        child = self._child
+        return child.pid if child is not None and child.poll() is None else None
+
+    async def run(
+        self,
+        netns_path: str,
+        commands: str,
+        *,
+        json_output: bool,
+        timeout: float,
+        file: bool = False,
+    ) -> tuple[int, str, str] | None:
+        """(exit status, stdout, stderr) of `commands` (`file`: a script, as `nft -f` reads
+        one; else nft's arguments) in the netns; None when libnftables
+        cannot be used here (run nft as a program instead)."""
+        if self.unavailable is not None:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._child is None or self._child.poll() is not None or self._loop is not loop:
+            self._start(loop)
+            hello = await self._reply(self._waiting[-1], timeout)
+            if "ready" not in hello:
+                self.unavailable = str(hello.get("unavailable", hello))
+                log.warning("libnftables unavailable (%s): nft runs as a program", self.unavailable)
+                self.close()
+                return None
+        request = {"netns": netns_path, "commands": commands, "json": json_output, "file": file}
+        try:
+            reply = await self._reply(self._send(request), timeout)
+        except _HelperGoneError:
+            if self.unavailable is not None:
+                return None  # sent while the helper was starting: nft runs as a program
+            raise
+        return int(reply["status"]), str(reply["stdout"]), str(reply["stderr"])
+
+    def close(self) -> None:
+        """End the helper; every request waiting for it fails."""
+        if self._child is not None and self._loop is not None and not self._loop.is_closed():
+            assert self._child.stdout is not None
+            self._loop.remove_reader(self._child.stdout.fileno())
+            if self._child.stdin is not None:
+                self._loop.remove_writer(self._child.stdin.fileno())
+        _stop_helper(self._slot)
+        self._child = self._loop = None
+        self._outgoing.clear()
+        self._incoming.clear()
+        waiting, self._waiting = self._waiting, collections.deque()
+        for future in waiting:
+            if not future.done():
+                future.set_exception(_HelperGoneError("the nft helper stopped"))
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.close()
+        child = subprocess.Popen(
+            self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
+        )
+        assert child.stdin is not None
+        assert child.stdout is not None
+        self._child = self._slot[0] = child
+        self._loop = loop
+        os.set_blocking(child.stdin.fileno(), False)
+        os.set_blocking(child.stdout.fileno(), False)
+        self._waiting.append(loop.create_future())  # its hello
+        loop.add_reader(child.stdout.fileno(), self._readable)
+
+    def _send(self, request: dict[str, object]) -> asyncio.Future[dict[str, Any]]:
+        if self._loop is None:
+            raise _HelperGoneError("the nft helper exited")  # right after its hello
+        future = self._loop.create_future()
+        body = json.dumps(request).encode()
+        was_idle = not self._outgoing
+        self._outgoing.append(memoryview(nft_helper.frame_header(len(body)) + body))
+        self._waiting.append(future)
+        if was_idle:
+            self._writable()
+        return future
+
+    async def _reply(
+        self, future: asyncio.Future[dict[str, Any]], timeout: float
+    ) -> dict[str, Any]:
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            self.close()  # stuck: whatever it was doing, the next request starts a new one
+            raise _HelperGoneError(f"no reply within {timeout:g}s") from None
+
+    def _writable(self) -> None:
+        child, loop = self._child, self._loop
+        assert child is not None
+        assert child.stdin is not None
+        assert loop is not None
+        fd = child.stdin.fileno()
+        while self._outgoing:
+            try:
+                written = os.write(fd, self._outgoing[0])
+            except BlockingIOError:
+                break
+            except OSError:
+                self.close()
+                return
+            if written < len(self._outgoing[0]):
+                self._outgoing[0] = self._outgoing[0][written:]
+                break
+            self._outgoing.popleft()
+        if self._outgoing:
+            loop.add_writer(fd, self._writable)
+        else:
+            loop.remove_writer(fd)
+
+    def _readable(self) -> None:
+        child = self._child
+        assert child is not None
+        assert child.stdout is not None
+        try:
+            data = os.read(child.stdout.fileno(), READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.close()  # it exited: the waiting requests fail, the next one starts it again
+            return
+        self._incoming += data
+        while len(self._incoming) >= nft_helper.HEADER_SIZE:
+            try:
+                size = nft_helper.frame_size(bytes(self._incoming[: nft_helper.HEADER_SIZE]))
+            except ValueError:
+                self.close()
+                return
+            end = nft_helper.HEADER_SIZE + size
+            if len(self._incoming) < end:
+                return
+            value = json.loads(self._incoming[nft_helper.HEADER_SIZE : end])
+            del self._incoming[:end]
+            future = self._waiting.popleft()
+            if not future.done():
+                future.set_result(value)
+
+
+class NftHelpers:
+    """A few `NftHelper`s, each request given to the one with the fewest waiting: a write
+    spends most of its time waiting for the kernel's commit (not on a CPU), so tables of
+    different pods are written side by side, as separate nft programs were."""
+
+    def __init__(self, count: int) -> None:
+        self.helpers = [NftHelper() for _ in range(count)]
+
+    @property
+    def pids(self) -> list[int]:
+        return [pid for h in self.helpers if (pid := h.pid) is not None]
+
+    async def run(
+        self,
+        netns_path: str,
+        commands: str,
+        *,
+        json_output: bool,
+        timeout: float,
+        file: bool = False,
+    ) -> tuple[int, str, str] | None:
+        helper = min(self.helpers, key=lambda h: len(h._waiting))
+        return await helper.run(
+            netns_path, commands, json_output=json_output, timeout=timeout, file=file
+        )
+
+    def close(self) -> None:
+        for helper in self.helpers:
+            helper.close()
+
+
+def _stop_helper(slot: list[subprocess.Popen[bytes] | None]) -> None:
+    """End the helper in `slot` (closing its input ends it; a stuck one is killed)."""
+    child, slot[0] = slot[0], None
+    if child is None:
+        return
+    for pipe in (child.stdin, child.stdout):
+        if pipe is not None:
+            pipe.close()
+    try:
+        child.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
 async def _nft(
-    netns_path: str, *args: str, stdin: bytes | None = None, timeout: float
+    netns_path: str,
+    *args: str,
+    stdin: bytes | None = None,
+    timeout: float,
+    helper: NftHelper | NftHelpers | None = None,
 ) -> tuple[int, str, str]:
     """Run `nft args...` inside the netns at `netns_path`: (exit status, stdout, stderr)."""
+    if helper is not None:
+        json_output = args[:1] == ("-j",)
+        words = args[1:] if json_output else args
+        script = words == ("-f", "-")
+        commands = (stdin or b"").decode() if script else " ".join(words)
+        try:
+            found = await helper.run(
+                netns_path, commands, json_output=json_output, timeout=timeout, file=script
+            )
+        except _HelperGoneError as exc:
+            raise errors.PolicyApplyError(
+                f"nft {' '.join(args)} in {netns_path} failed: the nft helper stopped", str(exc)
+            ) from None
+        if found is not None:
+            return found
     argv = [NSENTER, f"--net={netns_path}", "--", NFT, *args]
     try:
         done = await process.run_in_loop(argv, dict(os.environ), stdin or b"", timeout)
@@ -58,20 +307,32 @@ def _failed(what: str, netns_path: str, status: int, stderr: str) -> errors.Poli
     )
 
 
-async def apply_ruleset(netns_path: str, script: str, *, timeout: float = 10.0) -> None:
+async def apply_ruleset(
+    netns_path: str,
+    script: str,
+    *,
+    timeout: float = 10.0,
+    helper: NftHelper | NftHelpers | None = None,
+) -> None:
     """Run `script` with `nft -f -` in the netns: one transaction, all of it or none.
 
     The script replaces netattach's table itself (it starts with `add table inet netattach`
     and `delete table inet netattach`). Failure raises `PolicyApplyError` quoting nft.
     """
-    status, _, err = await _nft(netns_path, "-f", "-", stdin=script.encode(), timeout=timeout)
+    status, _, err = await _nft(
+        netns_path, "-f", "-", stdin=script.encode(), timeout=timeout, helper=helper
+    )
     if status != 0:
         raise _failed("applying the policy ruleset", netns_path, status, err)
 
 
-async def list_tables(netns_path: str, *, timeout: float = 10.0) -> list[str]:
+async def list_tables(
+    netns_path: str, *, timeout: float = 10.0, helper: NftHelper | NftHelpers | None = None
+) -> list[str]:
     """The netns's nftables tables as `"<family> <name>"`, in nft's order."""
-    status, out, err = await _nft(netns_path, "-j", "list", "tables", timeout=timeout)
+    status, out, err = await _nft(
+        netns_path, "-j", "list", "tables", timeout=timeout, helper=helper
+    )
     if status != 0:
         raise _failed("listing nftables tables", netns_path, status, err)
     try:
@@ -89,25 +350,33 @@ async def list_tables(netns_path: str, *, timeout: float = 10.0) -> list[str]:
     return tables
 
 
-async def _present(netns_path: str, timeout: float) -> bool:
-    return f"{FAMILY} {TABLE}" in await list_tables(netns_path, timeout=timeout)
+async def _present(netns_path: str, timeout: float, helper: NftHelper | NftHelpers | None) -> bool:
+    return f"{FAMILY} {TABLE}" in await list_tables(netns_path, timeout=timeout, helper=helper)
 
 
-async def read_table(netns_path: str, *, timeout: float = 10.0) -> str | None:
+async def read_table(
+    netns_path: str, *, timeout: float = 10.0, helper: NftHelper | NftHelpers | None = None
+) -> str | None:
     """`nft list table inet netattach` as nft prints it, or None when there is no table."""
-    status, out, err = await _nft(netns_path, "list", "table", FAMILY, TABLE, timeout=timeout)
+    status, out, err = await _nft(
+        netns_path, "list", "table", FAMILY, TABLE, timeout=timeout, helper=helper
+    )
     if status == 0:
         return out
-    if not await _present(netns_path, timeout):
+    if not await _present(netns_path, timeout, helper):
         return None
     raise _failed(f"reading table {FAMILY} {TABLE}", netns_path, status, err)
 
 
-async def remove_table(netns_path: str, *, timeout: float = 10.0) -> bool:
+async def remove_table(
+    netns_path: str, *, timeout: float = 10.0, helper: NftHelper | NftHelpers | None = None
+) -> bool:
     """Delete netattach's table if present; True when it existed. Idempotent."""
-    status, _, err = await _nft(netns_path, "delete", "table", FAMILY, TABLE, timeout=timeout)
+    status, _, err = await _nft(
+        netns_path, "delete", "table", FAMILY, TABLE, timeout=timeout, helper=helper
+    )
     if status == 0:
         return True
-    if not await _present(netns_path, timeout):
+    if not await _present(netns_path, timeout, helper):
         return False
     raise _failed(f"deleting table {FAMILY} {TABLE}", netns_path, status, err)

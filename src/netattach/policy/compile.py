@@ -801,7 +801,13 @@ class Compiler:
                 hosts = sel.hosts[network] = HostRanges(
                     blocks, [a for v in members for a in v.addresses.get(network, ())]
                 )
-            found = sel.addresses[network] = self._sets.get(hosts.snapshot())
+            if network in sel.stale:
+                # Hosts came or went since it was last read: new content, which interning
+                # would only hash (every range of it) to find nothing equal.
+                found = AddressSet(hosts.snapshot())
+            else:
+                found = self._sets.get(hosts.snapshot())
+            sel.addresses[network] = found
             sel.stale.discard(network)
         return found
 

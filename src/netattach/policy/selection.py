@@ -69,7 +69,7 @@ class AddressSet:
 
     def __init__(self, ranges: tuple[AddressRange, ...]) -> None:
         self.ranges = ranges
-        self._hash = hash(ranges)
+        self._hash: int | None = None  # hashing thousands of ranges: only when asked
         self._networks: tuple[IPNetwork, ...] | None = None
         self._texts: dict[int, tuple[str, ...]] = {}
         self._joined: dict[int, str] = {}
@@ -82,6 +82,8 @@ class AddressSet:
         return self is other or self.ranges == other.ranges
 
     def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(self.ranges)
         return self._hash
 
     @property

@@ -1,0 +1,103 @@
+"""`policy.apply.NftHelper` without root: its frames, and what it does when the helper cannot
+serve (libnftables missing, a helper that never answers, one that dies)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from netattach.cni import errors
+from netattach.policy import apply, nft_helper
+
+pytestmark = pytest.mark.req("POL-UPDATE")
+
+
+def test_a_frame_is_a_length_and_its_bytes() -> None:
+    header = nft_helper.frame_header(5)
+    assert len(header) == nft_helper.HEADER_SIZE
+    assert nft_helper.frame_size(header) == 5
+
+
+def test_a_frame_longer_than_the_limit_is_refused() -> None:
+    with pytest.raises(ValueError, match="frame"):
+        nft_helper.frame_size(nft_helper.frame_header(nft_helper.FRAME_MAX + 1))
+
+
+def _program(tmp_path: Path, body: str) -> list[str]:
+    script = tmp_path / "helper.py"
+    script.write_text(body)
+    return [sys.executable, "-I", "-S", str(script)]
+
+
+HELLO = """
+import json, struct, sys, time
+def send(value):
+    body = json.dumps(value).encode()
+    sys.stdout.buffer.write(struct.pack(">I", len(body)) + body)
+    sys.stdout.buffer.flush()
+"""
+
+
+def test_without_libnftables_nft_runs_as_a_program(tmp_path: Path) -> None:
+    helper = apply.NftHelper(_program(tmp_path, HELLO + 'send({"unavailable": "no lib"})\n'))
+    found = asyncio.run(helper.run("/nowhere", "list tables", json_output=False, timeout=5.0))
+    assert found is None
+    assert helper.unavailable == "no lib"
+    assert helper.pid is None
+
+
+def test_a_helper_that_never_answers_is_ended_and_the_write_fails(tmp_path: Path) -> None:
+    helper = apply.NftHelper(_program(tmp_path, HELLO + 'send({"ready": True})\ntime.sleep(60)\n'))
+
+    async def main() -> None:
+        with pytest.raises(errors.PolicyApplyError, match="helper stopped"):
+            await apply.apply_ruleset("/nowhere", "list tables\n", timeout=0.5, helper=helper)
+
+    asyncio.run(main())
+    assert helper.pid is None
+
+
+def test_a_helper_that_dies_fails_the_write_and_the_next_one_starts_again(tmp_path: Path) -> None:
+    helper = apply.NftHelper(_program(tmp_path, HELLO + 'send({"ready": True})\nsys.exit(0)\n'))
+
+    async def main() -> list[int | None]:
+        pids = []
+        for _ in range(2):
+            with pytest.raises(errors.PolicyApplyError, match="helper stopped"):
+                await apply.apply_ruleset("/nowhere", "list tables\n", helper=helper)
+            pids.append(helper.pid)
+        return pids
+
+    assert asyncio.run(main()) == [None, None]
+
+
+def test_replies_come_back_to_their_requests_in_order(tmp_path: Path) -> None:
+    echo = HELLO + (
+        'send({"ready": True})\n'
+        "while True:\n"
+        "    head = sys.stdin.buffer.read(4)\n"
+        "    if len(head) < 4: break\n"
+        '    req = json.loads(sys.stdin.buffer.read(struct.unpack(">I", head)[0]))\n'
+        '    send({"status": 0, "stdout": req["netns"] + " " + req["commands"], "stderr": ""})\n'
+    )
+    helpers = apply.NftHelpers(2)
+    for h in helpers.helpers:
+        h._argv = _program(tmp_path, echo)
+
+    async def main() -> list[tuple[int, str, str] | None]:
+        return await asyncio.gather(
+            *(
+                helpers.run(f"/ns{i}", "x" * (i * 30000), json_output=False, timeout=5.0)
+                for i in range(6)
+            )
+        )
+
+    replies = asyncio.run(main())
+    assert [r[1] if r else None for r in replies] == [
+        f"/ns{i} " + "x" * (i * 30000) for i in range(6)
+    ]
+    helpers.close()
+    assert helpers.pids == []
