@@ -5,6 +5,7 @@ plugin it finds, and it costs what the shim's start-up costs (tests/unit/test_th
 ADD, DEL and the rest import the orchestrator.
 """
 
+import gc
 import os
 import sys
 
@@ -53,6 +54,9 @@ def main() -> int:
         sys.stdout.flush()
         return 0
 
+    # One call, then `exit_now`: what the imports and the call allocate is freed with the
+    # process, so the cyclic collector's passes over it are skipped (~2.5 ms of the imports).
+    gc.disable()
     from netattach import loggers
     from netattach.daemon import thin
 
