@@ -421,6 +421,8 @@ class KubeFeed:
                 max_connections=WRITE_CONNECTIONS, max_keepalive_connections=WRITE_CONNECTIONS
             ),
         )
+        # The server's URL as httpx joins a path to it (a path prefix kept, one slash between).
+        self._writes_base = str(self._writes.base_url).rstrip("/")
         # Objects already reported as undecodable, with the resourceVersion reported.
         self._undecodable: collections.OrderedDict[tuple[str, str, str], str] = (
             collections.OrderedDict()
@@ -766,8 +768,9 @@ class KubeFeed:
         Events): a typed object built from each reply costs more CPU than the rest of the call."""
         response = await self._writes.request(
             method,
-            path,
-            params={"fieldManager": COMPONENT},
+            # Whole, query included: httpx parses a URL once, not again per merge with the base
+            # URL and the parameters (~0.1 ms of CPU per write).
+            f"{self._writes_base}{path}?fieldManager={COMPONENT}",
             content=json.dumps(body, separators=(",", ":")).encode(),
             headers={"Content-Type": content_type},
         )
