@@ -195,7 +195,7 @@ def measure(
     node_path = node.make_node(guard, topo.macvlan_master, topo.macvlan_peer)
     runner = node.NodeRunner(guard, node_path)
     guard.on_undo("stop the node runner", runner.close)
-    api = RemoteKubeApi.launch(node_path, bookmark_interval=5.0)
+    api = RemoteKubeApi.launch(node_path, bookmark_interval=5.0, parent=guard.work)
     guard.extra_pids.append(api.proc.pid)
     guard.on_undo("stop the fake API", api.close)
     kubeconfig = api.write_kubeconfig(guard.work / "kubeconfig")

@@ -120,7 +120,7 @@ def directory_lab(work: Path, shim: Path) -> Iterator[PolicyLab]:
 @contextlib.contextmanager
 def kube_lab(work: Path, shim: Path) -> Iterator[PolicyLab]:
     with node_and_pods(work / "kube") as cluster:
-        api = RemoteKubeApi.launch(cluster.node.path)
+        api = RemoteKubeApi.launch(cluster.node.path, parent=work)
         try:
             with policy_daemon(cluster, shim) as daemon:
                 kubeconfig = api.write_kubeconfig(cluster.root / "kubeconfig")

@@ -130,7 +130,9 @@ class Node:
         self.path = node.make_node(guard, self.topo.macvlan_master, self.topo.macvlan_peer)
         self.runner = node.NodeRunner(guard, self.path)
         guard.on_undo("stop the node runner", self.runner.close)
-        self.api = RemoteKubeApi.launch(self.path, bookmark_interval=5.0, history_limit=100000)
+        self.api = RemoteKubeApi.launch(
+            self.path, bookmark_interval=5.0, history_limit=100000, parent=guard.work
+        )
         guard.extra_pids.append(self.api.proc.pid)
         guard.on_undo("stop the fake API", self.api.close)
         self.kubeconfig = self.api.write_kubeconfig(guard.work / "kubeconfig")

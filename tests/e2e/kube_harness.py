@@ -172,10 +172,18 @@ class RemoteKubeApi:
 
     @classmethod
     def launch(
-        cls, netns: str, *, bookmark_interval: float = 1.0, history_limit: int = 1000
+        cls,
+        netns: str,
+        *,
+        bookmark_interval: float = 1.0,
+        history_limit: int = 1000,
+        parent: Path | None = None,
     ) -> RemoteKubeApi:
-        """Start the fake in the network namespace at path `netns`; ready when this returns."""
-        workdir = Path(tempfile.mkdtemp(prefix="na-kapi-"))
+        """Start the fake in the network namespace at path `netns`; ready when this returns.
+        Its files (control socket, stderr) go to a new directory in `parent` (default: the
+        temporary directory): a benchmark puts them in its work directory, which a killed
+        run's sweep removes, since `close` never runs then."""
+        workdir = Path(tempfile.mkdtemp(prefix="na-kapi-", dir=parent))
         control = workdir / "control.sock"
         authkey = secrets.token_bytes(32)
         proc = subprocess.Popen(

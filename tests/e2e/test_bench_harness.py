@@ -18,6 +18,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -261,6 +262,7 @@ def test_interrupted_run_removes_everything(
 
 
 def test_killed_run_is_swept_by_the_next(netns_ready: None, tmp_path: Path) -> None:
+    fake_api_dirs = set(Path(tempfile.gettempdir()).glob("na-kapi-*"))
     proc, tag = start_and_wait_for_latency(tmp_path)
     children = descendants(proc.pid)
     proc.kill()
@@ -273,6 +275,8 @@ def test_killed_run_is_swept_by_the_next(netns_ready: None, tmp_path: Path) -> N
     # (a benchmark starting meanwhile may sweep first: either way, nothing may be left)
     guard_mod.sweep_dead_runs()
     assert wait_no_leftovers(tag) == []
+    # The fake API's files were in the run's work directory, swept with it.
+    assert set(Path(tempfile.gettempdir()).glob("na-kapi-*")) <= fake_api_dirs
 
 
 def test_breakdown_phases_add_up_to_the_handling_time() -> None:
