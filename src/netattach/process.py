@@ -201,6 +201,7 @@ def run_blocking(
             try:
                 gate()
             except Exception as exc:
+                _close(child.stdin, child.stdout, child.stderr)  # `_collect_blocking`'s, unrun
                 raise GateError(f"{argv[0]} was not given its input: {exc}") from exc
         collected = _collect_blocking(child, stdin, timeout)
     except BaseException:

@@ -288,7 +288,9 @@ def test_without_a_loop_a_failed_gate_kills_the_child_unfed(tmp_path: Path) -> N
             time.sleep(0.01)
         raise OSError(errno.ENOSPC, "No space left on device")
 
+    fds = set(os.listdir("/proc/self/fd"))
     with pytest.raises(process.GateError) as failed:
         process.run_blocking(["sh", "-c", f"echo $$ > {pid_file}; cat"], ENV, b"x", 30, gate=gate)
     assert isinstance(failed.value.__cause__, OSError)
+    assert set(os.listdir("/proc/self/fd")) <= fds  # its pipes and pidfd closed
     assert not Path(f"/proc/{int(pid_file.read_text())}").exists()  # killed and reaped

@@ -128,10 +128,12 @@ class BlockingExec(SubprocessExec):
     ) -> ExecOutcome:
         if gate is None:
             return process.run_blocking(argv, env, stdin, timeout)
-        # No loop: the gate's coroutine runs to its end in this thread once the plugin started.
-        waited = gate
+        # No loop: the gate runs to its end in this thread once the plugin started.
+        return process.run_blocking(
+            argv, env, stdin, timeout, gate=lambda: offload.run(_awaiting(gate))
+        )
 
-        async def wait() -> None:
-            await waited
 
-        return process.run_blocking(argv, env, stdin, timeout, gate=lambda: offload.run(wait()))
+async def _awaiting(awaitable: Awaitable[object]) -> None:
+    """`awaitable` as a coroutine, which `offload.run` takes."""
+    await awaitable
