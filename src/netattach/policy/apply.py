@@ -110,14 +110,19 @@ class NftHelper:
             raise
         return int(reply["status"]), str(reply["stdout"]), str(reply["stderr"])
 
-    def close(self) -> None:
-        """End the helper; every request waiting for it fails."""
+    @property
+    def pending(self) -> int:
+        """Requests sent and not yet answered."""
+        return len(self._waiting)
+
+    def close(self, *, kill: bool = False) -> None:
+        """End the helper (`kill`: at once, it is stuck); every request waiting for it fails."""
         if self._child is not None and self._loop is not None and not self._loop.is_closed():
             assert self._child.stdout is not None
             self._loop.remove_reader(self._child.stdout.fileno())
             if self._child.stdin is not None:
                 self._loop.remove_writer(self._child.stdin.fileno())
-        _stop_helper(self._slot)
+        _stop_helper(self._slot, kill=kill)
         self._child = self._loop = None
         self._outgoing.clear()
         self._incoming.clear()
@@ -158,7 +163,9 @@ class NftHelper:
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
         except TimeoutError:
-            self.close()  # stuck: whatever it was doing, the next request starts a new one
+            # Stuck: killed, not waited for (that would hold the event loop), whatever it was
+            # doing; the next request starts a new one.
+            self.close(kill=True)
             raise _HelperGoneError(f"no reply within {timeout:g}s") from None
 
     def _writable(self) -> None:
@@ -235,7 +242,7 @@ class NftHelpers:
         timeout: float,
         file: bool = False,
     ) -> tuple[int, str, str] | None:
-        helper = min(self.helpers, key=lambda h: len(h._waiting))
+        helper = min(self.helpers, key=lambda h: h.pending)
         return await helper.run(
             netns_path, commands, json_output=json_output, timeout=timeout, file=file
         )
@@ -245,19 +252,23 @@ class NftHelpers:
             helper.close()
 
 
-def _stop_helper(slot: list[subprocess.Popen[bytes] | None]) -> None:
-    """End the helper in `slot` (closing its input ends it; a stuck one is killed)."""
+def _stop_helper(slot: list[subprocess.Popen[bytes] | None], *, kill: bool = False) -> None:
+    """End the helper in `slot`: closing its input ends it, and one that does not end within a
+    second (or is known stuck: `kill`) is killed."""
     child, slot[0] = slot[0], None
     if child is None:
         return
     for pipe in (child.stdin, child.stdout):
         if pipe is not None:
             pipe.close()
-    try:
-        child.wait(timeout=1.0)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
+    if not kill:
+        try:
+            child.wait(timeout=1.0)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    child.kill()
+    child.wait()
 
 
 async def _nft(
