@@ -199,6 +199,7 @@ def test_a_child_that_did_not_end_well_leaves_nothing_watched(
     assert asyncio.run(main()) == [process.Outcome(0, b"next\n", b"")] * 5
 
 
+@pytest.mark.req("RT-ATOMIC")
 def test_a_gated_child_starts_at_once_and_reads_its_stdin_after_the_gate(tmp_path: Path) -> None:
     started = tmp_path / "started"
 
@@ -218,6 +219,7 @@ def test_a_gated_child_starts_at_once_and_reads_its_stdin_after_the_gate(tmp_pat
     assert asyncio.run(main()) == process.Outcome(0, b"config", b"")
 
 
+@pytest.mark.req("RT-ATOMIC")
 def test_a_failed_gate_kills_the_child_unfed_and_leaves_nothing_watched(tmp_path: Path) -> None:
     pid_file, got = tmp_path / "pid", tmp_path / "got"
 
@@ -251,6 +253,7 @@ def test_a_failed_gate_kills_the_child_unfed_and_leaves_nothing_watched(tmp_path
     assert not got.exists() or got.read_bytes() == b""
 
 
+@pytest.mark.req("CNI-TIMEOUT")
 def test_the_timeout_counts_from_the_input_not_from_the_wait_for_the_gate() -> None:
     async def slow_gate() -> None:
         await asyncio.sleep(0.6)  # longer than the child's whole timeout
@@ -261,6 +264,7 @@ def test_the_timeout_counts_from_the_input_not_from_the_wait_for_the_gate() -> N
     assert asyncio.run(main()) == process.Outcome(0, b"config", b"")
 
 
+@pytest.mark.req("RT-ATOMIC")
 def test_without_a_loop_a_gated_child_also_starts_before_the_gate(tmp_path: Path) -> None:
     started = tmp_path / "started"
     seen: list[bool] = []
@@ -278,6 +282,7 @@ def test_without_a_loop_a_gated_child_also_starts_before_the_gate(tmp_path: Path
     assert seen == [True]
 
 
+@pytest.mark.req("RT-ATOMIC")
 def test_without_a_loop_a_failed_gate_kills_the_child_unfed(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
 
