@@ -63,8 +63,7 @@ _CLUSTER_SCOPED: Final = frozenset({model.NAMESPACE})
 _LIST_KINDS: Final = {"List": None} | {f"{kind}List": kind for kind in model.API_VERSIONS}
 
 
-# A NamedTuple, not a frozen dataclass: the thin plugin imports this module on every exec, and
-# a dataclass costs ~0.5 ms to create (it compiles each of its methods), a NamedTuple a fifth.
+# A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).
 class ManifestProblem(NamedTuple):
     """Why a document (or a whole file, `document` 0) was not loaded."""
 
@@ -94,8 +93,7 @@ _FileStamp = tuple[str, int, int, int, int]
 _Fingerprint = frozenset[_FileStamp] | None
 
 
-# A NamedTuple, not a frozen dataclass: the thin plugin imports this module on every exec, and
-# a dataclass costs ~0.5 ms to create (it compiles each of its methods), a NamedTuple a fifth.
+# A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).
 class _Snapshot(NamedTuple):
     objects: list[model.KubeObject]
     problems: tuple[ManifestProblem, ...]

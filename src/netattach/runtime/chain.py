@@ -21,8 +21,7 @@ log = loggers.get("netattach.runtime")
 DEFAULT_TIMEOUT = 60.0
 
 
-# A NamedTuple, not a frozen dataclass: the thin plugin imports this module on every exec, and
-# a dataclass costs ~0.5 ms to create (it compiles each of its methods), a NamedTuple a fifth.
+# A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).
 class RuntimeConf(NamedTuple):
     """What the runtime knows of one attachment (libcni's RuntimeConf)."""
 
@@ -33,8 +32,7 @@ class RuntimeConf(NamedTuple):
     capability_args: Mapping[str, Any] = types.MappingProxyType({})
 
 
-# A NamedTuple, not a frozen dataclass: the thin plugin imports this module on every exec, and
-# a dataclass costs ~0.5 ms to create (it compiles each of its methods), a NamedTuple a fifth.
+# A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).
 class GCAttachment(NamedTuple):
     """An attachment the runtime still wants kept (CNI 1.1 GC)."""
 
