@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netattach.cluster.model import KubeObject
-from netattach.policy import render
+from netattach.policy import render, update
 from netattach.policy.compile import Compiler, PodRules, compile_pods, pod_key
 from netattach.policy.model import Policy, parse_policy
 from tests.unit.test_policy_compile import (
@@ -190,6 +191,42 @@ def check_tables(got: dict[str, Any], built: dict[str, render.Built]) -> None:
         built[key] = (rules, table)
 
 
+_ELEMENT_LINE = re.compile(r"^(add|delete) element inet netattach (\S+) \{ (.*) \}$")
+
+
+def elements_of(table: render.Table) -> dict[str, set[str]]:
+    return {s.name: set(s.elements.texts()) for s in table.sets}
+
+
+def check_update(applied: render.Table | None, wanted: render.Table | None) -> None:
+    """The in-place update from `applied` to `wanted`, when it changes elements only, deletes
+    exactly what `applied` holds and `wanted` does not, and adds exactly the reverse, however
+    many changes ago `applied` was made (the host sets' changes, followed back, or a whole
+    comparison when the chain is gone)."""
+    if applied is None or wanted is None:
+        return
+    script = update.render_update(applied, wanted)
+    held = elements_of(applied)
+    if script is None:
+        assert held == elements_of(wanted)
+        return
+    lines = script.splitlines()
+    parsed = [_ELEMENT_LINE.match(line) for line in lines]
+    if not all(parsed) or any(line.startswith("flush") for line in lines):
+        return  # rules rewritten: what nft makes of it is tests/netns/test_policy_update's
+    for match in parsed:
+        assert match is not None
+        verb, name, elements = match.groups()
+        for element in elements.split(", "):
+            if verb == "delete":
+                assert element in held[name], (name, element)
+                held[name].discard(element)
+            else:
+                assert element not in held[name], (name, element)
+                held[name].add(element)
+    assert held == elements_of(wanted)
+
+
 def replayed(
     pods: list[tuple[Any, ...]],
     policies: list[tuple[Any, ...]],
@@ -203,13 +240,20 @@ def replayed(
         apply(change, cluster, compiler)
     compiler.compile_changed()
     built: dict[str, render.Built] = {}
-    for batch in changes:
+    lagging: dict[str, render.Table | None] = {}  # as applied every other batch only
+    for index, batch in enumerate(changes):
         for change in batch:
             apply(change, cluster, compiler)
         recompiled = list(compiler.compile_changed())
         got = {key: compiler.rules(key) for key in sorted(cluster.targets)}
         assert got == cluster.from_scratch(), batch
+        before = {key: last for key, (_, last) in built.items()}
         check_tables(got, built)
+        for key, (_, table) in built.items():
+            check_update(before.get(key), table)
+            check_update(lagging.get(key), table)
+            if index % 2:
+                lagging[key] = table
         yield cluster, recompiled, got
 
 

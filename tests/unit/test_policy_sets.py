@@ -19,7 +19,7 @@ blocks_st = st.lists(
 
 
 @given(hosts=hosts_st, blocks=blocks_st)
-def test_host_texts_are_the_hosts_no_block_holds(
+def test_a_host_set_is_the_hosts_no_block_holds(
     hosts: list[tuple[int, int]], blocks: list[tuple[int, int, int]]
 ) -> None:
     host_ranges = [(v, BASE[v] + a, BASE[v] + a) for v, a in hosts]
@@ -27,7 +27,8 @@ def test_host_texts_are_the_hosts_no_block_holds(
     peers = AddressSet(merge_ranges([*host_ranges, *block_ranges]))
     cut = AddressSet(merge_ranges(block_ranges)) if block_ranges else None
     for version in (4, 6):
-        texts, joined = peers.host_texts(version, cut)
+        hosts = peers.hosts(version, cut)
+        texts, joined = hosts.texts(), hosts.text()
         want = sorted(
             {
                 a

@@ -11,6 +11,7 @@ from netattach.cluster.model import KubeObject
 from netattach.policy import render, update
 from netattach.policy.compile import compile_pod
 from netattach.policy.model import parse_policy
+from netattach.policy.selection import Texts
 from tests.unit.test_policy_render import NAMESPACES, TARGET, pod, policy
 
 FROM_WEB: dict[str, Any] = {"from": [{"podSelector": {"matchLabels": {"app": "web"}}}]}
@@ -60,9 +61,7 @@ def test_many_elements_leaving_an_interval_set_refill_it_instead() -> None:
     def with_elements(count: int) -> render.Table:
         base = table(1)
         elements = tuple(f"10.9.{i}.0/24" for i in range(count))
-        ranges = render.NftSet(
-            "sblocks_b4", "ipv4_addr", 'comment "x"', elements, ", ".join(elements)
-        )
+        ranges = render.NftSet("sblocks_b4", "ipv4_addr", 'comment "x"', Texts(elements))
         return render.Table(base.comment, (*base.sets, ranges), base.chains)
 
     script = update.render_update(with_elements(40), with_elements(2))

@@ -14,6 +14,7 @@ selection's addresses reused. `compile_pods` is the same compiler built from scr
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -128,6 +129,12 @@ def namespace_labels(namespaces: Iterable[KubeObject]) -> dict[str, dict[str, st
     return out
 
 
+@functools.lru_cache(maxsize=65536)
+def _group_name(base: str, ports: tuple[PortSpec, ...], resolved: tuple[PortRange, ...]) -> str:
+    return set_name(base, ports, resolved)
+
+
+@functools.lru_cache(maxsize=65536)
 def _resolve(
     ports: tuple[PortSpec, ...], dest: tuple[tuple[str, str, int], ...]
 ) -> tuple[PortRange, ...] | None:
@@ -195,6 +202,7 @@ class _Sel:
         "peers",
         "selection",
         "stale",
+        "was",
     )
 
     def __init__(self, selection: Selection, peers: tuple[_Peer, ...]) -> None:
@@ -204,6 +212,8 @@ class _Sel:
         self.stale: set[str] = set()  # networks whose `addresses` lag behind `hosts`
         self.addresses: dict[str, AddressSet | None] = {}
         self.groups: dict[tuple[str, tuple[PortSpec, ...]], list[_Group]] = {}
+        # groups made out of date since they were last made again: the next ones follow them
+        self.was: dict[tuple[str, tuple[PortSpec, ...]], list[_Group]] = {}
         self.dependents: set[str] = set()
         self.names: dict[str, str] = {}  # network -> set name
         self.blocks: AddressSet | None = None  # what its ipBlocks admit, on any network
@@ -215,11 +225,17 @@ class _Sel:
     def everything(self) -> bool:
         return not self.peers
 
+    def regroup(self) -> None:
+        """The named-port groups are out of date: made again when next read."""
+        self.was.update(self.groups)
+        self.groups.clear()
+
     def invalidate(self) -> set[str]:
         self.hosts.clear()
         self.stale.clear()
         self.addresses.clear()
         self.groups.clear()
+        self.was.clear()
         self.dest.clear()
         return self.dependents
 
@@ -475,7 +491,7 @@ class Compiler:
                 dest[declared].discard(host)
             else:
                 continue
-            sel.groups.clear()
+            sel.regroup()
             self._moved_all(sel)
 
     def _picked_by(self, view: PodView | None) -> frozenset[_Sel]:
@@ -498,7 +514,7 @@ class Compiler:
         key = (before or after).key  # type: ignore[union-attr]
         had_groups = bool(sel.groups)
         moved = False
-        sel.groups.clear()
+        sel.regroup()
         for network, hosts in sel.hosts.items():
             old = set(() if before is None else before.addresses.get(network, ()))
             new = set(() if after is None else after.addresses.get(network, ()))
@@ -801,10 +817,13 @@ class Compiler:
                 hosts = sel.hosts[network] = HostRanges(
                     blocks, [a for v in members for a in v.addresses.get(network, ())]
                 )
+            gained, lost = hosts.changes()
             if network in sel.stale:
                 # Hosts came or went since it was last read: new content, which interning
-                # would only hash (every range of it) to find nothing equal.
-                found = AddressSet(hosts.snapshot())
+                # would only hash (every range of it) to find nothing equal. It names the
+                # addresses it follows and what changed since, so that a table holding those
+                # is updated with the change alone (`HostSet`).
+                found = AddressSet(hosts.snapshot(), sel.addresses.get(network), gained, lost)
             else:
                 found = self._sets.get(hosts.snapshot())
             sel.addresses[network] = found
@@ -852,15 +871,27 @@ class Compiler:
             resolved = _resolve(rule.ports, declared)
             if resolved and resolved != numeric and hosts:
                 groups.setdefault(resolved, set()).update(hosts)
+        before = {group[2]: group[0] for group in sel.was.pop((network, rule.ports), ())}
         for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
             # Named after the rule's ports too: another rule of the same peers whose ports
             # resolve to the same numbers on other pods holds other hosts (one name for both
             # gave the second rule the first one's set).
-            group_name = set_name(name or network, rule.ports, ports)
-            # Hosts, sorted, not joined into ranges: the set is a hash set of single addresses
-            # (`render`), and joining them was a loop over every host of every group again.
-            out.append((self._sets.get(tuple(sorted(addrs))), ports, group_name, None))
+            group_name = _group_name(name or network, rule.ports, ports)
+            out.append((self._group_set(addrs, before.get(group_name)), ports, group_name, None))
         return out
+
+    def _group_set(self, hosts: set[AddressRange], before: AddressSet | None) -> AddressSet:
+        """A named-port group's hosts, sorted, not joined into ranges: the set is a hash set of
+        single addresses (`render`), and joining them was a loop over every host of every
+        group again. Made after the group's last set (`before`): that very set when nothing
+        changed, else one that knows what did (a table holding the last one is updated with
+        that alone)."""
+        if before is None:
+            return self._sets.get(tuple(sorted(hosts)))
+        had = before.range_set()
+        if had == hosts:
+            return before
+        return AddressSet(tuple(sorted(hosts)), before, tuple(hosts - had), tuple(had - hosts))
 
     def _dest(self, sel: _Sel, network: str) -> Mapping[_Declared, Iterable[AddressRange]]:
         """The hosts of pods with addresses on `network` that `sel` admits, by the ports the

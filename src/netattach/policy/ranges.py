@@ -29,17 +29,27 @@ def _covering(ranges: list[AddressRange], host: AddressRange) -> int:
 class HostRanges:
     """Fixed ranges plus hosts; which hosts another member still holds, the caller knows."""
 
-    __slots__ = ("_blocks", "_ranges", "_snapshot")
+    __slots__ = ("_blocks", "_gained", "_lost", "_ranges", "_snapshot")
 
     def __init__(self, blocks: Sequence[AddressRange], hosts: Iterable[AddressRange]) -> None:
         self._blocks = list(merge_ranges(blocks)) if blocks else []
         self._snapshot: tuple[AddressRange, ...] | None = merge_ranges([*self._blocks, *hosts])
         self._ranges = list(self._snapshot)
+        self._gained: set[AddressRange] = set()  # since `changes` was last called
+        self._lost: set[AddressRange] = set()
 
     def snapshot(self) -> tuple[AddressRange, ...]:
         if self._snapshot is None:
             self._snapshot = tuple(self._ranges)
         return self._snapshot
+
+    def changes(self) -> tuple[tuple[AddressRange, ...], tuple[AddressRange, ...]]:
+        """(gained, lost): the hosts that joined and left since the last call, net (a host
+        that came and went again is in neither)."""
+        out = tuple(self._gained), tuple(self._lost)
+        self._gained.clear()
+        self._lost.clear()
+        return out
 
     def holds(self, host: AddressRange) -> bool:
         return _covering(self._ranges, host) >= 0
@@ -69,6 +79,10 @@ class HostRanges:
                 parts.append((version, host[1] + 1, last))
             out[i : i + 1] = parts
             lost.append(host)
+            if host in self._gained:
+                self._gained.discard(host)
+            else:
+                self._lost.add(host)
         for host in added:
             if _covering(out, host) >= 0:
                 continue  # already admitted
@@ -84,6 +98,10 @@ class HostRanges:
                 del out[i]
             out.insert(i, joined)
             gained.append(host)
+            if host in self._lost:
+                self._lost.discard(host)
+            else:
+                self._gained.add(host)
         if lost or gained:
             self._snapshot = None
         return lost, gained

@@ -27,7 +27,7 @@ from typing import Final
 
 from netattach.cni import errors
 from netattach.policy.compile import AllowRule, DirectionRules, InterfaceRules, PortRange
-from netattach.policy.selection import AddressSet, set_name
+from netattach.policy.selection import AddressSet, Elements, Texts, set_name
 
 TABLE: Final = "netattach"
 COMMENT_MAX: Final = 128
@@ -43,8 +43,7 @@ class NftSet:
     name: str
     kind: str  # ipv4_addr, ipv6_addr, inet_service
     comment: str  # the policies whose rules use it
-    elements: tuple[str, ...]
-    text: str  # the elements joined, as written
+    elements: Elements  # made into text only when the set is written whole
     interval: bool = True  # False: single addresses only (a hash set)
 
     @property
@@ -83,33 +82,32 @@ def _merged(ports: Iterable[PortRange]) -> list[PortRange]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _port_sets(ports: tuple[PortRange, ...]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+def _port_sets(ports: tuple[PortRange, ...]) -> tuple[tuple[str, str, Texts], ...]:
     """(protocol, set name, elements) per protocol of a port set; named after the content."""
     out = []
     for proto in sorted({p.protocol for p in ports}):
         elements = tuple(_port(p) for p in _merged(p for p in ports if p.protocol == proto))
-        out.append((proto.lower(), set_name(proto, elements, prefix="p"), elements))
+        out.append((proto.lower(), set_name(proto, elements, prefix="p"), Texts(elements)))
     return tuple(out)
 
 
 class _Builder:
     def __init__(self) -> None:
-        # name -> kind, elements, text, interval
-        self.sets: dict[str, tuple[str, tuple[str, ...], str, bool]] = {}
+        # name -> kind, elements, interval
+        self.sets: dict[str, tuple[str, Elements, bool]] = {}
         self.users: dict[str, set[str]] = {}  # set name -> policy UIDs
 
     def use(
         self,
         name: str,
         kind: str,
-        elements: tuple[str, ...],
-        text: str,
+        elements: Elements,
         uid: str,
         *,
         interval: bool = True,
     ) -> str:
         if name not in self.sets:
-            self.sets[name] = (kind, elements, text, interval)
+            self.sets[name] = (kind, elements, interval)
         self.users.setdefault(name, set()).add(uid)
         return name
 
@@ -122,18 +120,18 @@ class _Builder:
             base = rule.selection or set_name(rule.peers.networks)
             blocks = rule.blocks
             for version, family, kind, suffix in _FAMILIES:
-                if blocks is not None and (texts := blocks.texts(version)):
-                    name = self.use(f"{base}_b{suffix[1]}", kind, texts, blocks.text(version), uid)
+                if blocks is not None and (cidrs := blocks.cidrs(version)):
+                    name = self.use(f"{base}_b{suffix[1]}", kind, cidrs, uid)
                     peer_matches.append(f"{family} {addr_key} @{name} ")
-                hosts, text = rule.peers.host_texts(version, blocks)
+                hosts = rule.peers.hosts(version, blocks)
                 if hosts:
-                    name = self.use(f"{base}_{suffix}", kind, hosts, text, uid, interval=False)
+                    name = self.use(f"{base}_{suffix}", kind, hosts, uid, interval=False)
                     peer_matches.append(f"{family} {addr_key} @{name} ")
         port_matches: list[str] = [""]
         if rule.ports is not None:
             port_matches = []
             for proto, name, elements in _port_sets(rule.ports):
-                self.use(name, "inet_service", elements, ", ".join(elements), uid)
+                self.use(name, "inet_service", elements, uid)
                 port_matches.append(f"{proto} dport @{name} ")
         for peer in peer_matches:
             for port in port_matches:
@@ -142,9 +140,9 @@ class _Builder:
     def nft_sets(self) -> tuple[NftSet, ...]:
         out = []
         for name in sorted(self.sets):
-            kind, elements, text, interval = self.sets[name]
+            kind, elements, interval = self.sets[name]
             comment = _comment("policy " + ",".join(sorted(self.users[name])))
-            out.append(NftSet(name, kind, comment, elements, text, interval))
+            out.append(NftSet(name, kind, comment, elements, interval))
         return tuple(out)
 
 
@@ -228,7 +226,7 @@ def rebuild_table(
     replaced: set[str] = set()
     for base, new, blocks in changed:
         for version, _family, _kind, suffix in _FAMILIES:
-            hosts, text = new.host_texts(version, blocks)
+            hosts = new.hosts(version, blocks)
             name = f"{base}_{suffix}"
             current = sets.get(name)
             if current is None:
@@ -237,11 +235,11 @@ def rebuild_table(
                 continue
             if not hosts or current.interval:
                 return build_table(pod_key, rules)  # a set and its rule go
-            if name in replaced and current.elements is not hosts:
+            if name in replaced and current.elements != hosts:
                 return build_table(pod_key, rules)  # two rules, one set, two contents
             replaced.add(name)
             if current.elements is not hosts:
-                sets[name] = NftSet(name, current.kind, current.comment, hosts, text, False)
+                sets[name] = NftSet(name, current.kind, current.comment, hosts, False)
     return Table(old_table.comment, tuple(sets[s.name] for s in old_table.sets), old_table.chains)
 
 
@@ -290,7 +288,7 @@ def set_lines(s: NftSet) -> list[str]:
         f"\t\ttype {s.kind}",
         *(["\t\tflags interval"] if s.interval else []),
         f"\t\t{s.comment}",
-        f"\t\telements = {{ {s.text} }}",
+        f"\t\telements = {{ {s.elements.text()} }}",
         "\t}",
     ]
 

@@ -27,6 +27,7 @@ from netattach.policy.model import (
 )
 
 HOST_TEXTS_CACHED: Final = 65536  # host ranges whose text is kept (a cluster's pods' addresses)
+CHANGE_STEPS: Final = 16  # how far back a host set's changes are followed before a full diff
 _TOP: Final = 1 << 130  # above any IPv6 address
 
 
@@ -48,33 +49,180 @@ def set_name(*parts: object, prefix: str = "s") -> str:
     return f"{prefix}{digest}"
 
 
+class Elements:
+    """A set's elements as nft reads them, made into text only when first written whole: an
+    update in place writes what changed (`HostSet.changes_from`), never the whole list."""
+
+    __slots__ = ()
+
+    def texts(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def text(self) -> str:
+        """`texts` joined as an nft element list."""
+        return ", ".join(self.texts())
+
+
+class Texts(Elements):
+    """Elements given as text (port sets, ipBlocks): equal when the texts are."""
+
+    __slots__ = ("_joined", "_texts")
+
+    def __init__(self, texts: tuple[str, ...]) -> None:
+        self._texts = texts
+        self._joined: str | None = None
+
+    def texts(self) -> tuple[str, ...]:
+        return self._texts
+
+    def text(self) -> str:
+        if self._joined is None:
+            self._joined = ", ".join(self._texts)
+        return self._joined
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Texts):
+            return NotImplemented
+        return self is other or self._texts == other._texts
+
+    def __hash__(self) -> int:
+        return hash(self._texts)
+
+    def __bool__(self) -> bool:
+        return bool(self._texts)
+
+    def __repr__(self) -> str:
+        return f"Texts({self._texts!r})"
+
+
+class HostSet(Elements):
+    """The host addresses of one family a selection admits beyond its ipBlocks: a host set's
+    elements, one per address, held as ranges (equal content, equal ranges).
+
+    A selection whose members came and went since its last addresses were made knows what it
+    gained and lost (`base`, `gained`, `lost`): a table holding the older set is updated with
+    those hosts alone, however big the set. The link is weak: it never keeps an old set alive.
+    """
+
+    __slots__ = ("__weakref__", "_base", "_hash", "_text", "_texts", "gained", "lost", "ranges")
+
+    def __init__(
+        self,
+        ranges: tuple[AddressRange, ...],
+        base: HostSet | None = None,
+        gained: tuple[AddressRange, ...] = (),
+        lost: tuple[AddressRange, ...] = (),
+    ) -> None:
+        self.ranges = ranges
+        self._base = None if base is None else weakref.ref(base)
+        self.gained = gained
+        self.lost = lost
+        self._hash: int | None = None
+        self._texts: tuple[str, ...] | None = None
+        self._text: str | None = None
+
+    def texts(self) -> tuple[str, ...]:
+        if self._texts is None:
+            # Expanded by C code (a map over the cached expansions of each range): a loop over
+            # the ranges in Python was most of a pass when every set was written whole.
+            if len(_TEXTS) > HOST_TEXTS_CACHED:
+                _TEXTS.clear()
+            self._texts = tuple(itertools.chain.from_iterable(map(_TEXTS.__getitem__, self.ranges)))
+        return self._texts
+
+    def text(self) -> str:
+        if self._text is None:
+            self._text = ", ".join(self.texts())
+        return self._text
+
+    def changes_from(self, old: HostSet) -> tuple[list[str], list[str]] | None:
+        """(gone, added) taking `old`'s elements to these, each sorted, from what each set
+        since `old` gained and lost; None when `old` is not an ancestor still known (the
+        caller compares the elements whole)."""
+        steps: list[HostSet] = []
+        at: HostSet | None = self
+        while at is not None and at is not old and len(steps) < CHANGE_STEPS:
+            steps.append(at)
+            at = at._base() if at._base is not None else None
+        if at is not old:
+            return None
+        gone: set[AddressRange] = set()
+        added: set[AddressRange] = set()
+        for step in reversed(steps):
+            for host in step.lost:
+                if host in added:
+                    added.discard(host)
+                else:
+                    gone.add(host)
+            for host in step.gained:
+                if host in gone:
+                    gone.discard(host)
+                else:
+                    added.add(host)
+        return _host_texts(gone), _host_texts(added)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HostSet):
+            return NotImplemented
+        return self is other or self.ranges == other.ranges
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(self.ranges)
+        return self._hash
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+    def __repr__(self) -> str:
+        return f"HostSet({', '.join(self.texts())})"
+
+
+def _host_texts(hosts: set[AddressRange]) -> list[str]:
+    return sorted(_TEXTS[host][0] for host in hosts)
+
+
 class AddressSet:
     """Compiled peer addresses: disjoint integer ranges in address order, interned per content
     (a selection's: adjacent ones joined; a named-port group's: its hosts one by one).
 
-    The networks and the element text of each family are computed when first read, once, and
-    shared by every table rendering the set.
+    The networks and the elements of each family are computed when first read, once, and
+    shared by every table rendering the set. A selection's addresses made again after members
+    came and went name the addresses they were made from (`previous`, weakly) and the hosts
+    gained and lost since: the host sets made from them carry those changes (`HostSet`).
     """
 
     __slots__ = (
         "__weakref__",
+        "_cidrs",
+        "_gained",
         "_hash",
         "_hosts",
-        "_joined",
+        "_lost",
         "_networks",
+        "_previous",
+        "_range_set",
         "_starts",
-        "_texts",
         "ranges",
     )
 
-    def __init__(self, ranges: tuple[AddressRange, ...]) -> None:
+    def __init__(
+        self,
+        ranges: tuple[AddressRange, ...],
+        previous: AddressSet | None = None,
+        gained: tuple[AddressRange, ...] = (),
+        lost: tuple[AddressRange, ...] = (),
+    ) -> None:
         self.ranges = ranges
         self._hash: int | None = None  # hashing thousands of ranges: only when asked
         self._networks: tuple[IPNetwork, ...] | None = None
-        self._texts: dict[int, tuple[str, ...]] = {}
-        self._joined: dict[int, str] = {}
-        self._hosts: dict[tuple[int, AddressSet | None], tuple[tuple[str, ...], str]] = {}
+        self._cidrs: dict[int, Texts] = {}
+        self._hosts: dict[tuple[int, AddressSet | None], HostSet] = {}
         self._starts: list[tuple[int, int]] | None = None
+        self._previous = None if previous is None else weakref.ref(previous)
+        self._range_set: frozenset[AddressRange] | None = None
+        self._gained = gained
+        self._lost = lost
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AddressSet):
@@ -104,52 +252,46 @@ class AddressSet:
     def __repr__(self) -> str:
         return f"AddressSet({', '.join(str(n) for n in self.networks)})"
 
-    def texts(self, version: int) -> tuple[str, ...]:
-        """The networks of one family as nft elements: a host is its address alone."""
-        found = self._texts.get(version)
+    def cidrs(self, version: int) -> Texts:
+        """The networks of one family as an interval set's elements (a host is its address
+        alone)."""
+        found = self._cidrs.get(version)
         if found is None:
             out: list[str] = []
             for v, first, last in self.ranges:
                 if v == version:
                     out.extend(cidr_texts(v, first, last))
-            found = self._texts[version] = tuple(out)
+            found = self._cidrs[version] = Texts(tuple(out))
         return found
 
-    def text(self, version: int) -> str:
-        """`texts` joined as an nft element list."""
-        found = self._joined.get(version)
-        if found is None:
-            found = self._joined[version] = ", ".join(self.texts(version))
-        return found
-
-    def host_texts(self, version: int, blocks: AddressSet | None) -> tuple[tuple[str, ...], str]:
-        """The addresses of one family that `blocks` does not hold, one element per address,
-        and joined as an nft element list. Every such address is a pod's host (`AllowRule`),
-        so there are as many as the selection has members, never a block's size."""
+    def hosts(self, version: int, blocks: AddressSet | None) -> HostSet:
+        """The addresses of one family that `blocks` does not hold, as a host set's elements
+        (one per address). Every such address is a pod's host (`AllowRule`), so there are as
+        many as the selection has members, never a block's size."""
         key = (version, blocks)
         found = self._hosts.get(key)
         if found is not None:
             return found
-        # The family's ranges, expanded by C code (a map over the cached expansions): a big
-        # selection changes every pass, and a loop over its ranges in Python was most of a
-        # pass. Only the few ranges holding a block are cut in Python.
         ranges = self.ranges[_first_of(self.ranges, version) : _first_of(self.ranges, version + 1)]
-        cut = [] if blocks is None else [(f, t) for v, f, t in blocks.ranges if v == version]
-        holding = sorted({bisect.bisect_right(ranges, (version, f, _TOP)) - 1 for f, _ in cut})
-        if len(_TEXTS) > HOST_TEXTS_CACHED:
-            _TEXTS.clear()
-        expand = _TEXTS.__getitem__
-        out: list[str] = []
-        start = 0
-        for i in holding:
-            out.extend(itertools.chain.from_iterable(map(expand, ranges[start:i])))
-            _, first, last = ranges[i]
-            for a, b in _outside(first, last, cut):
-                out.extend(expand((version, a, b)))
-            start = i + 1
-        out.extend(itertools.chain.from_iterable(map(expand, ranges[start:])))
-        found = self._hosts[key] = (tuple(out), ", ".join(out))
+        if blocks is not None:
+            ranges = _cut(ranges, [(f, t) for v, f, t in blocks.ranges if v == version], version)
+        base: HostSet | None = None
+        gained: tuple[AddressRange, ...] = ()
+        lost: tuple[AddressRange, ...] = ()
+        previous = self._previous() if self._previous is not None else None
+        if previous is not None:
+            base = previous._hosts.get(key)
+            if base is not None:
+                gained = _of_family(self._gained, version, blocks)
+                lost = _of_family(self._lost, version, blocks)
+        found = self._hosts[key] = HostSet(ranges, base, gained, lost)
         return found
+
+    def range_set(self) -> frozenset[AddressRange]:
+        """The ranges as a set (a named-port group's: its hosts)."""
+        if self._range_set is None:
+            self._range_set = frozenset(self.ranges)
+        return self._range_set
 
     def holds(self, host: AddressRange) -> bool:
         """Whether a host address lies in one of the ranges (bisection)."""
@@ -165,6 +307,31 @@ class AddressSet:
 def _first_of(ranges: tuple[AddressRange, ...], version: int) -> int:
     """The index of the first range of `version` or a later one (ranges sort by family)."""
     return bisect.bisect_left(ranges, (version, -1, -1))
+
+
+def _cut(
+    ranges: tuple[AddressRange, ...], cut: list[tuple[int, int]], version: int
+) -> tuple[AddressRange, ...]:
+    """`ranges` (of one family) without what `cut` (sorted, disjoint) covers: only the few
+    ranges holding a cut's start are split, in Python; the rest are sliced as they are."""
+    holding = sorted({bisect.bisect_right(ranges, (version, f, _TOP)) - 1 for f, _ in cut} - {-1})
+    if not holding:
+        return ranges
+    out: list[AddressRange] = []
+    start = 0
+    for i in holding:
+        out.extend(ranges[start:i])
+        _, first, last = ranges[i]
+        out.extend((version, a, b) for a, b in _outside(first, last, cut))
+        start = i + 1
+    out.extend(ranges[start:])
+    return tuple(out)
+
+
+def _of_family(
+    hosts: tuple[AddressRange, ...], version: int, blocks: AddressSet | None
+) -> tuple[AddressRange, ...]:
+    return tuple(h for h in hosts if h[0] == version and (blocks is None or not blocks.holds(h)))
 
 
 def _outside(first: int, last: int, cut: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:

@@ -19,6 +19,7 @@ transaction: a failing script leaves the table as it was.
 from __future__ import annotations
 
 from netattach.policy.render import TABLE, NftSet, Table, chain_lines, set_lines
+from netattach.policy.selection import Elements, HostSet
 
 _T = f"inet {TABLE}"
 DELETE_MAX = 8  # more elements gone from one interval set than this: it is refilled instead
@@ -28,35 +29,41 @@ def _elements(verb: str, name: str, elements: list[str]) -> str:
     return f"{verb} element {_T} {name} {{ {', '.join(elements)} }}"
 
 
-_Elements = tuple[str, ...]
 # (old elements, new elements) by their ids -> the two, and (gone, added). Many pods' tables
 # hold the same set (one selection) at the same version, so the caller of several updates
-# (a pass) can have each pair diffed once; an entry keeps both tuples alive, so an id is never
+# (a pass) can have each pair diffed once; an entry keeps both alive, so an id is never
 # reused while it stands.
-Diffs = dict[tuple[int, int], tuple[_Elements, _Elements, list[str], list[str]]]
+Diffs = dict[tuple[int, int], tuple[Elements, Elements, list[str], list[str]]]
 
 
-def _diff(old: _Elements, new: _Elements, diffs: Diffs) -> tuple[list[str], list[str]]:
-    """(gone, added), each sorted (nft takes elements in any order); set operations run in C,
-    not a loop over every element of both."""
+def _diff(old: Elements, new: Elements, diffs: Diffs) -> tuple[list[str], list[str]]:
+    """(gone, added), each sorted (nft takes elements in any order): from the hosts a host set
+    gained and lost since the old one when it knows them, else by comparing the two whole
+    (set operations in C, not a loop over every element of both)."""
     found = diffs.get((id(old), id(new)))
     if found is not None and found[0] is old and found[1] is new:
         return found[2], found[3]
-    before, after = frozenset(old), frozenset(new)
-    gone, added = sorted(before - after), sorted(after - before)
-    diffs[(id(old), id(new))] = (old, new, gone, added)
-    return gone, added
+    changes = None
+    if isinstance(new, HostSet) and isinstance(old, HostSet):
+        changes = new.changes_from(old)
+    if changes is None:
+        before, after = frozenset(old.texts()), frozenset(new.texts())
+        changes = sorted(before - after), sorted(after - before)
+    diffs[(id(old), id(new))] = (old, new, *changes)
+    return changes
 
 
 def _deltas(old: NftSet, new: NftSet, diffs: Diffs) -> tuple[list[str], list[str]]:
     """(delete lines, add lines) taking `old`'s elements to `new`'s."""
-    if old.elements is new.elements or old.elements == new.elements:
+    if old.elements == new.elements:
         return [], []
     gone, added = _diff(old.elements, new.elements, diffs)
     if len(gone) > DELETE_MAX and new.interval:
         # nft deletes interval elements one by one against the whole set (~5 ms each in a set
         # of 12,000): emptying the set and adding it back is one cheap step instead.
-        return [f"flush set {_T} {new.name}"], [_elements("add", new.name, list(new.elements))]
+        return [f"flush set {_T} {new.name}"], [
+            _elements("add", new.name, list(new.elements.texts()))
+        ]
     return (
         [_elements("delete", new.name, gone)] if gone else [],
         [_elements("add", new.name, added)] if added else [],
@@ -88,6 +95,8 @@ def render_update(applied: Table, wanted: Table, diffs: Diffs | None = None) -> 
         and applied.comment == wanted.comment
         and kept == set(old_sets) == set(new_sets)
     ):
+        if not deletes and not adds:
+            return None  # the same elements, held by sets made apart
         return "\n".join([*deletes, *adds]) + "\n"
     # The rules change: flush every chain first, so no rule names a set about to go.
     lines = [f"flush chain {_T} {name}" for name, _ in applied.chains]
