@@ -13,6 +13,7 @@ selection's addresses reused. `compile_pods` is the same compiler built from scr
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import ipaddress
@@ -276,6 +277,9 @@ class Compiler:
         # target -> the selections whose addresses alone changed since its rules were made:
         # its rules are patched in place (`_patch`), not made again
         self._moved: dict[str, set[_Sel]] = {}
+        # the selections whose addresses or groups changed, not yet told to their dependents
+        # (`_moved`): many changes to one selection between two compiles tell them once
+        self._moved_sels: set[_Sel] = set()
         # target -> selection -> where the rules reading it put their allow rules
         self._slots: dict[str, dict[_Sel, list[_Slot]]] = {}
         # target -> (ifname, direction) -> every policy rule's slot, in order
@@ -359,6 +363,7 @@ class Compiler:
         """Recompile every target a change since the last call can have touched (patch, when
         only the addresses of selections it uses changed)."""
         out: dict[str, PodRules] = {}
+        self._tell_dependents()
         for key in sorted(self._dirty):
             target = self._targets.get(key)
             if target is not None:
@@ -382,6 +387,7 @@ class Compiler:
         return out
 
     def rules(self, key: str) -> PodRules:
+        self._tell_dependents()
         if (
             key in self._dirty
             or key in self._moved
@@ -451,12 +457,21 @@ class Compiler:
         if not relabel_only:
             self._declared_changed(before, after)
         was_in, now_in = self._picked_by(before), self._picked_by(after)
+        # Per network, the hosts a selection loses and gains when the pod leaves it, joins it
+        # or stays in it with other addresses: worked out once, for every selection alike.
+        moves: dict[tuple[bool, bool], dict[str, tuple[list[AddressRange], list[AddressRange]]]]
+        moves = {}
         for sel in was_in | now_in:
             if not sel.hosts and not sel.groups:
                 continue  # nothing resolved yet: nothing to keep up to date
             was, now = sel in was_in, sel in now_in
             if was != now or not relabel_only:
-                self._member_changed(sel, before if was else None, after if now else None)
+                found = moves.get((was, now))
+                if found is None:
+                    found = moves[(was, now)] = _moves(
+                        before if was else None, after if now else None
+                    )
+                self._member_changed(sel, (before or after).key, found)  # type: ignore[union-attr]
 
     def _declared_changed(self, before: PodView | None, after: PodView | None) -> None:
         """Keep the index of which hosts pods declaring each set of ports hold, and the
@@ -508,17 +523,20 @@ class Compiler:
             )
         return found
 
-    def _member_changed(self, sel: _Sel, before: PodView | None, after: PodView | None) -> None:
-        """A member left (`before`), joined (`after`) or changed its addresses or ports (both):
-        its hosts leave and join the selection's addresses in place."""
-        key = (before or after).key  # type: ignore[union-attr]
+    def _member_changed(
+        self,
+        sel: _Sel,
+        key: str,
+        moves: Mapping[str, tuple[list[AddressRange], list[AddressRange]]],
+    ) -> None:
+        """A member (`key`) left, joined or changed its addresses or ports: its hosts leave
+        and join (`moves`, by network) the selection's addresses in place."""
         had_groups = bool(sel.groups)
         moved = False
         sel.regroup()
         for network, hosts in sel.hosts.items():
-            old = set(() if before is None else before.addresses.get(network, ()))
-            new = set(() if after is None else after.addresses.get(network, ()))
-            if old == new:
+            found = moves.get(network)
+            if found is None:
                 continue
             owners = self._owners.get(network, {})
 
@@ -528,7 +546,7 @@ class Compiler:
                     for other in owners.get(host, ())
                 )
 
-            lost, gained = hosts.update(sorted(old - new), sorted(new - old), held)
+            lost, gained = hosts.update(*found, held)
             if lost or gained:
                 sel.stale.add(network)
                 moved = True
@@ -540,8 +558,13 @@ class Compiler:
 
     def _moved_all(self, sel: _Sel) -> None:
         """The selection's addresses or groups changed: patch the targets reading it."""
-        for dependent in sel.dependents:
-            self._moved.setdefault(dependent, set()).add(sel)
+        self._moved_sels.add(sel)
+
+    def _tell_dependents(self) -> None:
+        for sel in self._moved_sels:
+            for dependent in sel.dependents:
+                self._moved.setdefault(dependent, set()).add(sel)
+        self._moved_sels.clear()
 
     def _patch(self, key: str, moved: set[_Sel]) -> PodRules | None:
         """The target's rules with the allow rules of every rule reading a `moved` selection
@@ -891,7 +914,15 @@ class Compiler:
         had = before.range_set()
         if had == hosts:
             return before
-        return AddressSet(tuple(sorted(hosts)), before, tuple(hosts - had), tuple(had - hosts))
+        gained, lost = tuple(hosts - had), tuple(had - hosts)
+        # The last set's hosts with the few that changed taken out and put in (a bisection
+        # each): sorting them all again compared every pair of a big group's hosts anew.
+        ordered = list(before.ranges)
+        for host in lost:
+            del ordered[bisect.bisect_left(ordered, host)]
+        for host in gained:
+            bisect.insort(ordered, host)
+        return AddressSet(tuple(ordered), before, gained, lost)
 
     def _dest(self, sel: _Sel, network: str) -> Mapping[_Declared, Iterable[AddressRange]]:
         """The hosts of pods with addresses on `network` that `sel` admits, by the ports the
@@ -989,6 +1020,21 @@ class Compiler:
             result[ifname] = InterfaceRules(network, per_dir["ingress"], per_dir["egress"])
         self._index_slots(key, layout)
         return result
+
+
+def _moves(
+    before: PodView | None, after: PodView | None
+) -> dict[str, tuple[list[AddressRange], list[AddressRange]]]:
+    """Network -> (hosts gone, hosts added), sorted, from `before`'s addresses to `after`'s
+    (None: none); networks where nothing changed are left out."""
+    out = {}
+    old = {} if before is None else before.addresses
+    new = {} if after is None else after.addresses
+    for network in old.keys() | new.keys():
+        had, has = set(old.get(network, ())), set(new.get(network, ()))
+        if had != has:
+            out[network] = (sorted(had - has), sorted(has - had))
+    return out
 
 
 def _policy_key(policy: Policy) -> _PolicyKey:

@@ -267,7 +267,8 @@ class AddressSet:
     def hosts(self, version: int, blocks: AddressSet | None) -> HostSet:
         """The addresses of one family that `blocks` does not hold, as a host set's elements
         (one per address). Every such address is a pod's host (`AllowRule`), so there are as
-        many as the selection has members, never a block's size."""
+        many as the selection has members, never a block's size. `blocks`: what the ipBlocks
+        of these addresses admit, which they hold whole (so no host gained or lost is in it)."""
         key = (version, blocks)
         found = self._hosts.get(key)
         if found is not None:
@@ -282,8 +283,8 @@ class AddressSet:
         if previous is not None:
             base = previous._hosts.get(key)
             if base is not None:
-                gained = _of_family(self._gained, version, blocks)
-                lost = _of_family(self._lost, version, blocks)
+                gained = _of_family(self._gained, version)
+                lost = _of_family(self._lost, version)
         found = self._hosts[key] = HostSet(ranges, base, gained, lost)
         return found
 
@@ -328,10 +329,8 @@ def _cut(
     return tuple(out)
 
 
-def _of_family(
-    hosts: tuple[AddressRange, ...], version: int, blocks: AddressSet | None
-) -> tuple[AddressRange, ...]:
-    return tuple(h for h in hosts if h[0] == version and (blocks is None or not blocks.holds(h)))
+def _of_family(hosts: tuple[AddressRange, ...], version: int) -> tuple[AddressRange, ...]:
+    return tuple(h for h in hosts if h[0] == version)
 
 
 def _outside(first: int, last: int, cut: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
