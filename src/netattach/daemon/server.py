@@ -231,11 +231,10 @@ class CNIServer:
             environ, stdin = request
             # The call runs as a task of its own, shielded: closing the server waits for it
             # (bounded) instead of cancelling a delegate half-way.
-            call = asyncio.ensure_future(self.handler(environ, stdin))
+            call = asyncio.ensure_future(self._call(environ, stdin, writer))
             self._inflight.add(call)
             call.add_done_callback(self._inflight.discard)
-            reply = await asyncio.shield(call)
-            writer.write(_response(200, wire.encode_reply(reply.exit_code, reply.stdout)))
+            await asyncio.shield(call)
         except asyncio.CancelledError:
             return  # shutting down: the client gets no reply and retries (the shim says 11)
         except Exception:  # one client's trouble never reaches the others
@@ -245,6 +244,18 @@ class CNIServer:
                 await writer.drain()
                 writer.close()
                 await writer.wait_closed()
+
+    async def _call(
+        self, environ: Mapping[str, str], stdin: bytes, writer: asyncio.StreamWriter
+    ) -> dispatch.Reply:
+        """Run the handler and write its reply in the same step of the same task. Handed back
+        to `_serve` instead, the reply waited two turns of the event loop, behind whatever else
+        had become ready meanwhile: on the Kubernetes feed, the watch event of the status patch
+        the call had just made (~0.3 ms on the pod's start)."""
+        reply = await self.handler(environ, stdin)
+        if not writer.is_closing():  # closed: `_serve` was cancelled, there is nobody to tell
+            writer.write(_response(200, wire.encode_reply(reply.exit_code, reply.stdout)))
+        return reply
 
     async def _answer_read(self, request: _Read) -> bytes:
         try:
