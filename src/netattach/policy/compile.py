@@ -914,7 +914,7 @@ class Compiler:
         had = before.range_set()
         if had == hosts:
             return before
-        gained, lost = tuple(hosts - had), tuple(had - hosts)
+        gained, lost = tuple(sorted(hosts - had)), tuple(sorted(had - hosts))
         # The last set's hosts with the few that changed taken out and put in (a bisection
         # each): sorting them all again compared every pair of a big group's hosts anew.
         ordered = list(before.ranges)

@@ -45,8 +45,8 @@ class HostRanges:
 
     def changes(self) -> tuple[tuple[AddressRange, ...], tuple[AddressRange, ...]]:
         """(gained, lost): the hosts that joined and left since the last call, net (a host
-        that came and went again is in neither)."""
-        out = tuple(self._gained), tuple(self._lost)
+        that came and went again is in neither), each sorted."""
+        out = tuple(sorted(self._gained)), tuple(sorted(self._lost))
         self._gained.clear()
         self._lost.clear()
         return out

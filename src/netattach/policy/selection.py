@@ -189,7 +189,8 @@ class AddressSet:
     The networks and the elements of each family are computed when first read, once, and
     shared by every table rendering the set. A selection's addresses made again after members
     came and went name the addresses they were made from (`previous`, weakly) and the hosts
-    gained and lost since: the host sets made from them carry those changes (`HostSet`).
+    gained and lost since (each sorted): the host sets made from them carry those changes
+    (`HostSet`).
     """
 
     __slots__ = (
@@ -330,7 +331,8 @@ def _cut(
 
 
 def _of_family(hosts: tuple[AddressRange, ...], version: int) -> tuple[AddressRange, ...]:
-    return tuple(h for h in hosts if h[0] == version)
+    """The hosts of one family (`hosts` sorted: a slice)."""
+    return hosts[_first_of(hosts, version) : _first_of(hosts, version + 1)]
 
 
 def _outside(first: int, last: int, cut: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
