@@ -267,6 +267,9 @@ class Compiler:
         # (namespace, its label id, a pod's label id) -> the selections picking such a pod;
         # valid while the selections stay (labels are interned: equal ids, equal labels)
         self._picking: dict[tuple[str, int, int], frozenset[_Sel]] = {}
+        # (namespace, its label id) -> the selections that can pick there (`_in_scope`);
+        # valid, like `_picking`, while the selections stay
+        self._scopes: dict[tuple[str, int], list[tuple[int | None, frozenset[_Sel]]]] = {}
         # network -> a pod's declared ports -> host -> how many pods declaring them hold it
         self._declaring: dict[str, dict[_Declared, dict[AddressRange, int]]] = {}
         self._dest_sels: dict[str, set[_Sel]] = {}  # network -> the selections with `dest`
@@ -510,17 +513,40 @@ class Compiler:
             self._moved_all(sel)
 
     def _picked_by(self, view: PodView | None) -> frozenset[_Sel]:
-        """The selections a pod selector of which picks `view` (`_selects`), found once per
-        namespace labels and pod labels: a pod changing is then not a test of every
+        """The selections a pod selector of which picks `view` (a peer without an ipBlock
+        whose namespace part admits its namespace and whose pod selector its labels), found
+        once per namespace labels and pod labels: a pod changing is then not a test of every
         selection."""
         if view is None:
             return frozenset()
-        key = (view.namespace, self._namespace(view.namespace)[0], view.label_id)
+        ns_id, ns_labels = self._namespace(view.namespace)
+        key = (view.namespace, ns_id, view.label_id)
         found = self._picking.get(key)
         if found is None:
-            found = self._picking[key] = frozenset(
-                sel for sel in self._sels.values() if self._selects(sel, view)
-            )
+            picked: set[_Sel] = set()
+            for sid, sels in self._in_scope(view.namespace, ns_id, ns_labels):
+                if sid is None or self._selectors.matches(sid, view.label_id, view.labels):
+                    picked |= sels
+            found = self._picking[key] = frozenset(picked)
+        return found
+
+    def _in_scope(
+        self, namespace: str, ns_id: int, ns_labels: Mapping[str, str]
+    ) -> list[tuple[int | None, frozenset[_Sel]]]:
+        """The selections with a pod-selecting peer that can pick a pod of `namespace`, by
+        the peer's pod selector (None: any pod): a pod's labels are then matched once per
+        distinct selector of its namespace, not once per peer of every selection."""
+        key = (namespace, ns_id)
+        found = self._scopes.get(key)
+        if found is None:
+            by: dict[int | None, set[_Sel]] = {}
+            for sel in self._sels.values():
+                for peer in sel.peers:
+                    if peer.block is None and self._in_namespace(
+                        peer, namespace, ns_id, ns_labels, sel.selection.namespace
+                    ):
+                        by.setdefault(peer.pod_selector, set()).add(sel)
+            found = self._scopes[key] = [(sid, frozenset(sels)) for sid, sels in by.items()]
         return found
 
     def _member_changed(
@@ -692,13 +718,6 @@ class Compiler:
             if found:
                 dest.setdefault(declared, set()).update(found)
 
-    def _selects(self, sel: _Sel, view: PodView | None) -> bool:
-        """Whether a pod selector of `sel` picks `view`."""
-        if view is None:
-            return False
-        ns = sel.selection.namespace
-        return any(p.block is None and self._in_peer(p, view, ns) for p in sel.peers)
-
     def _set_policy(self, key: _PolicyKey, policy: Policy | None) -> None:
         before = self._policies.pop(key, None)
         selectors = [] if before is None else [self._policy_selector.pop(key)]
@@ -739,20 +758,23 @@ class Compiler:
             for network in sel.dest:
                 self._dest_sels[network].discard(sel)
             self._picking.clear()
+            self._scopes.clear()
 
     # -- resolving ------------------------------------------------------------------------------
 
-    def _in_peer(self, peer: _Peer, view: PodView, policy_ns: str) -> bool:
+    def _in_namespace(
+        self,
+        peer: _Peer,
+        namespace: str,
+        ns_id: int,
+        ns_labels: Mapping[str, str],
+        policy_ns: str,
+    ) -> bool:
+        """Whether `peer` can pick pods of `namespace` (its namespace selector, or the
+        policy's own namespace when it has none)."""
         if peer.namespace_selector is None:
-            if view.namespace != policy_ns:
-                return False
-        else:
-            ns_id, ns_labels = self._namespace(view.namespace)
-            if not self._selectors.matches(peer.namespace_selector, ns_id, ns_labels):
-                return False
-        return peer.pod_selector is None or self._selectors.matches(
-            peer.pod_selector, view.label_id, view.labels
-        )
+            return namespace == policy_ns
+        return self._selectors.matches(peer.namespace_selector, ns_id, ns_labels)
 
     def _rule_sel(self, policy: Policy, direction: Direction, index: int, rule: Rule) -> _Sel:
         key = ((policy.namespace, policy.name, policy.uid), direction, index)
@@ -774,6 +796,7 @@ class Compiler:
             )
             sel = self._sels[selection] = _Sel(selection, peers)
             self._picking.clear()
+            self._scopes.clear()
             blocks = merge_ranges(r for p in peers if p.block is not None for r in p.block)
             sel.blocks = self._sets.get(blocks) if blocks else None
         self._rule_sels[key] = (policy, sel)
