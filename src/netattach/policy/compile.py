@@ -114,6 +114,14 @@ class _Slot:
     sel: _Sel
     start: int
     count: int
+    # Whether its one allow rule changes with the selection's addresses alone: an egress rule
+    # to named ports is one rule per group of destinations instead.
+    peers_alone: bool = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.peers_alone = self.count == 1 and not (
+            self.direction == "egress" and any(isinstance(p.port, str) for p in self.rule.ports)
+        )
 
 
 # peers, ports, set name, the peers' ipBlock part
@@ -603,16 +611,8 @@ class Compiler:
         changes: dict[tuple[str, Direction], list[tuple[int, list[AllowRule]]]] = {}
         for sel in moved:
             for slot in slots.get(sel, ()):
-                fresh = self._allow_rules(
-                    sel,
-                    slot.policy,
-                    slot.direction,
-                    slot.index,
-                    slot.rule,
-                    network=slot.network,
-                    target=target,
-                )
-                if len(fresh) != slot.count:
+                fresh = self._moved_rules(slot, result, target)
+                if fresh is None:
                     return None
                 changes.setdefault((slot.ifname, slot.direction), []).append((slot.start, fresh))
         out = dict(result)
@@ -630,6 +630,35 @@ class Compiler:
                 nd if direction == "egress" else ir.egress,
             )
         return out
+
+    def _moved_rules(
+        self, slot: _Slot, result: PodRules, target: PodView
+    ) -> list[AllowRule] | None:
+        """The allow rules of `slot` made again after its selection's addresses moved (None:
+        they are more or fewer than before). A rule whose peers alone change keeps the rest
+        of its allow rule as it was: ports resolved and names made once."""
+        if slot.peers_alone:
+            peers = self._addresses(slot.sel, slot.network)
+            d = result[slot.ifname].direction(slot.direction)
+            if peers and d is not None:
+                old = d.rules[slot.start]
+                if old.peers is peers:
+                    return [old]
+                return [
+                    AllowRule(
+                        old.policy_uid, old.origin, peers, old.ports, old.selection, old.blocks
+                    )
+                ]
+        fresh = self._allow_rules(
+            slot.sel,
+            slot.policy,
+            slot.direction,
+            slot.index,
+            slot.rule,
+            network=slot.network,
+            target=target,
+        )
+        return fresh if len(fresh) == slot.count else None
 
     def _patch_policies(self, key: str, edited: set[_PolicyKey]) -> PodRules | None:
         """The target's rules with the allow rules of the `edited` policies made again and put
