@@ -472,6 +472,7 @@ class Compiler:
         # or stays in it with other addresses: worked out once, for every selection alike.
         moves: dict[tuple[bool, bool], dict[str, tuple[list[AddressRange], list[AddressRange]]]]
         moves = {}
+        member = before or after
         for sel in was_in | now_in:
             if not sel.hosts and not sel.groups:
                 continue  # nothing resolved yet: nothing to keep up to date
@@ -482,7 +483,8 @@ class Compiler:
                     found = moves[(was, now)] = _moves(
                         before if was else None, after if now else None
                     )
-                self._member_changed(sel, (before or after).key, found)  # type: ignore[union-attr]
+                assert member is not None  # a selection picked one of the two
+                self._member_changed(sel, member.key, found)
 
     def _declared_changed(self, before: PodView | None, after: PodView | None) -> None:
         """Keep the index of which hosts pods declaring each set of ports hold, and the
