@@ -26,8 +26,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.kube_harness import RemoteKubeApi
-
 from bench import contenders as contenders_mod
 from bench import daemons, latency, node, topology
 from bench import guard as guard_mod
@@ -55,16 +53,7 @@ def median_over(samples: dict[str, dict[str, list[float]]], who: str, op: str) -
 
 def measure(guard: guard_mod.Guard, base: Path, args: argparse.Namespace) -> str:
     topo = topology.Topology(guard.work, guard.name)
-    node_name = guard.name("node")
-    node_path = node.make_node(guard, topo.macvlan_master, topo.macvlan_peer)
-    runner = node.NodeRunner(guard, node_path)
-    guard.on_undo("stop the node runner", runner.close)
-    api = RemoteKubeApi.launch(node_path, bookmark_interval=5.0, parent=guard.work)
-    guard.extra_pids.append(api.proc.pid)
-    guard.on_undo("stop the fake API", api.close)
-    kubeconfig = api.write_kubeconfig(guard.work / "kubeconfig")
-    api.create(topo.namespace_object())
-    api.create_many(topo.nad_objects())
+    node_name, node_path, runner, api, kubeconfig = node.kube_node(guard, topo)
     pods = [topo.pod("web", "bridge", args.networks)]
     pods += [topo.pod(f"burst-{i:03d}", "bridge", 2) for i in range(BURST_PODS)]
     uids = [api.create(topo.pod_object(p, node_name))["metadata"]["uid"] for p in pods]

@@ -36,8 +36,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.kube_harness import RemoteKubeApi
-
 from bench import contenders as contenders_mod
 from bench import daemons, latency, machine, node, stats, topology
 from bench import guard as guard_mod
@@ -191,16 +189,7 @@ def measure(
     guard: guard_mod.Guard, runs: int, strace_pods: int, networks: int = 2
 ) -> dict[str, Any]:
     topo = topology.Topology(guard.work, guard.name)
-    node_name = guard.name("node")
-    node_path = node.make_node(guard, topo.macvlan_master, topo.macvlan_peer)
-    runner = node.NodeRunner(guard, node_path)
-    guard.on_undo("stop the node runner", runner.close)
-    api = RemoteKubeApi.launch(node_path, bookmark_interval=5.0, parent=guard.work)
-    guard.extra_pids.append(api.proc.pid)
-    guard.on_undo("stop the fake API", api.close)
-    kubeconfig = api.write_kubeconfig(guard.work / "kubeconfig")
-    api.create(topo.namespace_object())
-    api.create_many(topo.nad_objects())
+    node_name, node_path, runner, api, kubeconfig = node.kube_node(guard, topo)
     pod = topo.pod("web", "bridge", networks)
     created = api.create(topo.pod_object(pod, node_name))
     pod = dataclasses.replace(pod, uid=created["metadata"]["uid"])

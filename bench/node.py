@@ -10,9 +10,12 @@ import select
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from tests.e2e.kube_harness import RemoteKubeApi
 
 from bench import guard as guard_mod
+from bench import topology
 from netattach.netns import links
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,3 +68,29 @@ def make_node(guard: guard_mod.Guard, macvlan_master: str, macvlan_peer: str) ->
     links.set_up(path, "lo")
     links.add_veth_pair(path, macvlan_master, macvlan_peer)
     return path
+
+
+class KubeNode(NamedTuple):
+    """A node namespace with its runner, and the in-repo API server in it holding the
+    topology's namespace and NADs."""
+
+    name: str
+    path: str
+    runner: NodeRunner
+    api: RemoteKubeApi
+    kubeconfig: Path
+
+
+def kube_node(guard: guard_mod.Guard, topo: topology.Topology) -> KubeNode:
+    """`make_node`, its runner and a fake API in it; everything registered with `guard`."""
+    name = guard.name("node")
+    path = make_node(guard, topo.macvlan_master, topo.macvlan_peer)
+    runner = NodeRunner(guard, path)
+    guard.on_undo("stop the node runner", runner.close)
+    api = RemoteKubeApi.launch(path, bookmark_interval=5.0, parent=guard.work)
+    guard.extra_pids.append(api.proc.pid)
+    guard.on_undo("stop the fake API", api.close)
+    kubeconfig = api.write_kubeconfig(guard.work / "kubeconfig")
+    api.create(topo.namespace_object())
+    api.create_many(topo.nad_objects())
+    return KubeNode(name, path, runner, api, kubeconfig)

@@ -27,8 +27,8 @@ def test_a_host_set_is_the_hosts_no_block_holds(
     peers = AddressSet(merge_ranges([*host_ranges, *block_ranges]))
     cut = AddressSet(merge_ranges(block_ranges)) if block_ranges else None
     for version in (4, 6):
-        hosts = peers.hosts(version, cut)
-        texts, joined = hosts.texts(), hosts.text()
+        found = peers.hosts(version, cut)
+        texts, joined = found.texts(), found.text()
         want = sorted(
             {
                 a

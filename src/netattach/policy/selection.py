@@ -49,6 +49,29 @@ def set_name(*parts: object, prefix: str = "s") -> str:
     return f"{prefix}{digest}"
 
 
+class _Ranges:
+    """Equal content, equal `ranges` (disjoint, in address order): equality and hashing by
+    them, the hash (of thousands of ranges) made only when asked."""
+
+    __slots__ = ("_hash", "ranges")
+    ranges: tuple[AddressRange, ...]
+    _hash: int | None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _Ranges)
+        return self is other or self.ranges == other.ranges
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(self.ranges)
+        return self._hash
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+
 class Elements:
     """A set's elements as nft reads them, made into text only when first written whole: an
     update in place writes what changed (`HostSet.changes_from`), never the whole list."""
@@ -95,7 +118,7 @@ class Texts(Elements):
         return f"Texts({self._texts!r})"
 
 
-class HostSet(Elements):
+class HostSet(_Ranges, Elements):
     """The host addresses of one family a selection admits beyond its ipBlocks: a host set's
     elements, one per address, held as ranges (equal content, equal ranges).
 
@@ -104,7 +127,7 @@ class HostSet(Elements):
     those hosts alone, however big the set. The link is weak: it never keeps an old set alive.
     """
 
-    __slots__ = ("__weakref__", "_base", "_hash", "_text", "_texts", "gained", "lost", "ranges")
+    __slots__ = ("__weakref__", "_base", "_text", "_texts", "gained", "lost")
 
     def __init__(
         self,
@@ -161,19 +184,6 @@ class HostSet(Elements):
                     added.add(host)
         return _host_texts(gone), _host_texts(added)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, HostSet):
-            return NotImplemented
-        return self is other or self.ranges == other.ranges
-
-    def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash(self.ranges)
-        return self._hash
-
-    def __bool__(self) -> bool:
-        return bool(self.ranges)
-
     def __repr__(self) -> str:
         return f"HostSet({', '.join(self.texts())})"
 
@@ -182,7 +192,7 @@ def _host_texts(hosts: set[AddressRange]) -> list[str]:
     return sorted(_TEXTS[host][0] for host in hosts)
 
 
-class AddressSet:
+class AddressSet(_Ranges):
     """Compiled peer addresses: disjoint integer ranges in address order, interned per content
     (a selection's: adjacent ones joined; a named-port group's: its hosts one by one).
 
@@ -197,14 +207,12 @@ class AddressSet:
         "__weakref__",
         "_cidrs",
         "_gained",
-        "_hash",
         "_hosts",
         "_lost",
         "_networks",
         "_previous",
         "_range_set",
         "_starts",
-        "ranges",
     )
 
     def __init__(
@@ -225,16 +233,6 @@ class AddressSet:
         self._gained = gained
         self._lost = lost
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, AddressSet):
-            return NotImplemented
-        return self is other or self.ranges == other.ranges
-
-    def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash(self.ranges)
-        return self._hash
-
     @property
     def networks(self) -> tuple[IPNetwork, ...]:
         if self._networks is None:
@@ -243,9 +241,6 @@ class AddressSet:
 
     def __iter__(self) -> Iterator[IPNetwork]:
         return iter(self.networks)
-
-    def __bool__(self) -> bool:
-        return bool(self.ranges)
 
     def __len__(self) -> int:
         return len(self.networks)
