@@ -69,6 +69,38 @@ def test_a_cni_call_round_trips_and_the_socket_is_private(tmp_path: Path) -> Non
     assert (sock_mode, dir_mode) == (0o600, 0o700)
 
 
+def test_idle_is_clear_exactly_while_a_call_is_under_way(tmp_path: Path) -> None:
+    """What Events wait on (`KubeFeed.idle`): a pod's ADD goes before its Events."""
+    release = asyncio.Event()
+    seen: list[bool] = []
+
+    async def handler(environ: Mapping[str, str], stdin: bytes) -> dispatch.Reply:
+        await release.wait()
+        return await echo(environ, stdin)
+
+    async def main() -> None:
+        srv = server.CNIServer(handler, read_timeout=1.0)
+        sock = tmp_path / "run" / "netattach.sock"
+        await srv.start(sock)
+        try:
+            seen.append(srv.idle.is_set())
+            call = asyncio.create_task(exchange(sock, request(wire.encode_request({}, b"{}"))))
+            for _ in range(200):
+                if not srv.idle.is_set():
+                    break
+                await asyncio.sleep(0.01)
+            seen.append(srv.idle.is_set())
+            release.set()
+            status, _ = await call
+            assert status == 200
+            seen.append(srv.idle.is_set())
+        finally:
+            await srv.close()
+
+    asyncio.run(main())
+    assert seen == [True, False, True]
+
+
 @pytest.mark.parametrize(
     ("raw", "status", "says"),
     [

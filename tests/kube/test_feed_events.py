@@ -124,3 +124,58 @@ def test_a_wrong_bearer_token_keeps_the_view_unsynced(
     if fake_api.is_fake:
         assert fake_api.requests
         assert {r.status for r in fake_api.requests} == {401}
+
+
+@pytest.mark.req("KUBE-EVENTS")
+def test_events_wait_while_cni_calls_are_under_way_and_go_out_when_they_end(
+    fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
+) -> None:
+    """A burst of pods starts before its Events go out: the sender waits while the daemon's
+    server has a call under way (`idle` clear)."""
+    ns = kube_namespace
+    fake_api.create(objects.pod("web", ns))
+    held: list[object] = []
+
+    async def body() -> None:
+        feed = kube.KubeFeed(
+            store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=FAST
+        )
+        feed.idle = asyncio.Event()  # a call under way
+        try:
+            await feed.record_event(ns, "web", reason="AddedInterface", message="Add net1 []")
+            assert not await feed.flush_events(0.3)  # held back
+            held.extend(fake_api.events_for(ns, "web"))
+            feed.idle.set()  # the call ended
+            assert await feed.flush_events(5.0)
+        finally:
+            await feed.aclose()
+
+    run_bounded(body())
+    assert held == []
+    assert [e["reason"] for e in fake_api.events_for(ns, "web")] == ["AddedInterface"]
+
+
+@pytest.mark.req("KUBE-EVENTS")
+def test_under_a_steady_load_events_still_go_out_late(
+    fake_api: KubeApi,
+    kubeconfig: Path,
+    kube_namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ns = kube_namespace
+    fake_api.create(objects.pod("web", ns))
+    monkeypatch.setattr(kube, "EVENT_DEFER_MAX", 0.2)
+
+    async def body() -> None:
+        feed = kube.KubeFeed(
+            store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=FAST
+        )
+        feed.idle = asyncio.Event()  # calls under way, and never all ended
+        try:
+            await feed.record_event(ns, "web", reason="AddedInterface", message="Add net1 []")
+            assert await feed.flush_events(5.0)
+        finally:
+            await feed.aclose()
+
+    run_bounded(body())
+    assert [e["reason"] for e in fake_api.events_for(ns, "web")] == ["AddedInterface"]

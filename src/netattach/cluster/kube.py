@@ -122,6 +122,10 @@ class Backoff:
 # How long the Event sender waits once woken: enough for the call that queued the Event to
 # send its reply (a few event-loop turns), little beside an Event's own round trip.
 EVENT_PAUSE = 0.005
+# How long an Event waits at most while CNI calls are under way: a burst of 200 pods queues ~600
+# (one per interface, as Multus records them), each ~0.5 ms of the loop, which the pods' ADDs
+# would otherwise share the loop with.
+EVENT_DEFER_MAX = 2.0
 # Connections of the writes' pool: requests beyond them wait for one to be free (a status patch
 # takes ~1 ms of the API's time; a burst of pods makes a few at once).
 WRITE_CONNECTIONS = 4
@@ -185,6 +189,7 @@ class _EventRequest:
     uid: str
     at: datetime.datetime
     kind: str = model.POD
+    queued_at: float = 0.0  # time.monotonic() when queued
 
 
 class _ApiTransport(httpx2.AsyncBaseTransport):
@@ -474,6 +479,10 @@ class KubeFeed:
         }
         self._events: asyncio.Queue[_EventRequest] | None = None
         self._event_worker: asyncio.Task[None] | None = None
+        # Set while no CNI call is under way (the daemon's server keeps it): Events wait for
+        # it, up to `EVENT_DEFER_MAX` seconds, so a burst of pods starts before its Events go
+        # out. None: they never wait.
+        self.idle: asyncio.Event | None = None
         self._sent_events: collections.OrderedDict[tuple[str, ...], _SentEvent] = (
             collections.OrderedDict()
         )
@@ -878,7 +887,9 @@ class KubeFeed:
         if not uid:
             cached = self._store.lookup(kind, namespace, pod)
             uid = model.uid_of(cached) if cached is not None else ""
-        request = _EventRequest(namespace, pod, reason, message, type_, uid, _now(), kind)
+        request = _EventRequest(
+            namespace, pod, reason, message, type_, uid, _now(), kind, time.monotonic()
+        )
         try:
             self._events.put_nowait(request)
         except asyncio.QueueFull:
@@ -905,6 +916,7 @@ class KubeFeed:
                 await asyncio.sleep(EVENT_PAUSE)
             else:
                 request = queue.get_nowait()
+            await self._while_busy(request.queued_at)
             try:
                 async with asyncio.timeout(self.timing.event_timeout):
                     await self._send_event(request)
@@ -919,6 +931,16 @@ class KubeFeed:
                 )
             finally:
                 queue.task_done()
+
+    async def _while_busy(self, queued_at: float) -> None:
+        """Wait while CNI calls are under way, up to `EVENT_DEFER_MAX` after the Event was
+        queued (under a steady load, Events still go out, late)."""
+        left = EVENT_DEFER_MAX - (time.monotonic() - queued_at)
+        if self.idle is None or self.idle.is_set() or left <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(left):
+                await self.idle.wait()
 
     async def _send_event(self, request: _EventRequest) -> None:
         message = request.message[:EVENT_MESSAGE_MAX]

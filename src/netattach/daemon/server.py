@@ -165,6 +165,8 @@ class CNIServer:
         self._server: asyncio.base_events.Server | None = None
         self.path: Path | None = None
         self._inflight: set[asyncio.Task[dispatch.Reply]] = set()
+        self.idle = asyncio.Event()  # set while no call is under way
+        self.idle.set()
 
     async def start(self, path: Path) -> None:
         # The directory holds the socket alone, readable by root only: whoever can connect
@@ -233,7 +235,8 @@ class CNIServer:
             # (bounded) instead of cancelling a delegate half-way.
             call = asyncio.ensure_future(self._call(environ, stdin, writer))
             self._inflight.add(call)
-            call.add_done_callback(self._inflight.discard)
+            self.idle.clear()
+            call.add_done_callback(self._call_done)
             await asyncio.shield(call)
         except asyncio.CancelledError:
             return  # shutting down: the client gets no reply and retries (the shim says 11)
@@ -256,6 +259,11 @@ class CNIServer:
         if not writer.is_closing():  # closed: `_serve` was cancelled, there is nobody to tell
             writer.write(_response(200, wire.encode_reply(reply.exit_code, reply.stdout)))
         return reply
+
+    def _call_done(self, call: asyncio.Task[dispatch.Reply]) -> None:
+        self._inflight.discard(call)
+        if not self._inflight:
+            self.idle.set()
 
     async def _answer_read(self, request: _Read) -> bytes:
         try:

@@ -112,6 +112,8 @@ class Daemon:
             )
             self.view.listeners.append(self.hotplug.notify)
         self.server = server.CNIServer(self.handle, pods=self.describe_pods)
+        if isinstance(self.feed, kube.KubeFeed):
+            self.feed.idle = self.server.idle
         self.health = metrics.HealthServer(ready=self.ready, before_scrape=self._sample)
         self._ready = False
 
