@@ -186,37 +186,23 @@ class PolicySync:
         for gone in set(self._applied) - {r.container_id for r, _ in local}:
             self._applied.pop(gone, None)
             self._locks.pop(gone, None)
-        compiler = self._update_compiler(local, compile_now=False)
+        compiler = self._update_compiler(local)
         if compiler is None:
             for record, _ in local:
                 if self._applied.get(record.container_id) != _NONE:
                     await self._apply(record, {})
             return
-        todo, self._unapplied = self._unapplied | compiler.pending(), set()
-        # Each table is written as soon as its rules are made, while the next ones are: a
-        # write waits mostly for the kernel (~13 ms when an element goes), and the helpers
-        # would otherwise idle through the compile.
-        gate = asyncio.Semaphore(APPLY_CONCURRENCY)
-        writes: list[asyncio.Task[None]] = []
+        todo, self._unapplied = self._unapplied, set()
+        writes = []
+        for record, pod in local:
+            key = compile.pod_key(pod)
+            applied = self._applied.get(record.container_id, _UNKNOWN)
+            if key in todo or not applied.known or applied.error is not None:
+                writes.append(self._apply(record, compiler.rules(key)))
         try:
-            for record, pod in local:
-                key = compile.pod_key(pod)
-                applied = self._applied.get(record.container_id, _UNKNOWN)
-                if key in todo or not applied.known or applied.error is not None:
-                    rules = compiler.compile_target(key)
-                    await gate.acquire()
-                    writes.append(asyncio.create_task(_released(gate, self._apply(record, rules))))
-            compiler.collect()
-        except BaseException:
-            for write in writes:
-                write.cancel()  # the pass stops (a bug, or the daemon stopping): so do they
-            raise
+            await _at_most(APPLY_CONCURRENCY, writes)
         finally:
-            done = await asyncio.gather(*writes, return_exceptions=True)
             self._diffs = {}  # the sets they held may go now
-        for outcome in done:
-            if isinstance(outcome, BaseException):
-                raise outcome
         metrics.POLICY_PASS_SECONDS.observe(time.perf_counter() - started)
 
     async def enforce(
@@ -298,14 +284,10 @@ class PolicySync:
     # -- the compiler ---------------------------------------------------------------------------
 
     def _update_compiler(
-        self,
-        local: Sequence[tuple[records_mod.PodRecord, model.KubeObject]],
-        *,
-        compile_now: bool = True,
+        self, local: Sequence[tuple[records_mod.PodRecord, model.KubeObject]]
     ) -> compile.Compiler | None:
         """Bring the compiler up to date with every change observed, and compile what they
-        touched (`compile_now`; else the caller does, target by target); None when no valid
-        policy exists (nothing is governed)."""
+        touched; None when no valid policy exists (nothing is governed)."""
         if self._pending_policies or self._compiler is None:
             self._pending_policies = False
             policies = self._policies()
@@ -343,8 +325,7 @@ class PolicySync:
                 self._set_peer(compiler, ns_name, name, by_pod)
             self._pending_pods.clear()
         self._set_targets(compiler, local, by_pod)
-        if compile_now:
-            self._compile(compiler)
+        self._compile(compiler)
         return compiler
 
     def _compile(self, compiler: compile.Compiler) -> None:
@@ -658,12 +639,15 @@ class PolicySync:
             )
 
 
-async def _released(gate: asyncio.Semaphore, job: Coroutine[Any, Any, None]) -> None:
-    """Run `job`, then give back the place in `gate` its caller took."""
-    try:
-        await job
-    finally:
-        gate.release()
+async def _at_most(limit: int, jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
+    """Run `jobs` with at most `limit` of them at a time."""
+    gate = asyncio.Semaphore(limit)
+
+    async def gated(job: Coroutine[Any, Any, None]) -> None:
+        async with gate:
+            await job
+
+    await asyncio.gather(*(gated(job) for job in jobs))
 
 
 __all__ = ["PolicySync"]

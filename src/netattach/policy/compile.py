@@ -373,46 +373,29 @@ class Compiler:
     def compile_changed(self) -> dict[str, PodRules]:
         """Recompile every target a change since the last call can have touched (patch, when
         only the addresses of selections it uses changed)."""
+        out: dict[str, PodRules] = {}
         self._tell_dependents()
-        dirty = sorted(self._dirty & self._targets.keys())
-        patched = sorted((self._edited.keys() | self._moved.keys()) - self._dirty)
-        out = {key: self.compile_target(key) for key in [*dirty, *patched]}
-        self._dirty.clear()
-        self._moved.clear()
-        self._edited.clear()
-        self.collect()
-        return out
-
-    def pending(self) -> set[str]:
-        """The targets a change since their rules were made can have touched."""
-        self._tell_dependents()
-        return (self._dirty | self._edited.keys() | self._moved.keys()) & self._targets.keys()
-
-    def compile_target(self, key: str) -> PodRules:
-        """One target's rules, made again (or patched in place) when a change touched them:
-        `compile_changed` a target at a time, so that a caller can act on each (write its
-        table) before the next is made. `collect` once all are done."""
-        self._tell_dependents()
-        target = self._targets.get(key)
-        if target is None:
-            return {}
-        found = self._results.get(key)
-        if key in self._dirty or found is None:
-            found = self._compile(target)
-        elif key in self._edited or key in self._moved:
+        for key in sorted(self._dirty):
+            target = self._targets.get(key)
+            if target is not None:
+                out[key] = self._results[key] = self._compile(target)
+        for key in sorted((self._edited.keys() | self._moved.keys()) - self._dirty):
+            target = self._targets.get(key)
+            if target is None:
+                continue
+            found: PodRules | None = self._results.get(key)
             if key in self._edited:
                 found = self._patch_policies(key, self._edited[key])
                 if found is not None:
                     self._results[key] = found
             if found is not None and key in self._moved:
                 found = self._patch(key, self._moved[key])
-            if found is None:
-                found = self._compile(target)
-        self._results[key] = found
-        self._dirty.discard(key)
-        self._edited.pop(key, None)
-        self._moved.pop(key, None)
-        return found
+            out[key] = self._results[key] = self._compile(target) if found is None else found
+        self._dirty.clear()
+        self._moved.clear()
+        self._edited.clear()
+        self._collect()
+        return out
 
     def rules(self, key: str) -> PodRules:
         self._tell_dependents()
@@ -798,7 +781,7 @@ class Compiler:
                 else:
                     self._dirty.add(target.key)
 
-    def collect(self) -> None:
+    def _collect(self) -> None:
         """Forget selections no policy rule names any more."""
         live = {id(sel) for _, sel in self._rule_sels.values()}
         for selection in [s for s, sel in self._sels.items() if id(sel) not in live]:
