@@ -226,7 +226,9 @@ class AddressSet(_Ranges):
         self._hash: int | None = None  # hashing thousands of ranges: only when asked
         self._networks: tuple[IPNetwork, ...] | None = None
         self._cidrs: dict[int, Texts] = {}
-        self._hosts: dict[tuple[int, AddressSet | None], HostSet] = {}
+        # family -> (blocks, the hosts without them): one `blocks` per set in practice (its
+        # selection's ipBlocks), so it is told apart by identity, not hashed and compared
+        self._hosts: dict[int, tuple[AddressSet | None, HostSet]] = {}
         self._starts: list[tuple[int, int]] | None = None
         self._previous = None if previous is None else weakref.ref(previous)
         self._range_set: frozenset[AddressRange] | None = None
@@ -265,10 +267,9 @@ class AddressSet(_Ranges):
         (one per address). Every such address is a pod's host (`AllowRule`), so there are as
         many as the selection has members, never a block's size. `blocks`: what the ipBlocks
         of these addresses admit, which they hold whole (so no host gained or lost is in it)."""
-        key = (version, blocks)
-        found = self._hosts.get(key)
-        if found is not None:
-            return found
+        cached = self._hosts.get(version)
+        if cached is not None and cached[0] is blocks:
+            return cached[1]
         ranges = self.ranges[_first_of(self.ranges, version) : _first_of(self.ranges, version + 1)]
         if blocks is not None:
             ranges = _cut(ranges, [(f, t) for v, f, t in blocks.ranges if v == version], version)
@@ -277,11 +278,13 @@ class AddressSet(_Ranges):
         lost: tuple[AddressRange, ...] = ()
         previous = self._previous() if self._previous is not None else None
         if previous is not None:
-            base = previous._hosts.get(key)
+            before = previous._hosts.get(version)
+            base = before[1] if before is not None and before[0] is blocks else None
             if base is not None:
                 gained = _of_family(self._gained, version)
                 lost = _of_family(self._lost, version)
-        found = self._hosts[key] = HostSet(ranges, base, gained, lost)
+        found = HostSet(ranges, base, gained, lost)
+        self._hosts[version] = (blocks, found)
         return found
 
     def range_set(self) -> frozenset[AddressRange]:

@@ -79,15 +79,19 @@ def render_update(applied: Table, wanted: Table, diffs: Diffs | None = None) -> 
         return None
     old_sets = {s.name: s for s in applied.sets}
     new_sets = {s.name: s for s in wanted.sets}
+    # (a set the new table took over as it was is the same object: no need to compare it)
     kept = {
         name
         for name, s in new_sets.items()
-        if name in old_sets and old_sets[name].header == s.header
+        if (old := old_sets.get(name)) is not None and (old is s or old.header == s.header)
     }
     deletes: list[str] = []
     adds: list[str] = []
     for name in sorted(kept):
-        gone, added = _deltas(old_sets[name], new_sets[name], diffs)
+        old, new = old_sets[name], new_sets[name]
+        if old is new or old.elements is new.elements:
+            continue
+        gone, added = _deltas(old, new, diffs)
         deletes += gone
         adds += added
     if (
