@@ -104,35 +104,31 @@ class Logger:
         return self._real().isEnabledFor(level)
 
     def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
-        if self.isEnabledFor(level):
-            # One frame up: the record names the caller, not this method.
-            kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
-            self._real().log(level, msg, *args, **kwargs)
+        self._emit(level, msg, args, kwargs)
 
     def debug(self, msg: object, *args: object, **kwargs: Any) -> None:
-        if self.isEnabledFor(DEBUG):
-            kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
-            self._real().debug(msg, *args, **kwargs)
+        self._emit(DEBUG, msg, args, kwargs)
 
     def info(self, msg: object, *args: object, **kwargs: Any) -> None:
-        if self.isEnabledFor(INFO):
-            kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
-            self._real().info(msg, *args, **kwargs)
+        self._emit(INFO, msg, args, kwargs)
 
     def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
-        if self.isEnabledFor(WARNING):
-            kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
-            self._real().warning(msg, *args, **kwargs)
+        self._emit(WARNING, msg, args, kwargs)
 
     def error(self, msg: object, *args: object, **kwargs: Any) -> None:
-        if self.isEnabledFor(ERROR):
-            kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
-            self._real().error(msg, *args, **kwargs)
+        self._emit(ERROR, msg, args, kwargs)
 
     def exception(self, msg: object, *args: object, **kwargs: Any) -> None:
-        if self.isEnabledFor(ERROR):
-            kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
-            self._real().exception(msg, *args, **kwargs)
+        kwargs.setdefault("exc_info", True)
+        self._emit(ERROR, msg, args, kwargs)
+
+    def _emit(
+        self, level: int, msg: object, args: tuple[object, ...], kwargs: dict[str, Any]
+    ) -> None:
+        if self.isEnabledFor(level):
+            # Two frames up: the record names the caller of the level's method, not this one.
+            kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 2
+            self._real().log(level, msg, *args, **kwargs)
 
 
 def get(name: str) -> Logger:

@@ -69,6 +69,7 @@ def test_a_cni_call_round_trips_and_the_socket_is_private(tmp_path: Path) -> Non
     assert (sock_mode, dir_mode) == (0o600, 0o700)
 
 
+@pytest.mark.req("KUBE-EVENTS")
 def test_idle_is_clear_exactly_while_a_call_is_under_way(tmp_path: Path) -> None:
     """What Events wait on (`KubeFeed.idle`): a pod's ADD goes before its Events."""
     release = asyncio.Event()

@@ -82,8 +82,8 @@ class Elements:
         raise NotImplementedError
 
     def text(self) -> str:
-        """`texts` joined as an nft element list."""
-        return ", ".join(self.texts())
+        """`texts` joined as an nft element list (made once)."""
+        raise NotImplementedError
 
 
 class Texts(Elements):
