@@ -6,7 +6,16 @@ pair costs two execs and nft's start-up (~2.5 ms of CPU) before any rule is read
 pays that once. A request is served in the netns it names: the process enters it, makes a
 libnftables context there (its netlink socket stays bound to that netns), enters its own netns
 again, runs the commands and frees the context, so no socket keeps a pod's netns alive between
-requests. It is single-threaded: nothing else runs while it is inside a pod's netns.
+requests. Requests are served one at a time, by one thread: nothing else runs while it is inside
+a pod's netns.
+
+Sockets are closed by other threads, after the reply. A write that deletes anything (an element,
+a rule, a table) leaves the kernel with objects to free after an RCU grace period, and releasing
+any nf_tables netlink socket while such work is pending, in whatever netns, waits for it: ~13
+ms here. libnftables closes its socket in `nft_ctx_free`, so that wait was most of every request
+under churn. The helper keeps a duplicate of each context's socket, so `nft_ctx_free` returns at
+once, and hands the duplicate to a few closer threads, where the waits overlap each other and
+the next requests. A pod's netns is held by its socket only until then (milliseconds).
 
 Frames, both ways: a 4-byte big-endian length, then that many bytes of JSON.
     hello     {"ready": true} or {"unavailable": "<why>"} (then it exits)
@@ -22,8 +31,10 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import queue
 import struct
 import sys
+import threading
 from typing import Any, BinaryIO
 
 LIBRARY = "libnftables.so.1"
@@ -32,6 +43,8 @@ NFT_CTX_OUTPUT_JSON = 1 << 4
 FRAME_MAX = 64 * 1024 * 1024  # a request longer than this is refused
 _HEADER = struct.Struct(">I")
 HEADER_SIZE = _HEADER.size
+CLOSERS = 8  # threads closing sockets: each close may wait for a grace period, side by side
+HELD_MAX = 256  # sockets waiting for a closer; beyond this a request closes its own
 
 
 def frame_header(size: int) -> bytes:
@@ -75,6 +88,50 @@ class _Lib:
             raise OSError(err, os.strerror(err))
 
 
+class _Closer:
+    """Closes the helper's spare socket descriptors in its own threads (see the module doc)."""
+
+    def __init__(self, threads: int) -> None:
+        self._fds: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for index in range(threads):
+            threading.Thread(target=self._run, name=f"closer-{index}", daemon=True).start()
+
+    def close_later(self, fd: int) -> None:
+        if self._fds.qsize() >= HELD_MAX:
+            os.close(fd)  # the closers are behind: this request waits, as it did without them
+        else:
+            self._fds.put(fd)
+
+    def _run(self) -> None:
+        while True:
+            os.close(self._fds.get())
+
+
+def _sockets() -> dict[str, int]:
+    """The sockets this process holds, by the name /proc gives them (`socket:[inode]`)."""
+    found = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # closed meanwhile, by a closer
+        if target.startswith("socket:"):
+            found[target] = int(name)
+    return found
+
+
+def _hold_new_socket(before: dict[str, int]) -> int | None:
+    """A duplicate of the one socket opened since `before` was taken (the context's), or None
+    when there is not exactly one: the request then closes it itself, waiting as it may."""
+    new = [fd for target, fd in _sockets().items() if target not in before]
+    if len(new) != 1:
+        return None
+    try:
+        return os.dup(new[0])
+    except OSError:
+        return None
+
+
 def _read_frame(stream: BinaryIO) -> Any:
     """The next frame's value, or None at the end of the input."""
     header = stream.read(_HEADER.size)
@@ -103,7 +160,7 @@ def _run_file(lib: _Lib, ctx: int, script: str) -> int:
         os.close(fd)
 
 
-def _serve(lib: _Lib, home: int, request: dict[str, Any]) -> dict[str, object]:
+def _serve(lib: _Lib, home: int, closer: _Closer, request: dict[str, Any]) -> dict[str, object]:
     netns, commands = request["netns"], request["commands"]
     try:
         fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
@@ -115,6 +172,7 @@ def _serve(lib: _Lib, home: int, request: dict[str, Any]) -> dict[str, object]:
         return {"status": 1, "stdout": "", "stderr": f"cannot enter {netns}: {exc.strerror}"}
     finally:
         os.close(fd)
+    before = _sockets()
     try:
         ctx = lib.nft.nft_ctx_new(0)
     finally:
@@ -126,6 +184,7 @@ def _serve(lib: _Lib, home: int, request: dict[str, Any]) -> dict[str, object]:
             os._exit(3)
     if not ctx:
         return {"status": 1, "stdout": "", "stderr": "libnftables: cannot make a context"}
+    held = _hold_new_socket(before)
     try:
         lib.nft.nft_ctx_buffer_output(ctx)
         lib.nft.nft_ctx_buffer_error(ctx)
@@ -138,7 +197,9 @@ def _serve(lib: _Lib, home: int, request: dict[str, Any]) -> dict[str, object]:
         out = lib.nft.nft_ctx_get_output_buffer(ctx) or b""
         err = lib.nft.nft_ctx_get_error_buffer(ctx) or b""
     finally:
-        lib.nft.nft_ctx_free(ctx)
+        lib.nft.nft_ctx_free(ctx)  # closes its descriptor; the socket stays open in `held`
+        if held is not None:
+            closer.close_later(held)
     return {
         "status": 0 if status == 0 else 1,
         "stdout": out.decode(errors="replace"),
@@ -154,12 +215,13 @@ def main() -> int:
     except OSError as exc:
         _write_frame(stdout, {"unavailable": str(exc)})
         return 0
+    closer = _Closer(CLOSERS)
     _write_frame(stdout, {"ready": True})
     while True:
         request = _read_frame(stdin)
         if request is None:
             return 0
-        _write_frame(stdout, _serve(lib, home, request))
+        _write_frame(stdout, _serve(lib, home, closer, request))
 
 
 if __name__ == "__main__":
