@@ -41,13 +41,12 @@ log = logging.getLogger("netattach.policy")
 DEBOUNCE = 0.005  # quiet time before a pass: a burst of changes (a relist) makes one pass
 RETRY_DELAY = 5.0  # a failed apply is tried again after this long
 NFT_TIMEOUT = 10.0
-# Tables of different pods are written side by side (each nft runs in its own netns): a change
-# that touches many local pods costs the slowest few writes, not the sum of them all. A write
-# that deletes an element waits ~13 ms in the kernel (its commit waits for RCU) on ~1.5 ms of
-# CPU; twice as many tables are prepared as there are helpers, so each helper has the next
-# write queued when one ends.
-APPLY_CONCURRENCY = 16
-NFT_HELPERS = 8  # nft helper processes (each writes one table at a time)
+# Tables of different pods are written side by side (each nft runs in its own netns). A write
+# costs its helper ~1.3 ms of CPU under churn (the kernel's wait for deleted objects is taken
+# off it: see policy.nft_helper), so two helpers keep up on two cores; twice as many tables are
+# prepared as there are helpers, so each has its next write queued when one ends.
+APPLY_CONCURRENCY = 4
+NFT_HELPERS = 2  # nft helper processes (each writes one table at a time)
 # A records directory changed this recently is read again: a save within the same mtime tick as
 # the last read would not change the stamp.
 RECORDS_SETTLE_NS = 50_000_000
