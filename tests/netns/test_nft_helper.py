@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +95,44 @@ def test_a_missing_netns_is_an_apply_error_and_removal_is_idempotent(
         assert asyncio.run(main()) == (True, False)
     finally:
         helper.close()
+
+
+def test_no_socket_outlives_its_request_for_long(make_pod: Callable[[], str]) -> None:
+    """Each request's netlink socket is closed by the helper's closer threads after the reply
+    (a release waits for the kernel to free what a deletion left): none stays open, holding a
+    pod's netns, once the writes are over."""
+    pod = make_pod()
+    helper = apply.NftHelper()
+
+    async def main() -> int:
+        await apply.apply_ruleset(pod, TABLE, helper=helper)
+        for n in range(3, 23):
+            await apply.apply_ruleset(
+                pod,
+                f"add element inet netattach peers {{ 10.83.0.{n} }}\n"
+                f"delete element inet netattach peers {{ 10.83.0.{n - 1} }}\n",
+                helper=helper,
+            )
+        assert helper.pid is not None
+        return helper.pid
+
+    try:
+        pid = asyncio.run(main())
+        deadline = time.monotonic() + 10
+        while _sockets_of(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _sockets_of(pid) == 0
+        text = asyncio.run(apply.read_table(pod, helper=helper))
+    finally:
+        helper.close()
+    assert text is not None
+    assert "10.83.0.22" in text
+    assert "10.83.0.21" not in text
+
+
+def _sockets_of(pid: int) -> int:
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            count += os.readlink(fd).startswith("socket:")
+    return count

@@ -4,7 +4,10 @@ serve (libnftables missing, a helper that never answers, one that dies)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +104,58 @@ def test_replies_come_back_to_their_requests_in_order(tmp_path: Path) -> None:
     ]
     helpers.close()
     assert helpers.pids == []
+
+
+def test_the_socket_a_context_opens_is_held_and_only_that_one() -> None:
+    before = nft_helper._sockets()
+    opened = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        held = nft_helper._hold_new_socket(before)
+        assert held is not None
+        try:
+            # The same socket under another descriptor: it outlives the original's close.
+            assert os.fstat(held).st_ino == os.fstat(opened.fileno()).st_ino
+        finally:
+            os.close(held)
+        again = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            # Two new sockets: which one is the context's is not known, so none is held.
+            assert nft_helper._hold_new_socket(before) is None
+        finally:
+            again.close()
+    finally:
+        opened.close()
+    assert nft_helper._hold_new_socket(nft_helper._sockets()) is None  # none opened
+
+
+def test_held_sockets_are_closed_by_the_closers_and_at_once_when_they_are_behind() -> None:
+    closer = nft_helper._Closer(2)
+    held = [os.dup(s.fileno()) for s in [socket.socket(socket.AF_UNIX)] for _ in range(20)]
+    for fd in held:
+        closer.close_later(fd)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_is_open(fd) for fd in held):
+        time.sleep(0.01)
+    assert not any(_is_open(fd) for fd in held)
+
+    stalled = nft_helper._Closer(0)  # no thread: every descriptor waits, up to HELD_MAX
+    read_end, write_end = os.pipe()
+    waiting = [os.dup(read_end) for _ in range(nft_helper.HELD_MAX)]
+    try:
+        for fd in waiting:
+            stalled.close_later(fd)
+        one_more = os.dup(read_end)
+        stalled.close_later(one_more)
+        assert not _is_open(one_more)  # closed by the caller: the queue was full
+        assert all(_is_open(fd) for fd in waiting)
+    finally:
+        for fd in (*waiting, read_end, write_end):
+            os.close(fd)
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
