@@ -119,9 +119,7 @@ class _Slot:
     peers_alone: bool = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
-        self.peers_alone = self.count == 1 and not (
-            self.direction == "egress" and any(isinstance(p.port, str) for p in self.rule.ports)
-        )
+        self.peers_alone = self.count == 1 and not (self.direction == "egress" and self.rule.named)
 
 
 # peers, ports, set name, the peers' ipBlock part
@@ -915,8 +913,7 @@ class Compiler:
         peers = self._addresses(sel, network)
         name = "" if peers is None else self._name(sel, network)
         blocks = None if peers is None else sel.blocks
-        named = any(isinstance(p.port, str) for p in rule.ports)
-        if direction == "ingress" or not named:
+        if direction == "ingress" or not rule.named:
             ports = _resolve(rule.ports, target.ports if direction == "ingress" else ())
             return [(peers, ports, name, blocks)]
         key = (network, rule.ports)

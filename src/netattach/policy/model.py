@@ -10,7 +10,7 @@ import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from netattach.cluster.model import (
@@ -114,6 +114,12 @@ class Rule:
 
     peers: tuple[Peer, ...] = ()
     ports: tuple[PortSpec, ...] = ()
+    # Whether a port is named: each destination resolves it itself (read on every compile of
+    # every rule, so worked out once).
+    named: bool = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "named", any(isinstance(p.port, str) for p in self.ports))
 
 
 @dataclass(frozen=True, slots=True)
