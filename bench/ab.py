@@ -114,17 +114,11 @@ def main() -> int:
     parser.add_argument("--trace-script", help="a wrapper script run as kube-B's daemon (probes)")
     parser.add_argument("--trace", help="where the wrapper writes its spans")
     args = parser.parse_args()
-    with guard_mod.Guard() as guard:
-        try:
-            text = measure(guard, args.base.resolve(), args)
-        finally:
-            guard.undo()
-            left = guard.leftovers()
+    text, clean = guard_mod.guarded(
+        "bench.ab", lambda guard: measure(guard, args.base.resolve(), args)
+    )
     print(text)
-    if left:
-        print("bench.ab left behind: " + "; ".join(left), file=sys.stderr)
-        return 1
-    return 0
+    return 0 if clean else 1
 
 
 if __name__ == "__main__":

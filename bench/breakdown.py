@@ -302,23 +302,18 @@ def main() -> int:
     parser.add_argument("--strace-pods", type=int, default=20)
     parser.add_argument("--networks", type=int, default=2, help="bridge attachments per pod")
     args = parser.parse_args()
-    with guard_mod.Guard() as guard:
-        try:
-            described = machine.describe(guard.work)
-            result = measure(guard, args.runs, args.strace_pods, args.networks)
-            result["machine"] = described
-            result["git"] = machine.git()
-        finally:
-            guard.undo()
-            left = guard.leftovers()
+
+    def run(guard: guard_mod.Guard) -> dict[str, Any]:
+        described = machine.describe(guard.work)
+        result = measure(guard, args.runs, args.strace_pods, args.networks)
+        return {**result, "machine": described, "git": machine.git()}
+
+    result, clean = guard_mod.guarded("bench.breakdown", run)
     print(render(result))
     out = RESULTS / f"breakdown-{datetime.date.today().isoformat()}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"written {out}")
-    if left:
-        print("bench.breakdown left behind: " + "; ".join(left), file=sys.stderr)
-        return 1
-    return 0
+    return 0 if clean else 1
 
 
 if __name__ == "__main__":

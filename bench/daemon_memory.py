@@ -359,14 +359,10 @@ def main() -> int:
     if os.geteuid() != 0:
         print("bench.daemon_memory needs root (network namespaces)", file=sys.stderr)
         return 2
-    with guard_mod.Guard() as guard:
-        try:
-            result = measure(guard, args.pods, args.nads, args.namespaces)
-        finally:
-            guard.undo()
-            left = guard.leftovers()
-    if left:
-        print("bench.daemon_memory left behind: " + "; ".join(left), file=sys.stderr)
+    result, clean = guard_mod.guarded(
+        "bench.daemon_memory", lambda guard: measure(guard, args.pods, args.nads, args.namespaces)
+    )
+    if not clean:
         return 1
     idle, loaded = result["idle"], result["loaded"]
     print(

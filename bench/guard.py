@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from netattach.netns import namespace
 
@@ -62,6 +62,23 @@ def stop_process(proc: subprocess.Popen[Any], grace: float = STOP_GRACE) -> None
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(grace)
+
+
+T = TypeVar("T")
+
+
+def guarded(name: str, measure: Callable[[Guard], T]) -> tuple[T, bool]:
+    """`measure` under a fresh `Guard`, everything undone after it however it ends: its value
+    and whether the run left nothing behind (what it did is printed, after `name`)."""
+    with Guard() as guard:
+        try:
+            value = measure(guard)
+        finally:
+            guard.undo()
+            left = guard.leftovers()
+            if left:
+                print(f"{name} left behind: " + "; ".join(left), file=sys.stderr)
+    return value, not left
 
 
 def sweep_dead_runs() -> list[str]:

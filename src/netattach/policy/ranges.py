@@ -26,6 +26,15 @@ def _covering(ranges: list[AddressRange], host: AddressRange) -> int:
     return -1
 
 
+def shift(host: AddressRange, into: set[AddressRange], back: set[AddressRange]) -> None:
+    """Count `host` in `into`, unless it is in `back` (the move undoes an earlier one): the
+    net of a sequence of joins and leaves."""
+    if host in back:
+        back.discard(host)
+    else:
+        into.add(host)
+
+
 class HostRanges:
     """Fixed ranges plus hosts; which hosts another member still holds, the caller knows."""
 
@@ -79,10 +88,7 @@ class HostRanges:
                 parts.append((version, host[1] + 1, last))
             out[i : i + 1] = parts
             lost.append(host)
-            if host in self._gained:
-                self._gained.discard(host)
-            else:
-                self._lost.add(host)
+            shift(host, self._lost, self._gained)
         for host in added:
             if _covering(out, host) >= 0:
                 continue  # already admitted
@@ -98,10 +104,7 @@ class HostRanges:
                 del out[i]
             out.insert(i, joined)
             gained.append(host)
-            if host in self._lost:
-                self._lost.discard(host)
-            else:
-                self._gained.add(host)
+            shift(host, self._gained, self._lost)
         if lost or gained:
             self._snapshot = None
         return lost, gained

@@ -16,7 +16,7 @@ import itertools
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Self
 
 from netattach.policy.model import (
     AddressRange,
@@ -25,6 +25,7 @@ from netattach.policy.model import (
     cidr_texts,
     range_networks,
 )
+from netattach.policy.ranges import shift
 
 HOST_TEXTS_CACHED: Final = 65536  # host ranges whose text is kept (a cluster's pods' addresses)
 CHANGE_STEPS: Final = 16  # how far back a host set's changes are followed before a full diff
@@ -50,12 +51,33 @@ def set_name(*parts: object, prefix: str = "s") -> str:
 
 
 class _Ranges:
-    """Equal content, equal `ranges` (disjoint, in address order): equality and hashing by
-    them, the hash (of thousands of ranges) made only when asked."""
+    """Addresses as disjoint ranges in address order, equal and hashed by them (the hash, of
+    thousands of ranges, made only when asked).
 
-    __slots__ = ("_hash", "ranges")
-    ranges: tuple[AddressRange, ...]
-    _hash: int | None
+    Made again after members came and went, they name the ranges they follow (weakly: an old
+    set is never kept alive) and the hosts gained and lost since, each sorted: what a table
+    holding the older ones needs to be told.
+    """
+
+    __slots__ = ("__weakref__", "_follows", "_hash", "gained", "lost", "ranges")
+    _follows: weakref.ref[Self] | None
+
+    def __init__(
+        self,
+        ranges: tuple[AddressRange, ...],
+        follows: Self | None = None,
+        gained: tuple[AddressRange, ...] = (),
+        lost: tuple[AddressRange, ...] = (),
+    ) -> None:
+        self.ranges = ranges
+        self._hash: int | None = None
+        self._follows = None if follows is None else weakref.ref(follows)
+        self.gained = gained
+        self.lost = lost
+
+    def follows(self) -> Self | None:
+        """The ranges these were made after, while they live."""
+        return None if self._follows is None else self._follows()
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -122,25 +144,20 @@ class HostSet(_Ranges, Elements):
     """The host addresses of one family a selection admits beyond its ipBlocks: a host set's
     elements, one per address, held as ranges (equal content, equal ranges).
 
-    A selection whose members came and went since its last addresses were made knows what it
-    gained and lost (`base`, `gained`, `lost`): a table holding the older set is updated with
-    those hosts alone, however big the set. The link is weak: it never keeps an old set alive.
+    One that follows an older host set (`_Ranges`) updates a table holding that one with the
+    hosts gained and lost alone, however big the set.
     """
 
-    __slots__ = ("__weakref__", "_base", "_text", "_texts", "gained", "lost")
+    __slots__ = ("_text", "_texts")
 
     def __init__(
         self,
         ranges: tuple[AddressRange, ...],
-        base: HostSet | None = None,
+        follows: HostSet | None = None,
         gained: tuple[AddressRange, ...] = (),
         lost: tuple[AddressRange, ...] = (),
     ) -> None:
-        self.ranges = ranges
-        self._base = None if base is None else weakref.ref(base)
-        self.gained = gained
-        self.lost = lost
-        self._hash: int | None = None
+        super().__init__(ranges, follows, gained, lost)
         self._texts: tuple[str, ...] | None = None
         self._text: str | None = None
 
@@ -166,22 +183,16 @@ class HostSet(_Ranges, Elements):
         at: HostSet | None = self
         while at is not None and at is not old and len(steps) < CHANGE_STEPS:
             steps.append(at)
-            at = at._base() if at._base is not None else None
+            at = at.follows()
         if at is not old:
             return None
         gone: set[AddressRange] = set()
         added: set[AddressRange] = set()
         for step in reversed(steps):
             for host in step.lost:
-                if host in added:
-                    added.discard(host)
-                else:
-                    gone.add(host)
+                shift(host, gone, added)
             for host in step.gained:
-                if host in gone:
-                    gone.discard(host)
-                else:
-                    added.add(host)
+                shift(host, added, gone)
         return _host_texts(gone), _host_texts(added)
 
     def __repr__(self) -> str:
@@ -198,42 +209,27 @@ class AddressSet(_Ranges):
 
     The networks and the elements of each family are computed when first read, once, and
     shared by every table rendering the set. A selection's addresses made again after members
-    came and went name the addresses they were made from (`previous`, weakly) and the hosts
-    gained and lost since (each sorted): the host sets made from them carry those changes
-    (`HostSet`).
+    came and went follow the ones they were made from (`_Ranges`): the host sets made from
+    them carry those changes (`HostSet`).
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_cidrs",
-        "_gained",
-        "_hosts",
-        "_lost",
-        "_networks",
-        "_previous",
-        "_range_set",
-        "_starts",
-    )
+    __slots__ = ("_cidrs", "_hosts", "_networks", "_range_set", "_starts")
 
     def __init__(
         self,
         ranges: tuple[AddressRange, ...],
-        previous: AddressSet | None = None,
+        follows: AddressSet | None = None,
         gained: tuple[AddressRange, ...] = (),
         lost: tuple[AddressRange, ...] = (),
     ) -> None:
-        self.ranges = ranges
-        self._hash: int | None = None  # hashing thousands of ranges: only when asked
+        super().__init__(ranges, follows, gained, lost)
         self._networks: tuple[IPNetwork, ...] | None = None
         self._cidrs: dict[int, Texts] = {}
         # family -> (blocks, the hosts without them): one `blocks` per set in practice (its
         # selection's ipBlocks), so it is told apart by identity, not hashed and compared
         self._hosts: dict[int, tuple[AddressSet | None, HostSet]] = {}
         self._starts: list[tuple[int, int]] | None = None
-        self._previous = None if previous is None else weakref.ref(previous)
         self._range_set: frozenset[AddressRange] | None = None
-        self._gained = gained
-        self._lost = lost
 
     @property
     def networks(self) -> tuple[IPNetwork, ...]:
@@ -276,13 +272,13 @@ class AddressSet(_Ranges):
         base: HostSet | None = None
         gained: tuple[AddressRange, ...] = ()
         lost: tuple[AddressRange, ...] = ()
-        previous = self._previous() if self._previous is not None else None
+        previous = self.follows()
         if previous is not None:
             before = previous._hosts.get(version)
             base = before[1] if before is not None and before[0] is blocks else None
             if base is not None:
-                gained = _of_family(self._gained, version)
-                lost = _of_family(self._lost, version)
+                gained = _of_family(self.gained, version)
+                lost = _of_family(self.lost, version)
         found = HostSet(ranges, base, gained, lost)
         self._hosts[version] = (blocks, found)
         return found

@@ -88,10 +88,7 @@ def render_update(applied: Table, wanted: Table, diffs: Diffs | None = None) -> 
     deletes: list[str] = []
     adds: list[str] = []
     for name in sorted(kept):
-        old, new = old_sets[name], new_sets[name]
-        if old is new or old.elements is new.elements:
-            continue
-        gone, added = _deltas(old, new, diffs)
+        gone, added = _deltas(old_sets[name], new_sets[name], diffs)
         deletes += gone
         adds += added
     if (
