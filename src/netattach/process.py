@@ -21,7 +21,8 @@ import os
 import signal
 import threading
 import time
-from typing import NamedTuple
+
+from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

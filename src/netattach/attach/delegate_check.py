@@ -23,9 +23,10 @@ it some way we did not check.
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from netattach.attach import delegate_rules, globs
+from netattach.values import NamedTuple
 
 # Plugins that hang off the node's default-route interface when `master` is unset or "".
 DEFAULT_ROUTE_MASTER: Final = ("macvlan", "ipvlan")

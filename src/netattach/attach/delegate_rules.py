@@ -27,9 +27,10 @@ manner: every problem collected as `key.path: reason, got value`.
 
 import reprlib
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+from typing import Final
 
 from netattach.attach import globs
+from netattach.values import NamedTuple
 
 # The reference plugins that only make interfaces, addresses and rules for the pod (issue 16):
 # anything else, `host-device` first, runs only when the operator lists it.

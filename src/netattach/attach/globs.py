@@ -14,7 +14,9 @@ In both, an entry that starts with `!` excludes: a value is allowed when some pl
 it and no `!` entry does, so order does not matter and `["*", "!cni0"]` reads as "any but cni0".
 """
 
-from typing import Final, NamedTuple
+from typing import Final
+
+from netattach.values import NamedTuple
 
 EXCLUDE: Final = "!"
 # Characters RE2 (and Python's re) treat as syntax; every other character stands for itself.

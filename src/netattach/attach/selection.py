@@ -28,9 +28,10 @@ import math
 import re
 import types
 from collections.abc import Mapping
-from typing import NamedTuple, TypeGuard
+from typing import TypeGuard
 
 from netattach.cni import env, errors
+from netattach.values import NamedTuple
 
 ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 

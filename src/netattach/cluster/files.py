@@ -34,11 +34,12 @@ import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, cast
 
 from netattach import __version__, atomic, loggers, offload
 from netattach.cluster import documents, model, store
 from netattach.cni import errors
+from netattach.values import NamedTuple
 
 log = loggers.get(__name__)
 

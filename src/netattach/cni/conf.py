@@ -9,9 +9,10 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from netattach.cni import errors, version
+from netattach.values import NamedTuple
 
 # Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
 # plugin compiles only those its call needs.

@@ -5,9 +5,9 @@ Validation follows the CNI specification: a missing or invalid variable is error
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
 
 from netattach.cni import errors, spec
+from netattach.values import NamedTuple
 
 # Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
 # plugin compiles only those its call needs.

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Mapping
-from typing import ClassVar, Final, NamedTuple, Self, TypeAlias, TypeVar
+from typing import ClassVar, Final, Self, TypeAlias, TypeVar
 
 from netattach import values
 from netattach.cni import errors, spec, version
+from netattach.values import NamedTuple
 
 # The versions of each layout, oldest first (version.family names a layout by its newest member).
 _V020: Final = tuple(v for v in spec.VERSIONS if version.family(v) == "0.2.0")

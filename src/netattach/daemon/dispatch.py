@@ -8,12 +8,13 @@ the log only.
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from netattach import loggers, wire
 from netattach.cni import env, errors, spec
 from netattach.daemon import call_log
 from netattach.daemon import orchestrator as orchestrator_mod
+from netattach.values import NamedTuple
 
 log = loggers.get("netattach.dispatch")
 

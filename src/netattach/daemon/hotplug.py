@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from netattach import loggers
 from netattach.attach import selection as selection_mod
@@ -31,6 +31,7 @@ from netattach.cluster import model
 from netattach.cni import errors
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
+from netattach.values import NamedTuple
 
 log = loggers.get("netattach.hotplug")
 

@@ -8,7 +8,7 @@ record alone (RT-NOAPI). One operation per container at a time (RT-SERIAL).
 
 import os
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from netattach import loggers, offload
 from netattach.attach import delegate, selection, status
@@ -20,6 +20,7 @@ from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
 from netattach.daemon import settings as settings_mod
 from netattach.runtime import chain, find
+from netattach.values import NamedTuple
 
 log = loggers.get("netattach.orchestrator")
 

@@ -9,13 +9,14 @@ plugin, so a bad selection or a missing NAD costs nothing to undo.
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from netattach import loggers
 from netattach.attach import delegate, selection
 from netattach.cluster import model
 from netattach.cni import conf, errors
 from netattach.daemon import settings as settings_mod
+from netattach.values import NamedTuple
 
 log = loggers.get("netattach.plan")
 

@@ -10,11 +10,12 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from netattach import atomic
 from netattach.cni import env, errors
 from netattach.runtime import cache
+from netattach.values import NamedTuple
 
 KIND = "netattachPodV1"
 

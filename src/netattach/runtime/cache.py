@@ -12,10 +12,11 @@ import os
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from netattach import atomic
 from netattach.cni import conf, env, errors
+from netattach.values import NamedTuple
 
 KIND = "netattachCacheV1"
 

@@ -10,11 +10,12 @@ import os
 import types
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from netattach import loggers
 from netattach.cni import conf, errors, result, spec, version
 from netattach.runtime import cache, execute, find, invoke
+from netattach.values import NamedTuple
 
 log = loggers.get("netattach.runtime")
 
