@@ -10,12 +10,19 @@ no loop running there is nothing else to wait for, so the same steps simply bloc
 (asyncio not even imported, or imported and idle), else asyncio's.
 """
 
+from __future__ import annotations
+
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, TypeVar
 
-T = TypeVar("T")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+else:  # only the type checker reads a type parameter; `typing` stays off the thin plugin's path
+    T = "T"
 
 
 def loop_running() -> bool:

@@ -23,16 +23,21 @@ Errors:
     InvalidSelectionError (102)      a runtime request no plugin of the network can carry
 """
 
+from __future__ import annotations
+
 import copy
 import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from netattach.cni import conf, errors
 from netattach.cni import result as cni_result
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # spec.config is read from the API server, which accepts objects up to ~1.5 MiB; a CNI config is a
 # few KiB. Bounding it before json.loads keeps a hostile NAD from costing the daemon memory/time.

@@ -21,12 +21,17 @@ A value of the wrong kind (`"master": 5`, `"type": null`) is refused too: the pl
 it some way we did not check.
 """
 
+from __future__ import annotations
+
 import json
 from collections.abc import Mapping
-from typing import Any, Final
 
 from netattach.attach import delegate_rules, globs
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 # Plugins that hang off the node's default-route interface when `master` is unset or "".
 DEFAULT_ROUTE_MASTER: Final = ("macvlan", "ipvlan")

@@ -25,12 +25,17 @@ no entry takes gets the cluster-wide ones. `parse_policy` checks a raw mapping i
 manner: every problem collected as `key.path: reason, got value`.
 """
 
+from __future__ import annotations
+
 import reprlib
 from collections.abc import Mapping
-from typing import Final
 
 from netattach.attach import globs
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 # The reference plugins that only make interfaces, addresses and rules for the pod (issue 16):
 # anything else, `host-device` first, runs only when the operator lists it.

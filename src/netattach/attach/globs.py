@@ -14,9 +14,13 @@ In both, an entry that starts with `!` excludes: a value is allowed when some pl
 it and no `!` entry does, so order does not matter and `["*", "!cni0"]` reads as "any but cni0".
 """
 
-from typing import Final
+from __future__ import annotations
 
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 EXCLUDE: Final = "!"
 # Characters RE2 (and Python's re) treat as syntax; every other character stands for itself.

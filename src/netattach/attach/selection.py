@@ -22,16 +22,21 @@ What this module does not do: namespace isolation, NetworkAttachmentDefinition l
 interface name generation belong to the modules that have the cluster view and the whole pod.
 """
 
+from __future__ import annotations
+
 import ipaddress
 import json
 import math
 import re
 import types
 from collections.abc import Mapping
-from typing import TypeGuard
 
 from netattach.cni import env, errors
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeGuard
 
 ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 

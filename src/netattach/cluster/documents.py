@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import TYPE_CHECKING, Any, Final
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     import yaml
 
 # Kubernetes objects nest about a dozen levels (managedFields included).

@@ -27,6 +27,8 @@ Errors raised (status files only):
     errors.InternalError             status entries that are not JSON
 """
 
+from __future__ import annotations
+
 import json
 import math
 import os
@@ -34,12 +36,15 @@ import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final, cast
 
 from netattach import __version__, atomic, loggers, offload
 from netattach.cluster import documents, model, store
 from netattach.cni import errors
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 log = loggers.get(__name__)
 
@@ -391,11 +396,10 @@ def _cached_file(name: str, entry: Any) -> tuple[_FileStamp, _Parsed]:
     mtime, ctime, size, inode = (int(n) for n in entry["stamp"])
     contents: _Parsed = []
     for document, found in entry["found"]:
-        if not isinstance(found, str | dict):
+        # Parsed JSON: exactly a str or a dict (by type, so `found` keeps the type read).
+        if type(found) not in (str, dict):
             raise TypeError(f"cached document of {name!r} is a {type(found).__name__}")
-        contents.append(
-            (int(document), found if isinstance(found, str) else cast(model.KubeObject, found))
-        )
+        contents.append((int(document), found))
     return (name, mtime, ctime, size, inode), contents
 
 

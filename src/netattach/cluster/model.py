@@ -4,7 +4,11 @@ TypedDicts, not models: objects arrive as JSON/YAML and are read where needed, s
 cost nothing and survive untouched.
 """
 
-from typing import Any, Final, TypedDict
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final, TypedDict
 
 NAD_GROUP: Final = "k8s.cni.cncf.io"
 NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
@@ -26,21 +30,25 @@ API_VERSIONS: Final = {
 }
 
 
-class ObjectMeta(TypedDict, total=False):
-    name: str
-    namespace: str
-    uid: str
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    resourceVersion: str
+if TYPE_CHECKING:
 
+    class ObjectMeta(TypedDict, total=False):
+        name: str
+        namespace: str
+        uid: str
+        labels: dict[str, str]
+        annotations: dict[str, str]
+        resourceVersion: str
 
-class KubeObject(TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    metadata: ObjectMeta
-    spec: dict[str, Any]
-    status: dict[str, Any]
+    class KubeObject(TypedDict, total=False):
+        apiVersion: str
+        kind: str
+        metadata: ObjectMeta
+        spec: dict[str, Any]
+        status: dict[str, Any]
+
+else:  # what calling a TypedDict makes: a dict (and no `typing` on the thin path)
+    ObjectMeta = KubeObject = dict
 
 
 def meta(obj: KubeObject) -> ObjectMeta:

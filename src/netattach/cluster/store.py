@@ -1,9 +1,12 @@
 """An indexed in-memory store of the objects a feed delivers, by kind and (namespace, name)."""
 
+from __future__ import annotations
+
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from netattach.cluster import model
+
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     import asyncio

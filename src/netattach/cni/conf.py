@@ -5,14 +5,19 @@ the CNI spec tells a runtime to inject (`name`, `cniVersion`, `prevResult`, `run
 `args`), never a re-serialised model, so plugin-specific fields survive untouched.
 """
 
+from __future__ import annotations
+
 import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from netattach.cni import errors, version
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
 # plugin compiles only those its call needs.

@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Mapping
-from typing import ClassVar, Final, Self, TypeAlias, TypeVar
 
 from netattach import values
 from netattach.cni import errors, spec, version
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar, Final, Self, TypeAlias, TypeVar
 
 # The versions of each layout, oldest first (version.family names a layout by its newest member).
 _V020: Final = tuple(v for v in spec.VERSIONS if version.family(v) == "0.2.0")
@@ -299,7 +302,8 @@ def _declared_version(raw: object, allowed: tuple[str, ...], kind: str) -> str:
 # The well-known structures (SPEC.md "Well-known Structures" / "Section 5").
 
 
-_T = TypeVar("_T")
+if TYPE_CHECKING:
+    _T = TypeVar("_T")
 
 
 def _whole(label: str, decode: Callable[[_Problems], _T | None]) -> _T:
@@ -840,7 +844,8 @@ def _down_to_020(result: Result040, to_version: str, from_version: str) -> Resul
     return Result020(cni_version=to_version, ip4=configs.get(4), ip6=configs.get(6), dns=result.dns)
 
 
-_L = TypeVar("_L", Result040, Result100)
+if TYPE_CHECKING:
+    _L = TypeVar("_L", Result040, Result100)
 
 
 def _relayout(result: _LayeredResult, layout: type[_L], to_version: str) -> _L:

@@ -12,15 +12,20 @@ event loop keep theirs apart); the orchestrator notes in it which pod and attach
 about, as soon as it knows (`note_record`): the line says so even when the call fails halfway.
 """
 
+from __future__ import annotations
+
 import contextlib
 import contextvars
 import time
 from collections.abc import Iterator, Sequence
-from typing import Final
 
 from netattach import loggers
 from netattach.cni import env, errors, spec
 from netattach.daemon import records as records_mod
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 log = loggers.get("netattach.calls")
 

@@ -16,15 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from netattach.attach import delegate_rules
 from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.daemon import plan as plan_mod
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Final, Protocol, TypeGuard
+
     from netattach.attach import delegate_check
+
+    class NamespaceLookup(Protocol):
+        def lookup_namespace(self, name: str) -> model.KubeObject | None: ...
+
 
 # The Event reason of a refused attachment: what an operator filters on.
 EVENT_REASON: Final = "NetworkAttachmentRefused"
@@ -34,14 +40,13 @@ class DelegateRefusedError(errors.InvalidNetworkConfigError):
     """A NAD's config does what the delegate policy does not allow (CNI code 7)."""
 
 
-@runtime_checkable
-class NamespaceLookup(Protocol):
-    def lookup_namespace(self, name: str) -> model.KubeObject | None: ...
+def _looks_up_namespaces(view: object) -> TypeGuard[NamespaceLookup]:
+    return callable(getattr(view, "lookup_namespace", None))
 
 
 def namespace_labels(view: object, namespace: str) -> Mapping[str, str]:
     """The labels of `namespace` as the view holds it; none when it is not known."""
-    if not isinstance(view, NamespaceLookup):
+    if not _looks_up_namespaces(view):
         return {}
     found = view.lookup_namespace(namespace)
     return model.labels(found) if found is not None else {}

@@ -6,15 +6,20 @@ error leaves as a CNI error object; anything unexpected becomes code 999 with th
 the log only.
 """
 
+from __future__ import annotations
+
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from netattach import loggers, wire
 from netattach.cni import env, errors, spec
 from netattach.daemon import call_log
 from netattach.daemon import orchestrator as orchestrator_mod
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 log = loggers.get("netattach.dispatch")
 
@@ -111,7 +116,8 @@ def unexpected_reply(exc: BaseException, cni_version: str) -> Reply:
     return error_reply(as_cni_error(exc), cni_version)
 
 
-OrchestratorFor = Callable[[Mapping[str, Any]], Awaitable[orchestrator_mod.Orchestrator]]
+if TYPE_CHECKING:
+    OrchestratorFor = Callable[[Mapping[str, Any]], Awaitable[orchestrator_mod.Orchestrator]]
 
 
 async def handle(

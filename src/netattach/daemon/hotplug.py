@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
 
 from netattach import loggers
 from netattach.attach import selection as selection_mod
@@ -43,9 +42,13 @@ SYNC_WAIT = 60.0
 _AUTO_NAME = r"net([0-9]+)"
 
 
-class PodView(Protocol):
-    def lookup_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
-    async def wait_synced(self, timeout: float) -> bool: ...
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class PodView(Protocol):
+        def lookup_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
+        async def wait_synced(self, timeout: float) -> bool: ...
 
 
 Replug = Callable[[str], Awaitable[bool]]

@@ -6,9 +6,10 @@ the pod record names it, so DEL can always undo exactly what ADD attempted (RT-D
 record alone (RT-NOAPI). One operation per container at a time (RT-SERIAL).
 """
 
+from __future__ import annotations
+
 import os
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
 
 from netattach import loggers, offload
 from netattach.attach import delegate, selection, status
@@ -22,6 +23,10 @@ from netattach.daemon import settings as settings_mod
 from netattach.runtime import chain, find
 from netattach.values import NamedTuple
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol, TypeGuard
+
 log = loggers.get("netattach.orchestrator")
 
 # CNI_ARGS keys the kubelet passes (KUBE-ARGS).
@@ -32,35 +37,43 @@ POD_UID = "K8S_POD_UID"
 SYNC_TIMEOUT = 10.0
 
 
-class ClusterView(Protocol):
-    def lookup_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
-    def lookup_nad(self, namespace: str, name: str) -> model.KubeObject | None: ...
-    async def wait_synced(self, timeout: float) -> bool: ...
+# The seams the orchestrator is given, as the type checker sees them: `typing` stays off the
+# thin plugin's path (netattach.values says why), so they are not classes at run time.
+if TYPE_CHECKING:
+
+    class ClusterView(Protocol):
+        def lookup_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
+        def lookup_nad(self, namespace: str, name: str) -> model.KubeObject | None: ...
+        async def wait_synced(self, timeout: float) -> bool: ...
+
+    class EventRecorder(Protocol):
+        """A sink that can also record Kubernetes Events on the pod (KUBE-EVENTS), or on another
+        object of the namespace (`kind`: a MultiNetworkPolicy, say) named `pod`."""
+
+        async def record_event(
+            self,
+            namespace: str,
+            pod: str,
+            *,
+            reason: str,
+            message: str,
+            type_: str = "Normal",
+            uid: str = "",
+            kind: str = model.POD,
+        ) -> None: ...
+
+    class PodFetcher(Protocol):
+        """A view that can read a pod the cache has not seen yet (KUBE-CACHE)."""
+
+        async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
 
 
-@runtime_checkable
-class EventRecorder(Protocol):
-    """A sink that can also record Kubernetes Events on the pod (KUBE-EVENTS), or on another
-    object of the namespace (`kind`: a MultiNetworkPolicy, say) named `pod`."""
-
-    async def record_event(
-        self,
-        namespace: str,
-        pod: str,
-        *,
-        reason: str,
-        message: str,
-        type_: str = "Normal",
-        uid: str = "",
-        kind: str = model.POD,
-    ) -> None: ...
+def _fetches_pods(view: object) -> TypeGuard[PodFetcher]:
+    return callable(getattr(view, "fetch_pod", None))
 
 
-@runtime_checkable
-class PodFetcher(Protocol):
-    """A view that can read a pod the cache has not seen yet (KUBE-CACHE)."""
-
-    async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
+def _records_events(sink: object) -> TypeGuard[EventRecorder]:
+    return callable(getattr(sink, "record_event", None))
 
 
 # The reason of the Warning Event for a failed ADD, by CNI code: what a user can act on.
@@ -80,21 +93,22 @@ def failure_reason(exc: errors.CNIError) -> str:
     return pod_identity.event_reason(exc) or FAILURE_REASONS.get(exc.code, "FailedAttachNetwork")
 
 
-class PolicyEnforcer(Protocol):
-    """MultiNetworkPolicy on the pods of this node (daemon/policy_sync.py)."""
+if TYPE_CHECKING:
 
-    async def enforce(
-        self, record: records_mod.PodRecord, pod: model.KubeObject | None = None
-    ) -> None: ...
-    async def discard(self, record: records_mod.PodRecord) -> None: ...
+    class PolicyEnforcer(Protocol):
+        """MultiNetworkPolicy on the pods of this node (daemon/policy_sync.py)."""
 
+        async def enforce(
+            self, record: records_mod.PodRecord, pod: model.KubeObject | None = None
+        ) -> None: ...
+        async def discard(self, record: records_mod.PodRecord) -> None: ...
 
-class StatusSink(Protocol):
-    # `uid`: the pod's, when known, so a status is never written on a recreated namesake.
-    async def publish_status(
-        self, namespace: str, pod: str, entries: list[dict[str, object]], *, uid: str = ""
-    ) -> None: ...
-    async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None: ...
+    class StatusSink(Protocol):
+        # `uid`: the pod's, when known, so a status is never written on a recreated namesake.
+        async def publish_status(
+            self, namespace: str, pod: str, entries: list[dict[str, object]], *, uid: str = ""
+        ) -> None: ...
+        async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None: ...
 
 
 # A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).
@@ -338,7 +352,7 @@ class Orchestrator:
             )
         pod = self.view.lookup_pod(ref.namespace, ref.name)
         stale = pod is not None and not pod_identity.is_same_pod(ref.uid, pod)
-        if (pod is None or stale) and isinstance(self.view, PodFetcher):
+        if (pod is None or stale) and _fetches_pods(self.view):
             # KUBE-CACHE: a pod created a moment ago (or recreated under the same name) may not
             # have reached the watch yet: read it directly before calling it missing or stale.
             why = "stale" if stale else "not"
@@ -417,7 +431,7 @@ class Orchestrator:
         )
 
     async def _event(self, ref: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
-        if ref.name and isinstance(self.sink, EventRecorder):
+        if ref.name and _records_events(self.sink):
             # A static pod's config hash names no API object: the sink finds the mirror's UID.
             uid = "" if pod_identity.is_config_hash(ref.uid) else ref.uid
             await self.sink.record_event(

@@ -7,9 +7,10 @@ interface names chosen (§4.1.2.1.5), and each delegate config prepared with the
 plugin, so a bad selection or a missing NAD costs nothing to undo.
 """
 
+from __future__ import annotations
+
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
 
 from netattach import loggers
 from netattach.attach import delegate, selection
@@ -21,8 +22,12 @@ from netattach.values import NamedTuple
 log = loggers.get("netattach.plan")
 
 
-class NADLookup(Protocol):
-    def lookup_nad(self, namespace: str, name: str) -> model.KubeObject | None: ...
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    class NADLookup(Protocol):
+        def lookup_nad(self, namespace: str, name: str) -> model.KubeObject | None: ...
 
 
 # A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).

@@ -15,11 +15,16 @@ Status and Events of a static pod go to its mirror pod: the orchestrator takes t
 writes with from the API pod this module matched, never from K8S_POD_UID.
 """
 
+from __future__ import annotations
+
 import re
-from typing import ClassVar, Final
 
 from netattach.cluster import model
 from netattach.cni import errors
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar, Final
 
 # Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
 # plugin compiles only those its call needs.

@@ -6,16 +6,21 @@ names every attachment that may hold resources. DEL reads it, never the cluster 
 when the pod, the NAD or the API is gone.
 """
 
+from __future__ import annotations
+
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from netattach import atomic
 from netattach.cni import env, errors
 from netattach.runtime import cache
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 KIND = "netattachPodV1"
 
@@ -50,7 +55,7 @@ class AttachmentRecord(NamedTuple):
         }
 
     @classmethod
-    def from_raw(cls, raw: Any) -> "AttachmentRecord":
+    def from_raw(cls, raw: Any) -> AttachmentRecord:
         if not isinstance(raw, dict):
             raise TypeError("an attachment is not an object")
         config, caps, result = raw["config"], raw["capabilityArgs"], raw.get("result")

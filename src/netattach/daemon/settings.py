@@ -32,6 +32,8 @@ write an unset value) takes its default; `nodeName`'s default is the environment
 `IOFailureError` (5); text that is not YAML is `DecodingFailureError` (6).
 """
 
+from __future__ import annotations
+
 import ipaddress
 import math
 import os
@@ -39,13 +41,16 @@ import re
 import reprlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar, Final, Literal
 
 from netattach import values
 from netattach.attach import delegate_rules
 from netattach.cluster import documents
 from netattach.cni import conf, errors
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar, Final, Literal
 
 DEFAULT_NETWORKS_DIR: Final = Path("/etc/cni/netattach.d")
 DEFAULT_BIN_DIRS: Final = (Path("/opt/cni/bin"),)
@@ -68,10 +73,12 @@ DEFAULT_METRICS_ADDRESS: Final = "127.0.0.1:9108"
 # The environment variable the DaemonSet sets from the downward API (spec.nodeName).
 NODE_NAME_ENV: Final = "NODE_NAME"
 
-ReadinessMode = Literal["wait", "block"]
+if TYPE_CHECKING:
+    ReadinessMode = Literal["wait", "block"]
 READINESS_MODES: Final[tuple[ReadinessMode, ...]] = ("wait", "block")
 
-LogLevel = Literal["debug", "info", "warning", "error"]
+if TYPE_CHECKING:
+    LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: Final[tuple[LogLevel, ...]] = ("debug", "info", "warning", "error")
 # Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
 # plugin compiles only those its call needs.

@@ -6,14 +6,19 @@ so a call parses only the files changed since the last one. Simple to deploy and
 for what the daemon must do faster; `bench/` measures what it costs.
 """
 
+from __future__ import annotations
+
 from collections.abc import Mapping
-from typing import Any
 
 from netattach import loggers, offload
 from netattach.cluster import files, store
 from netattach.cni import errors
 from netattach.daemon import call_log, dispatch, locks, orchestrator, records, settings
 from netattach.runtime import chain, execute
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 log = loggers.get("netattach.thin")
 

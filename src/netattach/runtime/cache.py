@@ -6,17 +6,22 @@ written *before* the ADD runs (result still empty) and again after it: a process
 middle of an ADD leaves a record that GC finds and deletes, so nothing it allocated leaks.
 """
 
+from __future__ import annotations
+
 import errno
 import json
 import os
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from netattach import atomic
 from netattach.cni import conf, env, errors
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 KIND = "netattachCacheV1"
 

@@ -5,17 +5,22 @@ and DEL reuse the cached result, DEL runs in reverse, STATUS and GC are the 1.1 
 call's config is the plugin's raw dict with only the spec's keys injected (`build_plugin_config`).
 """
 
+from __future__ import annotations
+
 import copy
 import os
 import types
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from netattach import loggers
 from netattach.cni import conf, errors, result, spec, version
 from netattach.runtime import cache, execute, find, invoke
 from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 log = loggers.get("netattach.runtime")
 

@@ -5,10 +5,11 @@ sees `ExecOutcome`s and the two exceptions below. `BlockingExec` is the thin plu
 contract without an event loop (netattach.offload).
 """
 
+from __future__ import annotations
+
 import errno
 from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from netattach import offload, process
 
@@ -27,20 +28,24 @@ class ExecStartError(Exception):
     """The plugin could not be started at all (permissions, ENOEXEC, text file busy for good)."""
 
 
-class PluginExec(Protocol):
-    async def run(
-        self,
-        path: Path,
-        *,
-        env: Mapping[str, str],
-        stdin: bytes,
-        timeout: float,
-        gate: Awaitable[object] | None = None,
-    ) -> ExecOutcome:
-        """Run the plugin at `path` to its exit. With a `gate`, the plugin reads nothing of
-        `stdin` before `gate` completes, and never runs on (or is never started) when it
-        raises: the caller's write-ahead record is made durable meanwhile."""
-        ...
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class PluginExec(Protocol):
+        async def run(
+            self,
+            path: Path,
+            *,
+            env: Mapping[str, str],
+            stdin: bytes,
+            timeout: float,
+            gate: Awaitable[object] | None = None,
+        ) -> ExecOutcome:
+            """Run the plugin at `path` to its exit. With a `gate`, the plugin reads nothing of
+            `stdin` before `gate` completes, and never runs on (or is never started) when it
+            raises: the caller's write-ahead record is made durable meanwhile."""
+            ...
 
 
 # How nsenter reports an exec that failed because the file is being written (ETXTBSY).

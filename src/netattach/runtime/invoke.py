@@ -1,5 +1,7 @@
 """One plugin call: environment, stdin, exit status and stdout turned into a result or an error."""
 
+from __future__ import annotations
+
 import contextlib
 import json
 import os
@@ -7,13 +9,14 @@ import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from netattach.cni import env, errors, result, spec, version
 from netattach.runtime import execute
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
+    from typing import Any
 
 # How much of a failed plugin's stderr an error keeps (the end is where the reason usually is).
 STDERR_TAIL_BYTES = 2048
@@ -59,7 +62,7 @@ def _describe(plugin: str, command: str) -> str:
     return f"plugin {plugin} failed ({command.lower()})"
 
 
-def _semaphore(limit: int) -> "asyncio.Semaphore":
+def _semaphore(limit: int) -> asyncio.Semaphore:
     from asyncio import Semaphore  # only with a limit: the thin plugin runs without asyncio
 
     return Semaphore(limit)
