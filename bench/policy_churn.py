@@ -24,6 +24,8 @@ Reported:
                          each netns holds (`nft -j list table`) against that table written
                          fresh into a scratch netns
 
+The process's garbage collector is set as `netattach daemon` sets it (`daemon.heap`).
+
 Usage (root): python -m bench.policy_churn [--pods N] [--policies N] [--local N] [--seconds S]
 """
 
@@ -50,7 +52,7 @@ from typing import Any
 
 from bench import policy_corpus
 from netattach.cluster import model, store
-from netattach.daemon import orchestrator, policy_sync, records
+from netattach.daemon import heap, orchestrator, policy_sync, records
 from netattach.policy import render
 
 TICK = 0.01  # the generator's step: each step emits the changes due by then
@@ -388,6 +390,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("bench.policy_churn needs root (network namespaces)", file=sys.stderr)
         return 2
+    heap.tune()  # this process stands for the daemon, whose collector `netattach daemon` sets
     with (
         tempfile.TemporaryDirectory(prefix="netattach-churn-") as tmp,
         namespaces(args.local) as names,

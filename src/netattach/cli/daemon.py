@@ -8,7 +8,7 @@ from pathlib import Path
 
 from netattach import logs
 from netattach.cni import errors
-from netattach.daemon import service, settings, shim_install
+from netattach.daemon import heap, service, settings, shim_install
 
 
 def run(
@@ -18,6 +18,7 @@ def run(
     log_format: logs.LogFormat = "text",
     log_level: str | None = None,
 ) -> int:
+    heap.tune()
     try:
         cfg = settings.load_settings(Path(config))
     except errors.CNIError as exc:
