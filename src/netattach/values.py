@@ -141,8 +141,9 @@ class _RecordMeta(type):
                     f"{name}: non-default field {field!r} cannot follow default field {first!r}"
                 )
         body = {key: value for key, value in namespace.items() if key not in defaults}
-        for key in sorted(_RESERVED.intersection(body)):
-            raise AttributeError(f"{name}: cannot overwrite NamedTuple attribute {key}")
+        clashes = sorted(_RESERVED.intersection(body))
+        if clashes:
+            raise AttributeError(f"{name}: cannot overwrite NamedTuple attribute {clashes[0]}")
         body.setdefault("__doc__", f"{name}({', '.join(fields)})")
         body["__slots__"] = ()
         body["_fields"] = fields
