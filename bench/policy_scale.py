@@ -5,13 +5,16 @@ Over the corpus of `bench.policy_corpus` (default 1,000 policies over 500 pods) 
 `policy.render.render_table` for every pod, the median of REPEATS runs each. It counts, in the
 rendered nftables text, the tables, rules and set elements; beside them, the rules a
 per-peer-per-port translation (kuryr-kubernetes' security-group approach: one rule per
-(peer address or CIDR, port) pair of each policy rule) makes of the same IR. Usage:
+(peer address or CIDR, port) pair of each policy rule) makes of the same IR. The times are
+taken with the garbage collector set as `netattach daemon` sets it (`daemon.heap`), the process
+that compiles for real; it is put back after. Usage:
 python -m bench.policy_scale [--policies N] [--pods N] [--repeats N]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import re
 import statistics
@@ -21,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench import policy_corpus
+from netattach.daemon import heap
 from netattach.policy import compile as compile_mod
 from netattach.policy import model, render
 
@@ -62,6 +66,15 @@ def per_peer_per_port(rules: Mapping[str, compile_mod.InterfaceRules]) -> int:
 
 
 def measure(policies: int, pods: int, repeats: int) -> dict[str, Any]:
+    saved = gc.get_threshold()
+    heap.tune()
+    try:
+        return _measure(policies, pods, repeats)
+    finally:
+        gc.set_threshold(*saved)
+
+
+def _measure(policies: int, pods: int, repeats: int) -> dict[str, Any]:
     corpus = policy_corpus.build_corpus(policies=policies, pods=pods)
     parse_ms: list[float] = []
     compile_ms: list[float] = []
