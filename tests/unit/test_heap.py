@@ -1,6 +1,7 @@
 """The node daemon's garbage collector: a young collection every `heap.YOUNG_THRESHOLD`
 allocations, set by `netattach daemon` before anything else (daemon/heap.py says why)."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,16 +18,16 @@ def test_the_daemon_command_sets_the_collector_first() -> None:
         "from netattach.cli import daemon; "
         "before = gc.get_threshold(); "
         "rc = daemon.run(config='/nonexistent/na-heap-test.yaml', shim=None); "
-        "print(before, gc.get_threshold(), rc)"
+        "import json; print(json.dumps([before, gc.get_threshold(), rc]))"
     )
     done = subprocess.run(
         [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    before, after, rc = done.stdout.strip().split(") ")
-    assert before + ")" == "(700, 10, 10)"  # Python's default, so the change is the command's
-    assert after + ")" == f"({heap.YOUNG_THRESHOLD}, 10, 10)"
-    assert rc == "2"
+    before, after, rc = json.loads(done.stdout)
+    assert before == [700, 10, 10]  # Python's default, so the change is the command's
+    assert after == [heap.YOUNG_THRESHOLD, 10, 10]
+    assert rc == 2
     assert "/nonexistent/na-heap-test.yaml" in done.stderr
 
 

@@ -67,6 +67,21 @@ if TYPE_CHECKING:
 
         async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
 
+    class PolicyEnforcer(Protocol):
+        """MultiNetworkPolicy on the pods of this node (daemon/policy_sync.py)."""
+
+        async def enforce(
+            self, record: records_mod.PodRecord, pod: model.KubeObject | None = None
+        ) -> None: ...
+        async def discard(self, record: records_mod.PodRecord) -> None: ...
+
+    class StatusSink(Protocol):
+        # `uid`: the pod's, when known, so a status is never written on a recreated namesake.
+        async def publish_status(
+            self, namespace: str, pod: str, entries: list[dict[str, object]], *, uid: str = ""
+        ) -> None: ...
+        async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None: ...
+
 
 def _fetches_pods(view: object) -> TypeGuard[PodFetcher]:
     return callable(getattr(view, "fetch_pod", None))
@@ -91,24 +106,6 @@ def failure_reason(exc: errors.CNIError) -> str:
     if isinstance(exc, delegate_guard.DelegateRefusedError):
         return delegate_guard.EVENT_REASON
     return pod_identity.event_reason(exc) or FAILURE_REASONS.get(exc.code, "FailedAttachNetwork")
-
-
-if TYPE_CHECKING:
-
-    class PolicyEnforcer(Protocol):
-        """MultiNetworkPolicy on the pods of this node (daemon/policy_sync.py)."""
-
-        async def enforce(
-            self, record: records_mod.PodRecord, pod: model.KubeObject | None = None
-        ) -> None: ...
-        async def discard(self, record: records_mod.PodRecord) -> None: ...
-
-    class StatusSink(Protocol):
-        # `uid`: the pod's, when known, so a status is never written on a recreated namesake.
-        async def publish_status(
-            self, namespace: str, pod: str, entries: list[dict[str, object]], *, uid: str = ""
-        ) -> None: ...
-        async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None: ...
 
 
 # A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).
