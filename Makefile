@@ -40,7 +40,8 @@ test: lint typecheck layers pytest
 demo: venv
 	$(BIN)/netattach demo
 
-.PHONY: bench-quick bench-breakdown bench-policy bench-policy-latency bench-policy-churn
+.PHONY: bench-quick bench-breakdown bench-policy bench-policy-latency bench-policy-churn \
+	bench-api-writes
 
 bench-runtime: venv
 	$(BIN)/python -m bench.runtime_latency
@@ -72,6 +73,10 @@ bench-policy-churn: venv
 # From a MultiNetworkPolicy change to its enforcement in the pod's netns, both feeds (root).
 bench-policy-latency: venv
 	$(BIN)/python -m bench.policy_latency
+
+# A pod's status PATCH through httpx and through the daemon's lean writes (api_writes), after idle gaps.
+bench-api-writes: venv
+	$(BIN)/python -m bench.api_writes
 
 # The daemon's memory on the Kubernetes feed, idle and with 5,000 pods + 1,000 NADs cached (root).
 bench-memory: venv

@@ -375,3 +375,15 @@ def test_a_burst_beyond_the_accept_backlog_is_served(daemon: DaemonNode) -> None
         assert proc.stderr is not None
         proc.stderr.close()
     assert refused == [], f"{len(refused)} of {BACKLOG_BURST} refused, e.g. {refused[0]}"
+
+
+def test_the_api_writes_benchmark_measures_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import api_writes
+
+    assert api_writes.main(["--writes", "3", "--gap", "0"]) == 0
+    out = capsys.readouterr().out
+    for way in ("httpx", "api_writes"):
+        line = next(line for line in out.splitlines() if line.split()[:1] == [way])
+        wall, cpu = (float(x) for x in re.findall(r"([\d.]+) ms", line))
+        assert wall > 0
+        assert cpu > 0

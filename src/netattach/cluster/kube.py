@@ -55,6 +55,7 @@ import json
 import logging
 import random
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
@@ -66,7 +67,7 @@ from lightkube import generic_resource
 from lightkube.config import client_adapter
 from lightkube.resources import core_v1
 
-from netattach.cluster import kube_objects, model, store, watch_stream
+from netattach.cluster import api_writes, kube_objects, model, store, watch_stream
 from netattach.cni import errors
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,9 @@ _EVENT_QUEUE_MAX: Final = 1000
 # A plain-text error answer is kept this long as the Status message.
 _PLAIN_ERROR_MAX: Final = 512
 _PLAIN_REASONS: Final = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound"}
-_BODY_HEADERS: Final = frozenset({"content-type", "content-length", "content-encoding"})
+_BODY_HEADERS: Final = frozenset(
+    {"content-type", "content-length", "content-encoding", "transfer-encoding"}
+)
 # How many undecodable objects are remembered, so each is logged once (KUBE-BOOKMARK).
 _UNDECODABLE_MEMORY: Final = 1024
 
@@ -212,26 +215,45 @@ class _ApiTransport(httpx2.AsyncBaseTransport):
             body = await response.aread()
         finally:
             await response.aclose()
-        text = body.decode(errors="replace").strip()[:_PLAIN_ERROR_MAX]
-        status = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": text or httpx2.codes.get_reason_phrase(response.status_code),
-            "reason": _PLAIN_REASONS.get(response.status_code, ""),
-            "code": response.status_code,
-        }
-        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _BODY_HEADERS]
-        return httpx2.Response(
-            response.status_code,
-            headers=[*headers, ("content-type", "application/json")],
-            content=json.dumps(status).encode(),
-            request=request,
-        )
+        return _json_error(response.status_code, list(response.headers.items()), body, request)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _json_error(
+    status: int, headers: list[tuple[str, str]], body: bytes, request: httpx2.Request
+) -> httpx2.Response:
+    """An error reply as lightkube's `ApiError` reads it: a JSON `Status` as it came, or made
+    from a plain-text answer (see `_ApiTransport`)."""
+    kept = [(k, v) for k, v in headers if k.lower() not in _BODY_HEADERS]
+    content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
+    if content_type.startswith("application/json"):
+        return httpx2.Response(
+            status, headers=[*kept, ("content-type", content_type)], content=body, request=request
+        )
+    text = body.decode(errors="replace").strip()[:_PLAIN_ERROR_MAX]
+    doc = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": text or httpx2.codes.get_reason_phrase(status),
+        "reason": _PLAIN_REASONS.get(status, ""),
+        "code": status,
+    }
+    return httpx2.Response(
+        status,
+        headers=[*kept, ("content-type", "application/json")],
+        content=json.dumps(doc).encode(),
+        request=request,
+    )
+
+
+def _api_error(
+    status: int, headers: list[tuple[str, str]], body: bytes, request: httpx2.Request
+) -> lightkube.ApiError:
+    return lightkube.ApiError(request=request, response=_json_error(status, headers, body, request))
 
 
 def _keepalive_options() -> list[tuple[int, int, int]]:
@@ -426,8 +448,17 @@ class KubeFeed:
                 max_connections=WRITE_CONNECTIONS, max_keepalive_connections=WRITE_CONNECTIONS
             ),
         )
-        # The server's URL as httpx joins a path to it (a path prefix kept, one slash between).
-        self._writes_base = str(self._writes.base_url).rstrip("/")
+        # ... and the same writes made lean (`api_writes`), that client kept for what they hand
+        # back to it (a 401: its auth flow refreshes the credentials, shared with them).
+        verify = connection.verify
+        self._writer = api_writes.ApiWriter(
+            connection.config.cluster.server,
+            ssl_context=verify if isinstance(verify, ssl.SSLContext) else None,
+            auth=self._writes.auth,
+            fallback=self._writes,
+            error_reply=_api_error,
+            max_connections=WRITE_CONNECTIONS,
+        )
         # Objects already reported as undecodable, with the resourceVersion reported.
         self._undecodable: collections.OrderedDict[tuple[str, str, str], str] = (
             collections.OrderedDict()
@@ -772,19 +803,16 @@ class KubeFeed:
     async def _send_json(
         self, method: str, path: str, body: Mapping[str, object], content_type: str
     ) -> None:
-        """One write to the API with a JSON body, its reply read but not decoded; a refusal
-        raised as lightkube's `ApiError`. For the writes every pod start makes (its status, its
-        Events): a typed object built from each reply costs more CPU than the rest of the call."""
-        response = await self._writes.request(
+        """One write to the API with a JSON body (`api_writes`), its reply not decoded; a
+        refusal raised as lightkube's `ApiError`. For the writes every pod start makes (its
+        status, its Events): a typed object built from each reply costs more CPU than the rest
+        of the call."""
+        await self._writer.send(
             method,
-            # Whole, query included: httpx parses a URL once, not again per merge with the base
-            # URL and the parameters (~0.1 ms of CPU per write).
-            f"{self._writes_base}{path}?fieldManager={COMPONENT}",
-            content=json.dumps(body, separators=(",", ":")).encode(),
-            headers={"Content-Type": content_type},
+            f"{path}?fieldManager={COMPONENT}",
+            json.dumps(body, separators=(",", ":")).encode(),
+            content_type,
         )
-        if response.is_error:
-            raise lightkube.ApiError(request=response.request, response=response)
 
     async def _patch_status(
         self, namespace: str, pod: str, text: str | None, *, uid: str, budget: float, verb: str
@@ -1014,6 +1042,7 @@ class KubeFeed:
                 await self._event_worker
             self._event_worker = None
         await self._http.aclose()
+        await self._writer.aclose()
         await self._writes.aclose()
         await self._client.aclose()
 
