@@ -688,6 +688,9 @@ class KubeFeed:
                 except StopAsyncIteration:
                     return  # the server ended the watch (timeoutSeconds): watch again
                 if line.strip():
+                    # Whatever else is ready runs first: a status write's reply, on a pod
+                    # start's path, often arrives with the watch event of that same write.
+                    await asyncio.sleep(0)
                     self._apply(reflector, watch_stream.parse_line(line, spec.resource, spec.kind))
 
     def _apply(self, reflector: _Reflector, event: watch_stream.Event) -> None:

@@ -277,15 +277,7 @@ class Orchestrator:
                 await write_ahead  # done already, unless no plugin ran
                 await self._apply_default_route(call.netns, plan)
                 record = record._replace(attachments=tuple(made), complete=True)
-                # Every attachment is already named by the durable version: this one need not be.
-                self.records.save(record, durable=False)
-                if self.policy is not None and ref.name:
-                    # Before the runtime hears of success: a governed pod never runs unprotected.
-                    await self.policy.enforce(record, pod)
-                if ref.name:
-                    entries = status_entries(record, results)
-                    await self.sink.publish_status(ref.namespace, ref.name, entries, uid=ref.uid)
-                    await self._events_added(ref, plan, entries)
+                await self._added(ref, pod, plan, record, results)
             except Exception as exc:
                 failed = await self._add_failed(ref, current, exc, write_ahead)
                 await self._undo(call, record._replace(attachments=tuple(made)))
@@ -298,6 +290,36 @@ class Orchestrator:
                 raise failed from exc
             want = str(netconf.get("cniVersion", spec.CURRENT_VERSION))
             return result.convert(results[0], want)
+
+    async def _added(
+        self,
+        ref: PodRef,
+        pod: model.KubeObject | None,
+        plan: Sequence[plan_mod.PlannedAttachment],
+        record: records_mod.PodRecord,
+        results: Sequence[result.Result],
+    ) -> None:
+        """What a successful ADD does once its plugins are done: its record, its policy and
+        its status, the status written while the other two are done (an API round trip on
+        the Kubernetes feed). A failure of any fails the ADD; the runtime's DEL that follows
+        removes a status already written."""
+        entries = status_entries(record, results) if ref.name else []
+        publishing = (
+            offload.start(self.sink.publish_status(ref.namespace, ref.name, entries, uid=ref.uid))
+            if ref.name
+            else None
+        )
+        try:
+            # Every attachment is already named by the durable version: this one need not be.
+            self.records.save(record, durable=False)
+            if self.policy is not None and ref.name:
+                # Before the runtime hears of success: a governed pod never runs unprotected.
+                await self.policy.enforce(record, pod)
+        finally:
+            if publishing is not None:
+                await publishing
+        if ref.name:
+            await self._events_added(ref, plan, entries)
 
     async def _add_failed(
         self,
