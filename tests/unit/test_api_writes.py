@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -402,3 +404,20 @@ def test_writes_over_tls_verify_the_server_with_the_context_given(tmp_path: Path
         assert [r.line.split()[1] for r in server.received] == ["/a"]
 
     run(body)
+
+
+def test_each_write_is_a_debug_line_with_its_outcome(caplog: pytest.LogCaptureFixture) -> None:
+    async def body() -> None:
+        async with serving(lambda got: ok(got) if "/a" in got.line else reply(404)) as server:
+            writer = writer_for(server.url)
+            await writer.send("PATCH", "/a", b"{}", "a/json")
+            with pytest.raises(lightkube.ApiError):
+                await writer.send("POST", "/b", b"{}", "a/json")
+            await writer.aclose()
+
+    with caplog.at_level(logging.DEBUG, logger="netattach.cluster.api_writes"):
+        run(body)
+    lines = [r.getMessage() for r in caplog.records if r.name == "netattach.cluster.api_writes"]
+    assert len(lines) == 2
+    assert re.fullmatch(r"PATCH /a: 200 in [\d.]+ ms", lines[0])
+    assert lines[1] == "POST /b: ApiError"

@@ -26,13 +26,17 @@ as `httpx2.TransportError`, an error reply as `lightkube.ApiError` (built by `er
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import Final
 
 import httpx2
+
+log = logging.getLogger(__name__)
 
 HEAD_MAX: Final = 64 * 1024  # a reply's status line and headers
 BODY_MAX: Final = 16 * 1024 * 1024  # a reply's body
@@ -109,6 +113,19 @@ class ApiWriter:
         success, else the failure raised as described in the module doc."""
         if self._proxied:
             return await self._send_fallback(method, path, body, content_type)
+        if not log.isEnabledFor(logging.DEBUG):
+            return await self._send_direct(method, path, body, content_type)
+        started = time.perf_counter()
+        try:
+            reply = await self._send_direct(method, path, body, content_type)
+        except Exception as exc:
+            log.debug("%s %s: %s", method, path, type(exc).__name__)
+            raise
+        took = (time.perf_counter() - started) * 1e3
+        log.debug("%s %s: %d in %.1f ms", method, path, reply.status, took)
+        return reply
+
+    async def _send_direct(self, method: str, path: str, body: bytes, content_type: str) -> Reply:
         if self._auth is not None and self._authorization is None:
             self._authorization = await self._ask_auth(method, path, refused=False)
         reply = await self._send(method, path, body, content_type)
