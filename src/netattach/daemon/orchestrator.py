@@ -304,11 +304,12 @@ class Orchestrator:
         the Kubernetes feed). A failure of any fails the ADD; the runtime's DEL that follows
         removes a status already written."""
         entries = status_entries(record, results) if ref.name else []
-        publishing = (
-            offload.start(self.sink.publish_status(ref.namespace, ref.name, entries, uid=ref.uid))
-            if ref.name
-            else None
-        )
+        publishing = None
+        if ref.name:
+            publishing = offload.start(
+                self.sink.publish_status(ref.namespace, ref.name, entries, uid=ref.uid)
+            )
+            await offload.sleep(0)  # under the daemon's loop: the request leaves now
         try:
             # Every attachment is already named by the durable version: this one need not be.
             self.records.save(record, durable=False)
