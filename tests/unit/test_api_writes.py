@@ -421,3 +421,36 @@ def test_each_write_is_a_debug_line_with_its_outcome(caplog: pytest.LogCaptureFi
     assert len(lines) == 2
     assert re.fullmatch(r"PATCH /a: 200 in [\d.]+ ms", lines[0])
     assert lines[1] == "POST /b: ApiError"
+
+
+def test_a_writer_used_under_a_new_event_loop_makes_new_connections() -> None:
+    """A loop's connections cannot serve another: a second `asyncio.run` (a restarted loop)
+    writes on a connection of its own, and both writes arrive."""
+    import threading
+
+    received: list[str] = []
+    ready = threading.Event()
+    stop = threading.Event()
+    url: list[str] = []
+
+    def serve() -> None:
+        async def main() -> None:
+            async with serving(ok) as server:
+                url.append(server.url)
+                ready.set()
+                await asyncio.to_thread(stop.wait)
+                received.extend(f"{r.connection} {r.line.split()[1]}" for r in server.received)
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        assert ready.wait(10)
+        writer = writer_for(url[0])
+        for path in ("/first", "/second"):
+            asyncio.run(writer.send("PATCH", path, b"{}", "a/json"))
+    finally:
+        stop.set()
+        thread.join(10)
+    assert received == ["1 /first", "2 /second"]

@@ -102,8 +102,10 @@ class ApiWriter:
         self._authorization: str | None = None  # what the auth last set
         self._fallback = fallback
         self._error_reply = error_reply
+        self._max_connections = max_connections
         self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(max_connections)
+        self._loop: asyncio.AbstractEventLoop | None = None  # the one its connections are of
         # A proxy the environment names for this server: httpx would use it, so this does not
         # go around it; every write then goes through httpx.
         self._proxied = _proxied(url.scheme, self._host)
@@ -185,6 +187,13 @@ class ApiWriter:
         return Reply(response.status_code, headers, content)
 
     async def _exchange(self, request: bytes) -> Reply:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # Connections and their limit belong to the loop that made them: another loop (a
+            # new `asyncio.run`) starts afresh, the old loop's connections left to it.
+            self._loop = loop
+            self._idle = []
+            self._slots = asyncio.Semaphore(self._max_connections)
         async with self._slots:
             for _ in range(2):
                 connection = await self._connection()
