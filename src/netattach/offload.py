@@ -41,9 +41,11 @@ async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 
 async def sleep(seconds: float) -> None:
-    """`asyncio.sleep` under an event loop; `time.sleep` without one."""
+    """`asyncio.sleep` under an event loop; `time.sleep` without one (nothing at all for 0:
+    `sleep(0)` is a yield to the loop, and without one there is nothing to yield to)."""
     if not loop_running():
-        time.sleep(seconds)  # noqa: ASYNC251 (no event loop: nothing else is waiting)
+        if seconds > 0:
+            time.sleep(seconds)  # noqa: ASYNC251 (no event loop: nothing else is waiting)
         return
     import asyncio
 

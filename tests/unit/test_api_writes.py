@@ -198,6 +198,7 @@ def _then_close(data: bytes | None) -> bytes | None:
     return None if data is None else _Closing(data)
 
 
+@pytest.mark.req("KUBE-STATUS")
 def test_a_kept_connection_the_server_closed_is_replaced_once_without_a_lost_write() -> None:
     async def body() -> None:
         async with serving(ok) as server:
@@ -214,6 +215,7 @@ def test_a_kept_connection_the_server_closed_is_replaced_once_without_a_lost_wri
     run(body)
 
 
+@pytest.mark.req("KUBE-STATUS")
 def test_error_replies_are_api_errors_with_the_servers_status() -> None:
     status = {
         "kind": "Status",
@@ -251,6 +253,7 @@ def test_error_replies_are_api_errors_with_the_servers_status() -> None:
     run(body)
 
 
+@pytest.mark.req("KUBE-STATUS")
 @pytest.mark.parametrize(
     ("answer", "error"),
     [
@@ -316,6 +319,7 @@ def test_a_cancelled_write_drops_its_connection() -> None:
     run(body)
 
 
+@pytest.mark.req("KUBE-STATUS")
 def test_a_refused_token_is_read_again_from_its_file_and_sent_once_more(tmp_path: Path) -> None:
     from lightkube.config import client_adapter
 

@@ -153,6 +153,16 @@ def test_sleep_waits_with_and_without_a_loop() -> None:
     assert time.monotonic() - started >= 0.1
 
 
+def test_sleep_of_nothing_without_a_loop_is_no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sleep(0)` yields to a loop; without one (the thin plugin's ADD) it is not a system
+    call."""
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)  # the module offload calls it on
+    offload.run(offload.sleep(0))
+    offload.run(offload.sleep(0.01))
+    assert slept == [0.01]
+
+
 # -- BlockingExec -------------------------------------------------------------------------------
 
 

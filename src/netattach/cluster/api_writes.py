@@ -88,14 +88,13 @@ class ApiWriter:
         url = urllib.parse.urlsplit(server)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"not an http(s) server URL: {server!r}")
-        self._tls = ssl_context if url.scheme == "https" else None
-        if url.scheme == "https" and self._tls is None:
-            self._tls = ssl.create_default_context()
+        tls = url.scheme == "https"
+        self._tls = (ssl_context or ssl.create_default_context()) if tls else None
+        default_port = 443 if tls else 80
         self._host = url.hostname
-        self._port = url.port or (443 if url.scheme == "https" else 80)
-        default_port = self._port == (443 if url.scheme == "https" else 80)
+        self._port = url.port or default_port
         host = f"[{self._host}]" if ":" in self._host else self._host
-        self._host_header = host if default_port else f"{host}:{self._port}"
+        self._host_header = host if self._port == default_port else f"{host}:{self._port}"
         self._prefix = url.path.rstrip("/")
         self._base = f"{url.scheme}://{self._host_header}{self._prefix}"
         self._auth = auth
@@ -103,9 +102,10 @@ class ApiWriter:
         self._fallback = fallback
         self._error_reply = error_reply
         self._max_connections = max_connections
+        # Connections and their limit, of the event loop that made them (`_exchange`).
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(max_connections)
-        self._loop: asyncio.AbstractEventLoop | None = None  # the one its connections are of
         # A proxy the environment names for this server: httpx would use it, so this does not
         # go around it; every write then goes through httpx.
         self._proxied = _proxied(url.scheme, self._host)
@@ -189,11 +189,12 @@ class ApiWriter:
     async def _exchange(self, request: bytes) -> Reply:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
-            # Connections and their limit belong to the loop that made them: another loop (a
-            # new `asyncio.run`) starts afresh, the old loop's connections left to it.
+            if self._loop is not None:
+                # Another loop (a new `asyncio.run`) starts afresh; the old loop's connections
+                # are left to it.
+                self._idle = []
+                self._slots = asyncio.Semaphore(self._max_connections)
             self._loop = loop
-            self._idle = []
-            self._slots = asyncio.Semaphore(self._max_connections)
         async with self._slots:
             for _ in range(2):
                 connection = await self._connection()
