@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from netattach.cni import errors
-from netattach.policy import apply
+from netattach.policy import apply, update
 
 pytestmark = [pytest.mark.netns, pytest.mark.req("POL-UPDATE")]
 
@@ -136,3 +138,98 @@ def _sockets_of(pid: int) -> int:
         with contextlib.suppress(OSError):
             count += os.readlink(fd).startswith("socket:")
     return count
+
+
+ADDRESS_SETS = """add table inet netattach
+delete table inet netattach
+table inet netattach {
+  set s_a4 {
+    type ipv4_addr
+    elements = { 10.83.0.2, 10.83.0.3 }
+  }
+  set s_a6 {
+    type ipv6_addr
+    elements = { fd83::2 }
+  }
+}
+"""
+
+
+def _elements(pod: str, name: str) -> set[str]:
+    out = subprocess.run(
+        ["nsenter", f"--net={pod}", "--", "nft", "-j", "list", "set", "inet", "netattach", name],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (found,) = [i["set"] for i in json.loads(out)["nftables"] if "set" in i]
+    return set(found.get("elem", []))
+
+
+@pytest.mark.parametrize("through", ["helper", "nft"])
+def test_element_changes_are_written_in_place_by_netlink_or_by_nft(
+    make_pod: Callable[[], str], through: str
+) -> None:
+    """The helper writes hash-set element changes as nf_tables netlink messages; without it
+    they are an nft script. The kernel ends up holding the same either way."""
+    pod = make_pod()
+    helper = apply.NftHelper() if through == "helper" else None
+    many = [f"10.84.{i // 250}.{i % 250 + 1}" for i in range(3000)]  # more than one message
+
+    async def main() -> None:
+        await apply.apply_ruleset(pod, ADDRESS_SETS, helper=helper)
+        await apply.update_elements(
+            pod,
+            [
+                update.SetChange("s_a4", "ipv4_addr", ["10.83.0.2"], ["10.83.0.9", *many]),
+                update.SetChange("s_a6", "ipv6_addr", ["fd83::2"], ["fd83::7", "fd83::8"]),
+            ],
+            helper=helper,
+        )
+
+    try:
+        asyncio.run(main())
+    finally:
+        if helper is not None:
+            helper.close()
+    assert _elements(pod, "s_a4") == {"10.83.0.3", "10.83.0.9", *many}
+    assert _elements(pod, "s_a6") == {"fd83::7", "fd83::8"}
+
+
+def test_a_failing_element_change_names_its_set_and_changes_nothing(
+    make_pod: Callable[[], str],
+) -> None:
+    pod = make_pod()
+    helper = apply.NftHelper()
+
+    async def main() -> list[str]:
+        await apply.apply_ruleset(pod, ADDRESS_SETS, helper=helper)
+        messages = []
+        for changes in (
+            # the second fails (no such element): the first is not made either
+            [
+                update.SetChange("s_a4", "ipv4_addr", [], ["10.83.0.50"]),
+                update.SetChange("s_a6", "ipv6_addr", ["fd83::99"], []),
+            ],
+            [update.SetChange("nope", "ipv4_addr", [], ["10.83.0.51"])],
+            [update.SetChange("s_a4", "ipv4_addr", [], ["10.83.0.300"])],
+            [update.SetChange("s_a4", "inet_service", [], ["80"])],
+        ):
+            with pytest.raises(errors.PolicyApplyError) as failed:
+                await apply.update_elements(pod, changes, helper=helper)
+            assert pod in str(failed.value)
+            messages.append(failed.value.details or "")
+        return messages
+
+    try:
+        messages = asyncio.run(main())
+    finally:
+        helper.close()
+    assert messages == [
+        "delete element in set s_a6: No such file or directory",
+        "add element in set nope: No such file or directory",
+        "set s_a4: not a ipv4_addr in ['10.83.0.300']",
+        "set s_a4: elements of type 'inet_service' are not written here",
+    ]
+    assert _elements(pod, "s_a4") == {"10.83.0.2", "10.83.0.3"}
+    assert _elements(pod, "s_a6") == {"fd83::2"}

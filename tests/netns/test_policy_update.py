@@ -9,6 +9,7 @@ changes, and no change must be no write at all.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 from bench import policy_corpus
 
-from netattach.policy import compile, model, render, update
+from netattach.policy import apply, compile, model, render, update
 
 pytestmark = pytest.mark.netns
 
@@ -85,6 +86,18 @@ def test_a_table_updated_in_place_equals_the_table_written_whole(
     two_netns: tuple[str, str], seed: int
 ) -> None:
     in_place, fresh = two_netns
+    helper = apply.NftHelper()
+    try:
+        _updated_in_place(in_place, fresh, seed, helper)
+    finally:
+        helper.close()
+
+
+def lines(script: str) -> list[str]:
+    return script.splitlines()
+
+
+def _updated_in_place(in_place: str, fresh: str, seed: int, helper: apply.NftHelper) -> None:
     corpus = policy_corpus.build_corpus(policies=60, pods=60, seed=seed)
     policies, _ = model.parse_policies(corpus.policies)  # type: ignore[arg-type]
     compiler = compile.Compiler()
@@ -119,8 +132,15 @@ def test_a_table_updated_in_place_equals_the_table_written_whole(
         wanted = render.build_table(key, compiler.rules(key))
         if wanted is None:
             continue  # no policy selects the pod any more (the daemon removes the table)
+        changes = update.set_changes(applied, wanted)
         script = update.render_update(applied, wanted)
-        if script is None:
+        if changes:
+            # written as the daemon writes them: netlink messages, by the nft helper
+            kinds.add("netlink")
+            assert script is not None
+            assert all(line.startswith(("add element", "delete element")) for line in lines(script))
+            asyncio.run(apply.update_elements(f"/run/netns/{in_place}", changes, helper=helper))
+        elif script is None:
             kinds.add("none")
             assert wanted == applied
         else:
@@ -133,4 +153,4 @@ def test_a_table_updated_in_place_equals_the_table_written_whole(
         _nft(fresh, render.table_text(wanted))
         assert listing(in_place) == listing(fresh), (step, change, script)
         applied = wanted
-    assert kinds - {"none"}  # something was written in place
+    assert "netlink" in kinds  # peers changed in place (and, with some seeds, rules too)

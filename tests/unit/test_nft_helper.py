@@ -77,20 +77,34 @@ def test_a_helper_that_dies_fails_the_write_and_the_next_one_starts_again(tmp_pa
     assert asyncio.run(main()) == [None, None]
 
 
+ECHO = HELLO + (
+    'send({"ready": True})\n'
+    "frames = 0\n"
+    "def echo(req):\n"
+    '    return {"status": 0, "stdout": f"{req[\'netns\']} {req[\'commands\']} {frames}",'
+    ' "stderr": ""}\n'
+    "while True:\n"
+    "    head = sys.stdin.buffer.read(4)\n"
+    "    if len(head) < 4: break\n"
+    '    req = json.loads(sys.stdin.buffer.read(struct.unpack(">I", head)[0]))\n'
+    "    frames += 1\n"
+    '    if "batch" in req:\n'
+    '        send({"batch": [echo(r) for r in req["batch"]]})\n'
+    "    else:\n"
+    "        send(echo(req))\n"
+)
+
+
 def test_replies_come_back_to_their_requests_in_order(tmp_path: Path) -> None:
-    echo = HELLO + (
-        'send({"ready": True})\n'
-        "while True:\n"
-        "    head = sys.stdin.buffer.read(4)\n"
-        "    if len(head) < 4: break\n"
-        '    req = json.loads(sys.stdin.buffer.read(struct.unpack(">I", head)[0]))\n'
-        '    send({"status": 0, "stdout": req["netns"] + " " + req["commands"], "stderr": ""})\n'
-    )
     helpers = apply.NftHelpers(2)
     for h in helpers.helpers:
-        h._argv = _program(tmp_path, echo)
+        h._argv = _program(tmp_path, ECHO)
 
     async def main() -> list[tuple[int, str, str] | None]:
+        # each helper started, and its frame 1 sent
+        await asyncio.gather(
+            *(h.run("/ns", "started", json_output=False, timeout=5.0) for h in helpers.helpers)
+        )
         return await asyncio.gather(
             *(
                 helpers.run(f"/ns{i}", "x" * (i * 30000), json_output=False, timeout=5.0)
@@ -99,11 +113,39 @@ def test_replies_come_back_to_their_requests_in_order(tmp_path: Path) -> None:
         )
 
     replies = asyncio.run(main())
+    # Made in one turn of the loop, the six went to the two helpers in turn, in one frame each.
     assert [r[1] if r else None for r in replies] == [
-        f"/ns{i} " + "x" * (i * 30000) for i in range(6)
+        f"/ns{i} " + "x" * (i * 30000) + " 2" for i in range(6)
     ]
     helpers.close()
     assert helpers.pids == []
+
+
+def test_a_batch_answered_wrongly_stops_the_helper_and_fails_its_requests(
+    tmp_path: Path,
+) -> None:
+    short = HELLO + (
+        'send({"ready": True})\n'
+        "while True:\n"
+        "    head = sys.stdin.buffer.read(4)\n"
+        "    if len(head) < 4: break\n"
+        '    req = json.loads(sys.stdin.buffer.read(struct.unpack(">I", head)[0]))\n'
+        '    send({"batch": []})\n'
+    )
+    helper = apply.NftHelper(_program(tmp_path, short))
+
+    async def main(count: int) -> list[BaseException | tuple[int, str, str] | None]:
+        return await asyncio.gather(
+            *(helper.run(f"/ns{i}", "x", json_output=False, timeout=5.0) for i in range(count)),
+            return_exceptions=True,
+        )
+
+    for count in (1, 3):  # one request, given a batch's reply; three, given too few replies
+        replies = asyncio.run(main(count))
+        assert len(replies) == count
+        assert all(isinstance(r, apply._HelperGoneError) for r in replies), replies
+        assert helper.pending == 0
+        assert helper.pid is None
 
 
 def test_the_socket_a_context_opens_is_held_and_only_that_one() -> None:

@@ -81,3 +81,28 @@ def test_a_rule_change_rewrites_the_chains_and_keeps_shared_sets() -> None:
     assert "delete table" not in script
     assert "delete set" not in script  # the peers' sets are kept
     assert "type inet_service" in script  # the new port set, defined in the same transaction
+
+
+@pytest.mark.req("POL-UPDATE")
+def test_set_changes_are_the_element_changes_of_hash_sets_alone() -> None:
+    assert update.set_changes(table(3), table(3)) == []
+    joined = update.set_changes(table(3), table(5))
+    assert joined is not None
+    assert {c.kind for c in joined} == {"ipv4_addr", "ipv6_addr"}
+    assert all(not c.gone and len(c.added) == 2 for c in joined)
+    script = update.render_update(table(3), table(5))
+    assert update.changes_text(joined) == script  # the same change, as nft text
+    left = update.set_changes(table(5), table(1))
+    assert left is not None
+    assert all(len(c.gone) == 4 and not c.added for c in left)
+    # A rule changing, or an interval set's elements, is not theirs: nft writes those.
+    ports = {**WEB, "ingress": [{**FROM_WEB, "ports": [{"port": 80}]}]}
+    assert update.set_changes(table(3), table(3, ports)) is None
+    base = table(1)
+    blocks = [
+        render.NftSet("sblocks_b4", "ipv4_addr", 'comment "x"', Texts(elements))
+        for elements in (("10.9.0.0/24",), ("10.9.1.0/24",))
+    ]
+    old, new = (render.Table(base.comment, (*base.sets, b), base.chains) for b in blocks)
+    assert update.set_changes(old, new) is None
+    assert update.changes_text([]) is None

@@ -45,7 +45,7 @@ NFT_TIMEOUT = 10.0
 # costs its helper ~1.3 ms of CPU under churn (the kernel's wait for deleted objects is taken
 # off it: see policy.nft_helper), so two helpers keep up on two cores; twice as many tables are
 # prepared as there are helpers, so each has its next write queued when one ends.
-APPLY_CONCURRENCY = 4
+APPLY_CONCURRENCY = 64
 NFT_HELPERS = 2  # nft helper processes (each writes one table at a time)
 # A records directory changed this recently is read again: a save within the same mtime tick as
 # the last read would not change the stamp.
@@ -609,10 +609,16 @@ class PolicySync:
                 log.info("%s policy table removed", record.prefix())
             return
         if current.known and current.error is None and current.table is not None:
-            script = update.render_update(current.table, table, self._diffs)
-            if script is None:
-                return
             try:
+                changes = update.set_changes(current.table, table, self._diffs)
+                if changes is not None:
+                    await apply.update_elements(
+                        record.netns, changes, timeout=NFT_TIMEOUT, helper=self.nft
+                    )
+                    return
+                script = update.render_update(current.table, table, self._diffs)
+                if script is None:
+                    return
                 await apply.apply_ruleset(
                     record.netns, script, timeout=NFT_TIMEOUT, helper=self.nft
                 )

@@ -19,11 +19,11 @@ import os
 import subprocess
 import sys
 import weakref
-from typing import Any
+from typing import Any, TypeAlias
 
 from netattach import process
 from netattach.cni import errors
-from netattach.policy import nft_helper
+from netattach.policy import nft_helper, update
 
 log = logging.getLogger("netattach.policy")
 
@@ -42,8 +42,14 @@ def _tail(text: str) -> str:
     return "..." + text[-STDERR_TAIL:]
 
 
+BATCH_MAX = 32  # requests sent in one frame at most
+
+
 class _HelperGoneError(Exception):
     """The helper process ended, or timed out and was killed, before it replied."""
+
+
+_Waiting: TypeAlias = asyncio.Future[dict[str, Any]] | list[asyncio.Future[dict[str, Any]]]
 
 
 class NftHelper:
@@ -60,7 +66,12 @@ class NftHelper:
         self.unavailable: str | None = None  # why libnftables cannot be used (nsenter is)
         self._child: subprocess.Popen[bytes] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiting: collections.deque[asyncio.Future[dict[str, Any]]] = collections.deque()
+        # what each frame sent waits for: one request's reply, or a batch's, one per request
+        self._waiting: collections.deque[_Waiting] = collections.deque()
+        self._pending = 0  # requests sent or queued, not answered yet
+        # requests made in this turn of the event loop, sent as one frame at its end (or when
+        # there are BATCH_MAX of them): a pass's writes cost the two processes a few wake-ups
+        self._queued: list[tuple[dict[str, object], asyncio.Future[dict[str, Any]]]] = []
         # frames not yet written, the first one maybe in part (a full table is ~0.5 MB; a pipe
         # takes 64 KiB at a time, and cutting the written part off a buffer of several
         # tables would copy all of them each time)
@@ -90,30 +101,43 @@ class NftHelper:
         """(exit status, stdout, stderr) of `commands` (`file`: a script, as `nft -f` reads
         one; else nft's arguments) in the netns; None when libnftables
         cannot be used here (run nft as a program instead)."""
+        request = {"netns": netns_path, "commands": commands, "json": json_output, "file": file}
+        return await self.request(request, timeout)
+
+    async def request(
+        self, request: dict[str, object], timeout: float
+    ) -> tuple[int, str, str] | None:
+        """(status, stdout, stderr) of one request (`policy.nft_helper` says what it holds);
+        None when the helper cannot be used here."""
         if self.unavailable is not None:
             return None
         loop = asyncio.get_running_loop()
         if self._child is None or self._child.poll() is not None or self._loop is not loop:
             self._start(loop)
-            hello = await self._reply(self._waiting[-1], timeout)
+            hello_waiting = self._waiting[-1]
+            assert isinstance(hello_waiting, asyncio.Future)
+            hello = await self._reply(hello_waiting, timeout)
             if "ready" not in hello:
                 self.unavailable = str(hello.get("unavailable", hello))
                 log.warning("libnftables unavailable (%s): nft runs as a program", self.unavailable)
                 self.close()
                 return None
-        request = {"netns": netns_path, "commands": commands, "json": json_output, "file": file}
         try:
             reply = await self._reply(self._send(request), timeout)
         except _HelperGoneError:
             if self.unavailable is not None:
                 return None  # sent while the helper was starting: nft runs as a program
             raise
-        return int(reply["status"]), str(reply["stdout"]), str(reply["stderr"])
+        try:
+            return int(reply["status"]), str(reply["stdout"]), str(reply["stderr"])
+        except (KeyError, TypeError, ValueError):
+            self.close()  # not a reply: nothing it says is trusted
+            raise _HelperGoneError(f"a malformed reply {str(reply)[:200]!r}") from None
 
     @property
     def pending(self) -> int:
-        """Requests sent and not yet answered."""
-        return len(self._waiting)
+        """Requests sent (or about to be) and not yet answered."""
+        return self._pending
 
     def close(self, *, kill: bool = False) -> None:
         """End the helper (`kill`: at once, it is stuck); every request waiting for it fails."""
@@ -127,7 +151,12 @@ class NftHelper:
         self._outgoing.clear()
         self._incoming.clear()
         waiting, self._waiting = self._waiting, collections.deque()
-        for future in waiting:
+        queued, self._queued = self._queued, []
+        self._pending = 0
+        futures = [f for _, f in queued]
+        for entry in waiting:
+            futures += entry if isinstance(entry, list) else [entry]
+        for future in futures:
             if not future.done():
                 future.set_exception(_HelperGoneError("the nft helper stopped"))
 
@@ -143,19 +172,39 @@ class NftHelper:
         os.set_blocking(child.stdin.fileno(), False)
         os.set_blocking(child.stdout.fileno(), False)
         self._waiting.append(loop.create_future())  # its hello
+        self._pending = 1
         loop.add_reader(child.stdout.fileno(), self._readable)
 
     def _send(self, request: dict[str, object]) -> asyncio.Future[dict[str, Any]]:
-        if self._loop is None:
+        loop = self._loop
+        if loop is None:
             raise _HelperGoneError("the nft helper exited")  # right after its hello
-        future = self._loop.create_future()
-        body = json.dumps(request).encode()
+        future = loop.create_future()
+        if not self._queued:
+            loop.call_soon(self._flush)
+        self._queued.append((request, future))
+        self._pending += 1
+        if len(self._queued) >= BATCH_MAX:
+            self._flush()
+        return future
+
+    def _flush(self) -> None:
+        """Send the queued requests: one as itself, several as one batch frame."""
+        queued, self._queued = self._queued, []
+        if not queued or self._loop is None:
+            return  # sent already, or the helper stopped (and failed them)
+        entry: _Waiting
+        if len(queued) == 1:
+            value, entry = queued[0]
+        else:
+            value = {"batch": [request for request, _ in queued]}
+            entry = [future for _, future in queued]
+        body = json.dumps(value).encode()
         was_idle = not self._outgoing
         self._outgoing.append(memoryview(nft_helper.frame_header(len(body)) + body))
-        self._waiting.append(future)
+        self._waiting.append(entry)
         if was_idle:
             self._writable()
-        return future
 
     async def _reply(
         self, future: asyncio.Future[dict[str, Any]], timeout: float
@@ -216,9 +265,19 @@ class NftHelper:
                 return
             value = json.loads(self._incoming[nft_helper.HEADER_SIZE : end])
             del self._incoming[:end]
-            future = self._waiting.popleft()
-            if not future.done():
-                future.set_result(value)
+            entry = self._waiting.popleft()
+            if isinstance(entry, list):
+                replies = value.get("batch") if isinstance(value, dict) else None
+                if not isinstance(replies, list) or len(replies) != len(entry):
+                    self.close()  # not the answer to what was asked: nothing it says is trusted
+                    return
+                answered = zip(entry, replies, strict=True)
+            else:
+                answered = zip([entry], [value], strict=True)
+            for future, reply in answered:
+                self._pending -= 1
+                if not future.done():
+                    future.set_result(reply)
 
 
 class NftHelpers:
@@ -246,6 +305,12 @@ class NftHelpers:
         return await helper.run(
             netns_path, commands, json_output=json_output, timeout=timeout, file=file
         )
+
+    async def request(
+        self, request: dict[str, object], timeout: float
+    ) -> tuple[int, str, str] | None:
+        helper = min(self.helpers, key=lambda h: h.pending)
+        return await helper.request(request, timeout)
 
     def close(self) -> None:
         for helper in self.helpers:
@@ -335,6 +400,41 @@ async def apply_ruleset(
     )
     if status != 0:
         raise _failed("applying the policy ruleset", netns_path, status, err)
+
+
+async def update_elements(
+    netns_path: str,
+    changes: list[update.SetChange],
+    *,
+    timeout: float = 10.0,
+    helper: NftHelper | NftHelpers | None = None,
+) -> None:
+    """Delete and add elements of hash sets of netattach's table in the netns, in one
+    transaction: as netlink messages by the helper, else as an nft script."""
+    if not changes:
+        return
+    if helper is not None:
+        request: dict[str, object] = {
+            "netns": netns_path,
+            "elements": [
+                *(["delete", c.name, c.kind, c.gone] for c in changes if c.gone),
+                *(["add", c.name, c.kind, c.added] for c in changes if c.added),
+            ],
+        }
+        try:
+            found = await helper.request(request, timeout)
+        except _HelperGoneError as exc:
+            raise errors.PolicyApplyError(
+                f"updating set elements in {netns_path} failed: the nft helper stopped", str(exc)
+            ) from None
+        if found is not None:
+            status, _, err = found
+            if status != 0:
+                raise _failed("updating set elements", netns_path, status, err)
+            return
+    script = update.changes_text(changes)
+    if script is not None:
+        await apply_ruleset(netns_path, script, timeout=timeout)
 
 
 async def list_tables(

@@ -17,11 +17,22 @@ under churn. The helper keeps a duplicate of each context's socket, so `nft_ctx_
 once, and hands the duplicate to a few closer threads, where the waits overlap each other and
 the next requests. A pod's netns is held by its socket only until then (milliseconds).
 
+Element changes of hash sets (a peer joined, a peer left: most writes under churn) skip
+libnftables: nft would parse the text and read the table's sets from the kernel before its
+transaction. The helper writes them as nf_tables netlink messages itself, in one batch (one
+transaction, all or nothing, as `nft -f`), and reads the kernel's errors as nft does: after the
+send, whatever is queued (the kernel handles a batch inside the send).
+
 Frames, both ways: a 4-byte big-endian length, then that many bytes of JSON.
     hello     {"ready": true} or {"unavailable": "<why>"} (then it exits)
     request   {"netns": "<path>", "commands": "<nft script>", "json": <bool>, "file": <bool>}
               (file: read as `nft -f` reads a script; else as nft's arguments)
+              or {"netns": "<path>", "elements": [[verb, set, type, [address, ...]], ...]}
+              (verb "add" or "delete", type "ipv4_addr" or "ipv6_addr", in table inet
+              netattach)
     reply     {"status": 0 or 1, "stdout": "...", "stderr": "..."} (nft's exit status and text)
+    batch     {"batch": [request, ...]}, answered by {"batch": [reply, ...]} in the same order
+              (one frame each way for the writes of a pass)
 It exits when its input ends: the daemon closed the pipe, or died (no parent-death signal: that
 follows the thread that started it, and the daemon starts it from a worker thread).
 """
@@ -32,6 +43,7 @@ import ctypes
 import json
 import os
 import queue
+import socket
 import struct
 import sys
 import threading
@@ -43,6 +55,7 @@ NFT_CTX_OUTPUT_JSON = 1 << 4
 FRAME_MAX = 64 * 1024 * 1024  # a request longer than this is refused
 _HEADER = struct.Struct(">I")
 HEADER_SIZE = _HEADER.size
+TABLE = b"netattach"
 CLOSERS = 8  # threads closing sockets: each close may wait for a grace period, side by side
 HELD_MAX = 256  # sockets waiting for a closer; beyond this a request closes its own
 
@@ -160,8 +173,192 @@ def _run_file(lib: _Lib, ctx: int, script: str) -> int:
         os.close(fd)
 
 
+# nf_tables over netlink (linux/netfilter/nfnetlink.h, nf_tables.h): what the helper needs to
+# add and delete elements of a set of addresses.
+NETLINK_NETFILTER = 12
+SO_SNDBUFFORCE = 32  # (root) a send buffer beyond the system's maximum
+SOL_NETLINK = 270
+NETLINK_CAP_ACK = 10  # an error quotes the header of the message it is about, not all of it
+NLMSG_ERROR = 2
+NLM_F_REQUEST = 0x1
+NLM_F_CREATE = 0x400
+NLA_F_NESTED = 0x8000
+NFNL_SUBSYS_NFTABLES = 10
+NFNL_MSG_BATCH_BEGIN = 16
+NFNL_MSG_BATCH_END = 17
+NFT_MSG_NEWSETELEM = 12
+NFT_MSG_DELSETELEM = 14
+NFPROTO_INET = 1
+NFTA_SET_ELEM_LIST_TABLE = 1
+NFTA_SET_ELEM_LIST_SET = 2
+NFTA_SET_ELEM_LIST_ELEMENTS = 3
+NFTA_LIST_ELEM = 1
+NFTA_SET_ELEM_KEY = 1
+NFTA_DATA_VALUE = 1
+ELEMENTS_PER_MESSAGE = 1024  # an attribute's length is 16 bits: 1,024 IPv6 keys fit
+BATCH_MAX = 4 * 1024 * 1024  # a batch longer than this is refused (the send buffer is raised)
+_NLMSG = struct.Struct("=IHHII")  # length, type, flags, sequence, port
+_NFGEN = struct.Struct("=BBH")  # family, version, resource id (native order but for BATCH_*)
+_VERBS = {
+    "add": (NFT_MSG_NEWSETELEM, NLM_F_REQUEST | NLM_F_CREATE),
+    "delete": (NFT_MSG_DELSETELEM, NLM_F_REQUEST),
+}
+# an element: LIST_ELEM { KEY { VALUE <address> } }, by key type: (family, packing)
+_KEYS = {
+    "ipv4_addr": (socket.AF_INET, struct.Struct("=HHHHHH4s")),
+    "ipv6_addr": (socket.AF_INET6, struct.Struct("=HHHHHH16s")),
+}
+
+
+def _attr(kind: int, payload: bytes) -> bytes:
+    size = 4 + len(payload)
+    return struct.pack("=HH", size, kind) + payload + bytes(-size % 4)
+
+
+def _element_messages(
+    verb: str, set_name: str, key_type: str, addresses: list[str], seq: int
+) -> list[bytes]:
+    """The messages adding (or deleting) `addresses` to the set: one per ELEMENTS_PER_MESSAGE.
+    Raises ValueError on an unknown verb, key type or address."""
+    if verb not in _VERBS:
+        raise ValueError(f"unknown element verb {verb!r}")
+    if key_type not in _KEYS:
+        raise ValueError(f"set {set_name}: elements of type {key_type!r} are not written here")
+    msg_type, flags = _VERBS[verb]
+    family, packing = _KEYS[key_type]
+    size = packing.size
+    head = _attr(NFTA_SET_ELEM_LIST_TABLE, TABLE + b"\0") + _attr(
+        NFTA_SET_ELEM_LIST_SET, set_name.encode() + b"\0"
+    )
+    out: list[bytes] = []
+    for start in range(0, len(addresses), ELEMENTS_PER_MESSAGE):
+        chunk = addresses[start : start + ELEMENTS_PER_MESSAGE]
+        try:
+            keys = [socket.inet_pton(family, a) for a in chunk]
+        except (OSError, TypeError) as exc:
+            raise ValueError(f"set {set_name}: not a {key_type} in {chunk!r}") from exc
+        elements = b"".join(
+            packing.pack(
+                size,
+                NLA_F_NESTED | NFTA_LIST_ELEM,
+                size - 4,
+                NLA_F_NESTED | NFTA_SET_ELEM_KEY,
+                size - 8,
+                NFTA_DATA_VALUE,
+                key,
+            )
+            for key in keys
+        )
+        nest = struct.pack("=HH", 4 + len(elements), NLA_F_NESTED | NFTA_SET_ELEM_LIST_ELEMENTS)
+        body = _NFGEN.pack(NFPROTO_INET, 0, 0) + head + nest + elements
+        kind = (NFNL_SUBSYS_NFTABLES << 8) | msg_type
+        out.append(_NLMSG.pack(_NLMSG.size + len(body), kind, flags, seq + len(out), 0) + body)
+    return out
+
+
+def _batch_marker(kind: int, seq: int) -> bytes:
+    resource = struct.pack("!H", NFNL_SUBSYS_NFTABLES)
+    return _NLMSG.pack(_NLMSG.size + 4, kind, NLM_F_REQUEST, seq, 0) + bytes(2) + resource
+
+
+def element_batch(changes: list[Any]) -> tuple[bytes, list[str]]:
+    """The batch (one transaction) making `changes` ([verb, set, key type, [address, ...]]
+    each), and what each of its sequence numbers is about. Raises ValueError."""
+    about = ["the batch"]
+    messages = [b""]
+    for change in changes:
+        verb, set_name, key_type, addresses = change
+        if not isinstance(set_name, str) or not isinstance(addresses, list):
+            raise ValueError(f"a malformed element change {change!r}")
+        made = _element_messages(verb, set_name, key_type, addresses, len(messages))
+        messages += made
+        about += [f"{verb} element in set {set_name}"] * len(made)
+    messages[0] = _batch_marker(NFNL_MSG_BATCH_BEGIN, 0)
+    messages.append(_batch_marker(NFNL_MSG_BATCH_END, len(messages)))
+    about.append("the batch")
+    return b"".join(messages), about
+
+
+def netlink_errors(data: bytes) -> list[tuple[int, int]]:
+    """(sequence number, errno) of each error among the netlink messages in `data`."""
+    found = []
+    offset = 0
+    while offset + _NLMSG.size <= len(data):
+        length, kind, _flags, seq, _port = _NLMSG.unpack_from(data, offset)
+        if length < _NLMSG.size:
+            break
+        if kind == NLMSG_ERROR and offset + _NLMSG.size + 4 <= len(data):
+            (code,) = struct.unpack_from("=i", data, offset + _NLMSG.size)
+            if code:
+                # the header of the message it answers follows the code
+                inner = offset + _NLMSG.size + 4
+                if inner + _NLMSG.size <= len(data):
+                    seq = _NLMSG.unpack_from(data, inner)[3]
+                found.append((seq, -code))
+        offset += (length + 3) & ~3
+    return found
+
+
+def _write_elements(
+    lib: _Lib, home: int, closer: _Closer, netns: str, changes: list[Any]
+) -> dict[str, object]:
+    """Element changes as one nf_tables batch sent on a netlink socket made in the netns."""
+    try:
+        batch, about = element_batch(changes)
+    except ValueError as exc:
+        return {"status": 1, "stdout": "", "stderr": str(exc)}
+    if len(batch) > BATCH_MAX:
+        return {"status": 1, "stdout": "", "stderr": f"a batch of {len(batch)} bytes"}
+    try:
+        fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        return {"status": 1, "stdout": "", "stderr": f"cannot open {netns}: {exc.strerror}"}
+    try:
+        lib.setns(fd)
+    except OSError as exc:
+        return {"status": 1, "stdout": "", "stderr": f"cannot enter {netns}: {exc.strerror}"}
+    finally:
+        os.close(fd)
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+    except OSError as exc:
+        return {"status": 1, "stdout": "", "stderr": f"netlink socket in {netns}: {exc}"}
+    finally:
+        try:
+            lib.setns(home)  # home first, as for libnftables (`_serve`)
+        except OSError:
+            os._exit(3)
+    failed: list[tuple[int, int]] = []
+    try:
+        sock.setsockopt(SOL_NETLINK, NETLINK_CAP_ACK, 1)
+        if len(batch) > 64 * 1024:
+            sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 2 * len(batch))
+        sock.sendto(batch, (0, 0))
+        # The kernel ran the batch inside the send: its errors, if any, are queued already.
+        sock.setblocking(False)
+        while True:
+            try:
+                failed += netlink_errors(sock.recv(65536))
+            except BlockingIOError:
+                break
+    except OSError as exc:
+        return {"status": 1, "stdout": "", "stderr": f"netlink batch in {netns}: {exc}"}
+    finally:
+        closer.close_later(sock.detach())  # its close may wait for a grace period
+    if not failed:
+        return {"status": 0, "stdout": "", "stderr": ""}
+    lines = [
+        f"{about[seq] if 0 <= seq < len(about) else f'message {seq}'}: {os.strerror(code)}"
+        for seq, code in failed
+    ]
+    return {"status": 1, "stdout": "", "stderr": "\n".join(lines)}
+
+
 def _serve(lib: _Lib, home: int, closer: _Closer, request: dict[str, Any]) -> dict[str, object]:
-    netns, commands = request["netns"], request["commands"]
+    netns = request["netns"]
+    if "elements" in request:
+        return _write_elements(lib, home, closer, netns, request["elements"])
+    commands = request["commands"]
     try:
         fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
@@ -221,7 +418,12 @@ def main() -> int:
         request = _read_frame(stdin)
         if request is None:
             return 0
-        _write_frame(stdout, _serve(lib, home, closer, request))
+        if "batch" in request:
+            _write_frame(
+                stdout, {"batch": [_serve(lib, home, closer, r) for r in request["batch"]]}
+            )
+        else:
+            _write_frame(stdout, _serve(lib, home, closer, request))
 
 
 if __name__ == "__main__":

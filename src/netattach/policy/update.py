@@ -18,6 +18,8 @@ transaction: a failing script leaves the table as it was.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from netattach.policy.render import TABLE, NftSet, Table, chain_lines, set_lines
 from netattach.policy.selection import Elements, HostSet
 
@@ -70,6 +72,52 @@ def _deltas(old: NftSet, new: NftSet, diffs: Diffs) -> tuple[list[str], list[str
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SetChange:
+    """Elements gone from and added to one hash set of addresses, in place."""
+
+    name: str
+    kind: str  # ipv4_addr, ipv6_addr
+    gone: list[str]
+    added: list[str]
+
+
+def set_changes(
+    applied: Table, wanted: Table, diffs: Diffs | None = None
+) -> list[SetChange] | None:
+    """What changes when the tables differ in elements of their hash sets alone (empty when in
+    nothing); None when anything else differs (`render_update` writes that).
+
+    These are what most updates under churn are: a peer joined, a peer left. The nft helper
+    writes them as netlink messages (`policy.nft_helper`), without nft's parse and reads."""
+    diffs = {} if diffs is None else diffs
+    if applied.chains != wanted.chains or applied.comment != wanted.comment:
+        return None
+    if len(applied.sets) != len(wanted.sets):
+        return None
+    out = []
+    for old, new in zip(applied.sets, wanted.sets, strict=True):
+        if old is new:
+            continue
+        if old.name != new.name or old.header != new.header:
+            return None
+        if old.elements == new.elements:
+            continue
+        if new.interval:
+            return None
+        gone, added = _diff(old.elements, new.elements, diffs)
+        if gone or added:
+            out.append(SetChange(new.name, new.kind, gone, added))
+    return out
+
+
+def changes_text(changes: list[SetChange]) -> str | None:
+    """`changes` as an nft script (where the nft helper cannot write them); None for none."""
+    deletes = [_elements("delete", c.name, c.gone) for c in changes if c.gone]
+    adds = [_elements("add", c.name, c.added) for c in changes if c.added]
+    return "\n".join([*deletes, *adds]) + "\n" if deletes or adds else None
+
+
 def render_update(applied: Table, wanted: Table, diffs: Diffs | None = None) -> str | None:
     """The script taking the table from `applied` to `wanted`; None when they are equal.
 
@@ -116,4 +164,4 @@ def render_update(applied: Table, wanted: Table, diffs: Diffs | None = None) -> 
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Diffs", "render_update"]
+__all__ = ["Diffs", "SetChange", "changes_text", "render_update", "set_changes"]
