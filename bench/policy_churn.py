@@ -13,7 +13,7 @@ Reported:
                          end of the pass that consumed it; p50 over RELABELS_ALONE of them
     change -> enforced   for each change, from the store being told to the end of the pass
                          that consumed it (every affected local pod's netns written by then);
-                         p50, p99, max, and the passes' count
+                         p50, p99, max, and the passes' count and duration
     CPU                  this process (the policy sync, and the change generator, which only
                          builds dicts), its reaped children (nsenter + nft, where nft runs as a
                          program) and the nft helpers (libnftables, read from /proc: None when one
@@ -265,6 +265,8 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
     async def relabel_alone() -> float | None:
         """One relabel on the quiet cluster: seconds to the end of the pass that consumed it,
         or None when it changed no local pod's table."""
+        # quiet: no pass for as long as passes are spaced apart at least
+        await asyncio.sleep(policy_sync.MIN_PASS_INTERVAL)
         before = {cid: state.table for cid, state in sync._applied.items()}
         changed = time.perf_counter()
         churn.relabel()
@@ -315,6 +317,7 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
     with contextlib.suppress(asyncio.CancelledError):
         await task
 
+    durations = [end - start for start, end in passes[passes_before:]]
     latencies = []
     starts = [s for s, _ in passes]
     for t in changes:
@@ -354,6 +357,10 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
         "policy_edits": emitted[1],
         "pod_creations_deletions": emitted[2],
         "passes": len(passes) - passes_before,
+        "pass_ms": {
+            "p50": round(1e3 * statistics.median(durations), 1),
+            "max": round(1e3 * max(durations), 1),
+        },
         "one_relabel_among_all_ms": {
             "p50": round(1e3 * statistics.median(alone), 1) if alone else None,
             "max": round(1e3 * max(alone), 1) if alone else None,

@@ -20,12 +20,16 @@ async def debounced_passes(
     log: logging.Logger | loggers.Logger,
     what: str,
     after_failure: Callable[[], None] | None = None,
+    min_interval: float = 0.0,
 ) -> None:
-    """Run `one_pass` after each time `dirty` is set (coalesced over `debounce` seconds),
-    until cancelled."""
+    """Run `one_pass` after each time `dirty` is set (coalesced over `debounce` seconds, and
+    no sooner than `min_interval` after the last pass started), until cancelled."""
+    loop = asyncio.get_running_loop()
+    last_start = -min_interval
     while True:
         await dirty.wait()
-        await asyncio.sleep(debounce)
+        await asyncio.sleep(max(debounce, last_start + min_interval - loop.time()))
+        last_start = loop.time()
         dirty.clear()
         try:
             await one_pass()

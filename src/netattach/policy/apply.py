@@ -55,9 +55,10 @@ _Waiting: TypeAlias = asyncio.Future[dict[str, Any]] | list[asyncio.Future[dict[
 class NftHelper:
     """One `policy.nft_helper` process, started when first needed and again after it dies.
 
-    Requests are written to it as they come (it serves them in order, one at a time) and its
-    replies read by the running event loop, so the helper never waits for the daemon between
-    two writes; no thread is involved. `close` ends it; so does the daemon's exit (the
+    Requests made in one turn of the event loop are written to it as one frame at its end (a
+    batch: it serves them in order, one at a time, and answers with one frame), and its replies
+    are read by the running event loop, so the helper never waits for the daemon between two
+    writes; no thread is involved. `close` ends it; so does the daemon's exit (the
     helper's input ends).
     """
 

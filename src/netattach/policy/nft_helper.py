@@ -203,16 +203,42 @@ _VERBS = {
     "add": (NFT_MSG_NEWSETELEM, NLM_F_REQUEST | NLM_F_CREATE),
     "delete": (NFT_MSG_DELSETELEM, NLM_F_REQUEST),
 }
-# an element: LIST_ELEM { KEY { VALUE <address> } }, by key type: (family, packing)
+_NEST = struct.Struct("=HH")
+
+
+def _element_prefix(key_size: int) -> bytes:
+    """What comes before an element's key: LIST_ELEM { KEY { VALUE <key> } }, all sized by it."""
+    size = 12 + key_size
+    return (
+        _NEST.pack(size, NLA_F_NESTED | NFTA_LIST_ELEM)
+        + _NEST.pack(size - 4, NLA_F_NESTED | NFTA_SET_ELEM_KEY)
+        + _NEST.pack(size - 8, NFTA_DATA_VALUE)
+    )
+
+
+# by key type: (address family, what precedes each key)
 _KEYS = {
-    "ipv4_addr": (socket.AF_INET, struct.Struct("=HHHHHH4s")),
-    "ipv6_addr": (socket.AF_INET6, struct.Struct("=HHHHHH16s")),
+    "ipv4_addr": (socket.AF_INET, _element_prefix(4)),
+    "ipv6_addr": (socket.AF_INET6, _element_prefix(16)),
 }
+_HEADS: dict[str, bytes] = {}  # set name -> its table and set attributes (a pod's sets recur)
 
 
 def _attr(kind: int, payload: bytes) -> bytes:
     size = 4 + len(payload)
-    return struct.pack("=HH", size, kind) + payload + bytes(-size % 4)
+    return _NEST.pack(size, kind) + payload + bytes(-size % 4)
+
+
+def _head(set_name: str) -> bytes:
+    found = _HEADS.get(set_name)
+    if found is None:
+        if len(_HEADS) > 65536:
+            _HEADS.clear()
+        found = _HEADS[set_name] = _NFGEN.pack(NFPROTO_INET, 0, 0) + (
+            _attr(NFTA_SET_ELEM_LIST_TABLE, TABLE + b"\0")
+            + _attr(NFTA_SET_ELEM_LIST_SET, set_name.encode() + b"\0")
+        )
+    return found
 
 
 def _element_messages(
@@ -224,35 +250,25 @@ def _element_messages(
         raise ValueError(f"unknown element verb {verb!r}")
     if key_type not in _KEYS:
         raise ValueError(f"set {set_name}: elements of type {key_type!r} are not written here")
-    msg_type, flags = _VERBS[verb]
-    family, packing = _KEYS[key_type]
-    size = packing.size
-    head = _attr(NFTA_SET_ELEM_LIST_TABLE, TABLE + b"\0") + _attr(
-        NFTA_SET_ELEM_LIST_SET, set_name.encode() + b"\0"
-    )
+    msg_type = (NFNL_SUBSYS_NFTABLES << 8) | _VERBS[verb][0]
+    flags = _VERBS[verb][1]
+    family, prefix = _KEYS[key_type]
+    head = _head(set_name)
     out: list[bytes] = []
     for start in range(0, len(addresses), ELEMENTS_PER_MESSAGE):
         chunk = addresses[start : start + ELEMENTS_PER_MESSAGE]
         try:
-            keys = [socket.inet_pton(family, a) for a in chunk]
+            # every element is its prefix and its key: the prefix joins the keys (in C)
+            elements = prefix + prefix.join([socket.inet_pton(family, a) for a in chunk])
         except (OSError, TypeError) as exc:
             raise ValueError(f"set {set_name}: not a {key_type} in {chunk!r}") from exc
-        elements = b"".join(
-            packing.pack(
-                size,
-                NLA_F_NESTED | NFTA_LIST_ELEM,
-                size - 4,
-                NLA_F_NESTED | NFTA_SET_ELEM_KEY,
-                size - 8,
-                NFTA_DATA_VALUE,
-                key,
-            )
-            for key in keys
+        size = _NLMSG.size + len(head) + 4 + len(elements)
+        out.append(
+            _NLMSG.pack(size, msg_type, flags, seq + len(out), 0)
+            + head
+            + _NEST.pack(4 + len(elements), NLA_F_NESTED | NFTA_SET_ELEM_LIST_ELEMENTS)
+            + elements
         )
-        nest = struct.pack("=HH", 4 + len(elements), NLA_F_NESTED | NFTA_SET_ELEM_LIST_ELEMENTS)
-        body = _NFGEN.pack(NFPROTO_INET, 0, 0) + head + nest + elements
-        kind = (NFNL_SUBSYS_NFTABLES << 8) | msg_type
-        out.append(_NLMSG.pack(_NLMSG.size + len(body), kind, flags, seq + len(out), 0) + body)
     return out
 
 

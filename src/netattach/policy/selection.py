@@ -266,7 +266,10 @@ class AddressSet(_Ranges):
         cached = self._hosts.get(version)
         if cached is not None and cached[0] is blocks:
             return cached[1]
-        ranges = self.ranges[_first_of(self.ranges, version) : _first_of(self.ranges, version + 1)]
+        ranges = self.ranges
+        if ranges and not (ranges[0][0] == ranges[-1][0] == version):
+            # (both families: this one's part; one family alone is used as it is, uncopied)
+            ranges = ranges[_first_of(ranges, version) : _first_of(ranges, version + 1)]
         if blocks is not None:
             ranges = _cut(ranges, [(f, t) for v, f, t in blocks.ranges if v == version], version)
         base: HostSet | None = None
