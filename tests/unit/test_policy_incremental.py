@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netattach.cluster.model import KubeObject
+from netattach.policy import compile as compile_module
 from netattach.policy import render, update
 from netattach.policy.compile import Compiler, PodRules, compile_pods, pod_key
 from netattach.policy.model import Policy, parse_policy
@@ -335,6 +336,29 @@ def test_named_port_destinations_kept_in_place_equal_a_from_scratch_compile(
                     for r in () if d is None else d.rules:
                         if r.selection:
                             assert named.setdefault(r.selection, r.peers) == r.peers, r
+
+
+@pytest.mark.req("POL-UPDATE", "POL-PORTS")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pods=st.lists(st.tuples(st.just("pod"), pod_st, st.booleans()), min_size=2, max_size=10),
+    policies=st.lists(st.tuples(st.just("policy"), named_egress_st), min_size=1, max_size=3),
+    changes=st.lists(st.lists(named_change_st, min_size=1, max_size=3), min_size=1, max_size=8),
+)
+def test_named_port_groups_counted_again_after_a_long_log_equal_a_from_scratch_compile(
+    pods: list[tuple[Any, ...]],
+    policies: list[tuple[Any, ...]],
+    changes: list[list[tuple[Any, ...]]],
+) -> None:
+    """With a log of one change, every second change overflows it: the groups are counted
+    again from the destinations, and still equal what a compile from scratch makes."""
+    saved = compile_module.DEST_LOG_MAX
+    compile_module.DEST_LOG_MAX = 1
+    try:
+        batches = sum(1 for _ in replayed(pods, policies, changes))
+    finally:
+        compile_module.DEST_LOG_MAX = saved
+    assert batches == len(changes)
 
 
 def _cluster_of_three() -> tuple[Cluster, Compiler]:

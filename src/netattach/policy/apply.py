@@ -67,12 +67,13 @@ class NftHelper:
         self.unavailable: str | None = None  # why libnftables cannot be used (nsenter is)
         self._child: subprocess.Popen[bytes] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        # what each frame sent waits for: one request's reply, or a batch's, one per request
-        self._waiting: collections.deque[_Waiting] = collections.deque()
+        # what each frame sent waits for (one request's reply, or a batch's, one per request),
+        # and the timer ending a helper that does not answer it in time
+        self._waiting: collections.deque[tuple[_Waiting, asyncio.TimerHandle]] = collections.deque()
         self._pending = 0  # requests sent or queued, not answered yet
         # requests made in this turn of the event loop, sent as one frame at its end (or when
         # there are BATCH_MAX of them): a pass's writes cost the two processes a few wake-ups
-        self._queued: list[tuple[dict[str, object], asyncio.Future[dict[str, Any]]]] = []
+        self._queued: list[tuple[dict[str, object], asyncio.Future[dict[str, Any]], float]] = []
         # frames not yet written, the first one maybe in part (a full table is ~0.5 MB; a pipe
         # takes 64 KiB at a time, and cutting the written part off a buffer of several
         # tables would copy all of them each time)
@@ -114,17 +115,14 @@ class NftHelper:
             return None
         loop = asyncio.get_running_loop()
         if self._child is None or self._child.poll() is not None or self._loop is not loop:
-            self._start(loop)
-            hello_waiting = self._waiting[-1]
-            assert isinstance(hello_waiting, asyncio.Future)
-            hello = await self._reply(hello_waiting, timeout)
+            hello = await self._start(loop, timeout)
             if "ready" not in hello:
                 self.unavailable = str(hello.get("unavailable", hello))
                 log.warning("libnftables unavailable (%s): nft runs as a program", self.unavailable)
                 self.close()
                 return None
         try:
-            reply = await self._reply(self._send(request), timeout)
+            reply = await self._send(request, timeout)
         except _HelperGoneError:
             if self.unavailable is not None:
                 return None  # sent while the helper was starting: nft runs as a program
@@ -140,8 +138,9 @@ class NftHelper:
         """Requests sent (or about to be) and not yet answered."""
         return self._pending
 
-    def close(self, *, kill: bool = False) -> None:
-        """End the helper (`kill`: at once, it is stuck); every request waiting for it fails."""
+    def close(self, *, kill: bool = False, why: str = "the nft helper stopped") -> None:
+        """End the helper (`kill`: at once, it is stuck); every request waiting for it fails
+        (`why`)."""
         if self._child is not None and self._loop is not None and not self._loop.is_closed():
             assert self._child.stdout is not None
             self._loop.remove_reader(self._child.stdout.fileno())
@@ -154,14 +153,18 @@ class NftHelper:
         waiting, self._waiting = self._waiting, collections.deque()
         queued, self._queued = self._queued, []
         self._pending = 0
-        futures = [f for _, f in queued]
-        for entry in waiting:
+        futures = [f for _, f, _ in queued]
+        for entry, timer in waiting:
+            timer.cancel()
             futures += entry if isinstance(entry, list) else [entry]
         for future in futures:
             if not future.done():
-                future.set_exception(_HelperGoneError("the nft helper stopped"))
+                future.set_exception(_HelperGoneError(why))
 
-    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _start(
+        self, loop: asyncio.AbstractEventLoop, timeout: float
+    ) -> asyncio.Future[dict[str, Any]]:
+        """Start the helper; its hello, to come within `timeout`."""
         self.close()
         child = subprocess.Popen(
             self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
@@ -172,18 +175,20 @@ class NftHelper:
         self._loop = loop
         os.set_blocking(child.stdin.fileno(), False)
         os.set_blocking(child.stdout.fileno(), False)
-        self._waiting.append(loop.create_future())  # its hello
+        hello: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._waiting.append((hello, loop.call_later(timeout, self._timed_out, timeout)))
         self._pending = 1
         loop.add_reader(child.stdout.fileno(), self._readable)
+        return hello
 
-    def _send(self, request: dict[str, object]) -> asyncio.Future[dict[str, Any]]:
+    def _send(self, request: dict[str, object], timeout: float) -> asyncio.Future[dict[str, Any]]:
         loop = self._loop
         if loop is None:
             raise _HelperGoneError("the nft helper exited")  # right after its hello
         future = loop.create_future()
         if not self._queued:
             loop.call_soon(self._flush)
-        self._queued.append((request, future))
+        self._queued.append((request, future, timeout))
         self._pending += 1
         if len(self._queued) >= BATCH_MAX:
             self._flush()
@@ -196,27 +201,23 @@ class NftHelper:
             return  # sent already, or the helper stopped (and failed them)
         entry: _Waiting
         if len(queued) == 1:
-            value, entry = queued[0]
+            value, entry, timeout = queued[0]
         else:
-            value = {"batch": [request for request, _ in queued]}
-            entry = [future for _, future in queued]
+            value = {"batch": [request for request, _, _ in queued]}
+            entry = [future for _, future, _ in queued]
+            timeout = max(t for _, _, t in queued)
         body = json.dumps(value).encode()
         was_idle = not self._outgoing
         self._outgoing.append(memoryview(nft_helper.frame_header(len(body)) + body))
-        self._waiting.append(entry)
+        self._waiting.append((entry, self._loop.call_later(timeout, self._timed_out, timeout)))
         if was_idle:
             self._writable()
 
-    async def _reply(
-        self, future: asyncio.Future[dict[str, Any]], timeout: float
-    ) -> dict[str, Any]:
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError:
-            # Stuck: killed, not waited for (that would hold the event loop), whatever it was
-            # doing; the next request starts a new one.
-            self.close(kill=True)
-            raise _HelperGoneError(f"no reply within {timeout:g}s") from None
+    def _timed_out(self, timeout: float) -> None:
+        """A frame went unanswered for `timeout`: the helper is stuck. Killed, not waited for
+        (that would hold the event loop), whatever it was doing; the next request starts a
+        new one."""
+        self.close(kill=True, why=f"no reply within {timeout:g}s")
 
     def _writable(self) -> None:
         child, loop = self._child, self._loop
@@ -266,11 +267,14 @@ class NftHelper:
                 return
             value = json.loads(self._incoming[nft_helper.HEADER_SIZE : end])
             del self._incoming[:end]
-            entry = self._waiting.popleft()
+            entry, timer = self._waiting.popleft()
+            timer.cancel()
             if isinstance(entry, list):
                 replies = value.get("batch") if isinstance(value, dict) else None
                 if not isinstance(replies, list) or len(replies) != len(entry):
-                    self.close()  # not the answer to what was asked: nothing it says is trusted
+                    # not the answer to what was asked: nothing it says is trusted
+                    self._waiting.appendleft((entry, timer))  # (failed with the others)
+                    self.close(why="a batch answered with the wrong number of replies")
                     return
                 answered = zip(entry, replies, strict=True)
             else:

@@ -17,6 +17,7 @@ import bisect
 import dataclasses
 import functools
 import ipaddress
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +34,13 @@ from netattach.policy.model import (
     Rule,
     merge_ranges,
 )
-from netattach.policy.ranges import HostRanges
+from netattach.policy.ranges import HostRanges, shift
 from netattach.policy.selection import AddressSet, AddressSets, Selection, set_name
 from netattach.policy.views import Interner, PodView, ViewCache, build_view, network_status, pod_key
+
+# A selection's named-port destinations changed this often since its groups were last counted:
+# they are counted again from the destinations (a log this long is not worth reading).
+DEST_LOG_MAX = 4096
 
 __all__ = [
     "AllowRule",
@@ -203,13 +208,14 @@ class _Sel:
         "blocks",
         "dependents",
         "dest",
+        "dest_log",
         "groups",
         "hosts",
         "names",
         "peers",
         "selection",
         "stale",
-        "was",
+        "tallies",
     )
 
     def __init__(self, selection: Selection, peers: tuple[_Peer, ...]) -> None:
@@ -219,14 +225,17 @@ class _Sel:
         self.stale: set[str] = set()  # networks whose `addresses` lag behind `hosts`
         self.addresses: dict[str, AddressSet | None] = {}
         self.groups: dict[tuple[str, tuple[PortSpec, ...]], list[_Group]] = {}
-        # groups made out of date since they were last made again: the next ones follow them
-        self.was: dict[tuple[str, tuple[PortSpec, ...]], list[_Group]] = {}
+        # (network, a rule's ports) -> its named-port groups' hosts, kept up to date from
+        # `dest_log`: a group is made again from what changed, not from every destination
+        self.tallies: dict[tuple[str, tuple[PortSpec, ...]], _Tally] = {}
         self.dependents: set[str] = set()
         self.names: dict[str, str] = {}  # network -> set name
         self.blocks: AddressSet | None = None  # what its ipBlocks admit, on any network
         # network -> a pod's declared ports -> the hosts it admits of the pods declaring them
         # (named-port destinations), kept up to date host by host once first read
         self.dest: dict[str, dict[_Declared, set[AddressRange]]] = {}
+        # network -> each host that joined (True) or left `dest` since the tallies last read
+        self.dest_log: dict[str, list[tuple[_Declared, AddressRange, bool]]] = {}
 
     @property
     def everything(self) -> bool:
@@ -234,17 +243,84 @@ class _Sel:
 
     def regroup(self) -> None:
         """The named-port groups are out of date: made again when next read."""
-        self.was.update(self.groups)
         self.groups.clear()
+
+    def log_dest(self, network: str, declared: _Declared, host: AddressRange, held: bool) -> None:
+        """A host joined (`held`) or left the destinations declaring `declared`."""
+        log = self.dest_log.setdefault(network, [])
+        if len(log) >= DEST_LOG_MAX:
+            # tallies that fell this far behind are made again from `dest`, and the log anew
+            log.clear()
+            for key in [k for k in self.tallies if k[0] == network]:
+                del self.tallies[key]
+        log.append((declared, host, held))
 
     def invalidate(self) -> set[str]:
         self.hosts.clear()
         self.stale.clear()
         self.addresses.clear()
         self.groups.clear()
-        self.was.clear()
+        self.tallies.clear()
         self.dest.clear()
+        self.dest_log.clear()
         return self.dependents
+
+
+@dataclasses.dataclass(slots=True)
+class _Tally:
+    """One rule's named-port groups on one network: per port set the destinations resolve the
+    rule's ports to, how many destinations resolving them so hold each host, and the group's
+    last set."""
+
+    counts: dict[tuple[PortRange, ...], dict[AddressRange, int]] = dataclasses.field(
+        default_factory=dict
+    )
+    sets: dict[tuple[PortRange, ...], AddressSet] = dataclasses.field(default_factory=dict)
+    seen: int = 0  # how much of the selection's `dest_log` is counted
+
+    def catch_up(
+        self,
+        log: list[tuple[_Declared, AddressRange, bool]],
+        ports: tuple[PortSpec, ...],
+        numeric: tuple[PortRange, ...] | None,
+    ) -> dict[tuple[PortRange, ...], tuple[set[AddressRange], set[AddressRange]]]:
+        """Count the destinations that changed since; per group, the hosts it gained and
+        lost (net)."""
+        changes: dict[tuple[PortRange, ...], tuple[set[AddressRange], set[AddressRange]]] = {}
+        for declared, host, held in itertools.islice(log, self.seen, None):
+            resolved = _resolve(ports, declared)
+            if not resolved or resolved == numeric:
+                continue
+            counts = self.counts.setdefault(resolved, {})
+            gained, lost = changes.setdefault(resolved, (set(), set()))
+            if held:
+                count = counts[host] = counts.get(host, 0) + 1
+                if count == 1:
+                    shift(host, gained, lost)
+            else:
+                count = counts[host] - 1
+                if count:
+                    counts[host] = count
+                else:
+                    del counts[host]
+                    shift(host, lost, gained)
+        return changes
+
+
+def _changed_set(
+    before: AddressSet, gained: set[AddressRange], lost: set[AddressRange]
+) -> AddressSet:
+    """A named-port group's hosts after it gained and lost some, made after its last set (a
+    table holding that one is updated with the change alone). The hosts stay single, not
+    joined into ranges: the set is a hash set of addresses (`render`). The few that changed
+    are taken out and put in with a bisection each: sorting them all again compared every
+    pair of a big group's hosts anew."""
+    ordered = list(before.ranges)
+    for host in lost:
+        del ordered[bisect.bisect_left(ordered, host)]
+    for host in gained:
+        bisect.insort(ordered, host)
+    return AddressSet(tuple(ordered), before, tuple(sorted(gained)), tuple(sorted(lost)))
 
 
 class Compiler:
@@ -512,11 +588,15 @@ class Compiler:
         for sel in self._dest_sels.get(network, ()):
             dest = sel.dest[network]
             if held and (sel.everything or sel.hosts[network].holds(host)):
-                dest.setdefault(declared, set()).add(host)
+                hosts = dest.setdefault(declared, set())
+                if host in hosts:
+                    continue
+                hosts.add(host)
             elif not held and host in dest.get(declared, ()):
                 dest[declared].discard(host)
             else:
                 continue
+            sel.log_dest(network, declared, host, held)
             sel.regroup()
             self._moved_all(sel)
 
@@ -586,7 +666,7 @@ class Compiler:
                 moved = True
                 dest = sel.dest.get(network)
                 if dest is not None:
-                    self._admitted(dest, network, lost, gained)
+                    self._admitted(sel, dest, network, lost, gained)
         if had_groups or moved:
             self._moved_all(sel)
 
@@ -734,18 +814,27 @@ class Compiler:
 
     def _admitted(
         self,
+        sel: _Sel,
         dest: dict[_Declared, set[AddressRange]],
         network: str,
         lost: list[AddressRange],
         gained: list[AddressRange],
     ) -> None:
         """A selection's named-port destinations after its addresses lost and gained hosts."""
-        for hosts in dest.values():
-            hosts.difference_update(lost)
-        for declared, counts in self._declaring.get(network, {}).items():
-            found = [h for h in gained if h in counts]
-            if found:
-                dest.setdefault(declared, set()).update(found)
+        if lost:
+            for declared, hosts in dest.items():
+                for host in hosts.intersection(lost):
+                    hosts.discard(host)
+                    sel.log_dest(network, declared, host, False)
+        if gained:
+            for declared, counts in self._declaring.get(network, {}).items():
+                found = [h for h in gained if h in counts]
+                if found:
+                    hosts = dest.setdefault(declared, set())
+                    for host in found:
+                        if host not in hosts:
+                            hosts.add(host)
+                            sel.log_dest(network, declared, host, True)
 
     def _set_policy(self, key: _PolicyKey, policy: Policy | None) -> None:
         before = self._policies.pop(key, None)
@@ -934,46 +1023,56 @@ class Compiler:
         name: str,
         blocks: AddressSet | None,
     ) -> list[_Group]:
-        """Egress to named ports: each destination pod resolves the names itself."""
-        groups: dict[tuple[PortRange, ...] | None, set[AddressRange]] = {}
+        """Egress to named ports: each destination pod resolves the names itself. The hosts
+        of each group of destinations resolving them alike are tallied once, then kept up to
+        date from the destinations that changed since (`_Sel.dest_log`)."""
         numeric_specs = tuple(p for p in rule.ports if not isinstance(p.port, str))
         numeric = _resolve(numeric_specs, ()) if numeric_specs else ()
         out: list[_Group] = []
         if numeric:
             out.append((peers, numeric, name, blocks))
-        for declared, hosts in self._dest(sel, network).items():
-            resolved = _resolve(rule.ports, declared)
-            if resolved and resolved != numeric and hosts:
-                groups.setdefault(resolved, set()).update(hosts)
-        before = {group[2]: group[0] for group in sel.was.pop((network, rule.ports), ())}
-        for ports, addrs in sorted(groups.items(), key=lambda kv: kv[0] or ()):
+        dest = self._dest(sel, network)
+        log = sel.dest_log.setdefault(network, [])
+        key = (network, rule.ports)
+        tally = sel.tallies.get(key)
+        if tally is None:
+            tally = sel.tallies[key] = _Tally()
+            for declared, hosts in dest.items():
+                resolved = _resolve(rule.ports, declared)
+                if resolved and resolved != numeric:
+                    counts = tally.counts.setdefault(resolved, {})
+                    for host in hosts:
+                        counts[host] = counts.get(host, 0) + 1
+            for resolved, counts in list(tally.counts.items()):
+                if counts:
+                    tally.sets[resolved] = self._sets.get(tuple(sorted(counts)))
+                else:
+                    del tally.counts[resolved]
+        else:
+            for resolved, (gained, lost) in tally.catch_up(log, rule.ports, numeric).items():
+                if not gained and not lost:
+                    continue
+                before = tally.sets.get(resolved)
+                if not tally.counts.get(resolved):
+                    tally.counts.pop(resolved, None)
+                    tally.sets.pop(resolved, None)
+                elif before is None:
+                    tally.sets[resolved] = self._sets.get(tuple(sorted(tally.counts[resolved])))
+                else:
+                    tally.sets[resolved] = _changed_set(before, gained, lost)
+        tally.seen = len(log)
+        mine = [t for k, t in sel.tallies.items() if k[0] == network]
+        if all(t.seen == len(log) for t in mine):
+            log.clear()  # every tally of the network has counted it
+            for t in mine:
+                t.seen = 0
+        for ports in sorted(tally.sets):
             # Named after the rule's ports too: another rule of the same peers whose ports
             # resolve to the same numbers on other pods holds other hosts (one name for both
             # gave the second rule the first one's set).
             group_name = _group_name(name or network, rule.ports, ports)
-            out.append((self._group_set(addrs, before.get(group_name)), ports, group_name, None))
+            out.append((tally.sets[ports], ports, group_name, None))
         return out
-
-    def _group_set(self, hosts: set[AddressRange], before: AddressSet | None) -> AddressSet:
-        """A named-port group's hosts, sorted, not joined into ranges: the set is a hash set of
-        single addresses (`render`), and joining them was a loop over every host of every
-        group again. Made after the group's last set (`before`): that very set when nothing
-        changed, else one that knows what did (a table holding the last one is updated with
-        that alone)."""
-        if before is None:
-            return self._sets.get(tuple(sorted(hosts)))
-        had = before.range_set()
-        if had == hosts:
-            return before
-        gained, lost = tuple(sorted(hosts - had)), tuple(sorted(had - hosts))
-        # The last set's hosts with the few that changed taken out and put in (a bisection
-        # each): sorting them all again compared every pair of a big group's hosts anew.
-        ordered = list(before.ranges)
-        for host in lost:
-            del ordered[bisect.bisect_left(ordered, host)]
-        for host in gained:
-            bisect.insort(ordered, host)
-        return AddressSet(tuple(ordered), before, gained, lost)
 
     def _dest(self, sel: _Sel, network: str) -> Mapping[_Declared, Iterable[AddressRange]]:
         """The hosts of pods with addresses on `network` that `sel` admits, by the ports the

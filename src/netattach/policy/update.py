@@ -101,10 +101,13 @@ def set_changes(
             continue
         if old.name != new.name or old.header != new.header:
             return None
-        if old.elements == new.elements:
+        if old.elements is new.elements:
             continue
         if new.interval:
+            if old.elements == new.elements:
+                continue
             return None
+        # (two host sets are compared by what changed between them, not element by element)
         gone, added = _diff(old.elements, new.elements, diffs)
         if gone or added:
             out.append(SetChange(new.name, new.kind, gone, added))
