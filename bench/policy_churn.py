@@ -14,10 +14,11 @@ Reported:
     change -> enforced   for each change, from the store being told to the end of the pass
                          that consumed it (every affected local pod's netns written by then);
                          p50, p99, max, and the passes' count and duration
-    CPU                  this process (the policy sync, and the change generator, which only
-                         builds dicts), its reaped children (nsenter + nft, where nft runs as a
-                         program) and the nft helpers (libnftables, read from /proc: None when one
-                         restarted during the churn), as a share of one core over the churn
+    CPU                  this process (the policy sync, and the change generator, which builds
+                         the objects and hands them to the store, as a feed would: also shown on
+                         its own), its reaped children (nsenter + nft, where nft runs as a
+                         program) and the nft helpers (read from /proc: None when one restarted
+                         during the churn), as a share of one core over the churn
     RSS                  VmRSS / VmHWM of this process at the end
     equality             every local pod's table, as the sync applied it, against a
                          from-scratch compile of the final view (`PolicySync.audit`); and what
@@ -296,11 +297,14 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
     helper_pids = sync.nft.pids
     helper0 = sum(_cpu_of(pid) for pid in helper_pids)
     begin = time.perf_counter()
+    generating = 0.0  # CPU-seconds the generator spent making changes (and the store taking them)
     while (now := time.perf_counter()) - begin < args.seconds:
         for i, (rate, make) in enumerate(streams):
             due = int((now - begin) * rate)
             while emitted[i] < due:
+                cpu = time.thread_time()
                 make()
+                generating += time.thread_time() - cpu
                 changes.append(time.perf_counter())
                 emitted[i] += 1
         await asyncio.sleep(TICK)
@@ -373,6 +377,7 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
         },
         "cpu_share_of_one_core": {
             "process": round(cpu_self / wall, 3),
+            "of_which_generator": round(generating / wall, 3),
             "nft_children": round(cpu_children / wall, 3),
             "nft_helpers": round(cpu_helper / wall, 3) if helper_same else None,
         },

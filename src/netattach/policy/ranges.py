@@ -15,15 +15,26 @@ from collections.abc import Callable, Iterable, Sequence
 
 from netattach.policy.model import AddressRange, merge_ranges
 
-_TOP = 1 << 130  # above any IPv6 address: bisects to the last range starting at or before a host
+
+def _at(ranges: list[AddressRange], host: AddressRange) -> tuple[int, int]:
+    """(where `host` would go in `ranges`, the index of the range holding it or -1): one
+    bisection for both (a range starting at the host sorts right there, one starting before
+    it just before)."""
+    i = bisect.bisect_left(ranges, host)
+    if i < len(ranges):
+        found = ranges[i]
+        if found[0] == host[0] and found[1] == host[1]:
+            return i, i
+    if i:
+        found = ranges[i - 1]
+        if found[0] == host[0] and found[1] <= host[1] <= found[2]:
+            return i, i - 1
+    return i, -1
 
 
 def _covering(ranges: list[AddressRange], host: AddressRange) -> int:
     """The index of the range holding `host`, or -1."""
-    i = bisect.bisect_right(ranges, (host[0], host[1], _TOP)) - 1
-    if i >= 0 and ranges[i][0] == host[0] and ranges[i][1] <= host[1] <= ranges[i][2]:
-        return i
-    return -1
+    return _at(ranges, host)[1] if ranges else -1
 
 
 def shift(host: AddressRange, into: set[AddressRange], back: set[AddressRange]) -> None:
@@ -90,10 +101,10 @@ class HostRanges:
             lost.append(host)
             shift(host, self._lost, self._gained)
         for host in added:
-            if _covering(out, host) >= 0:
+            i, holder = _at(out, host)
+            if holder >= 0:
                 continue  # already admitted
             version, value = host[0], host[1]
-            i = bisect.bisect_left(out, host)
             joined = host
             if i > 0 and out[i - 1][0] == version and out[i - 1][2] == value - 1:
                 i -= 1
