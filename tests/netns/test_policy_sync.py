@@ -306,3 +306,30 @@ def test_a_policy_updated_into_an_invalid_one_stays_in_force_as_it_was(
     node.view.upsert(broken)
     node.converge()
     assert node.table(web) is None
+
+
+def test_a_relist_reads_every_policy_again(node: Node) -> None:
+    """Policies are read again one by one as they change; a relist (the store replaced whole,
+    no change of any one of them told) reads every one: a policy gone in it goes."""
+    web = node.add(pod("ns1", "web", {"app": "web"}), {BLUE: "10.91.0.2/24"})
+    node.view.upsert(policy("deny", {"podSelector": {}, "policyTypes": ["Ingress"]}))
+    node.view.upsert(
+        policy(
+            "other", {"podSelector": {"matchLabels": {"app": "none"}}, "policyTypes": ["Ingress"]}
+        )
+    )
+    node.converge()
+    assert node.table(web) is not None
+    kept = [*node.view.objects("Namespace"), *node.view.objects("Pod")]
+    node.view.replace_all([*kept, policy("other", {"podSelector": {}, "policyTypes": ["Egress"]})])
+    node.converge()
+    text = node.table(web)
+    assert text is not None
+    assert "uid-deny" not in text  # gone with the relist
+    assert "uid-other" in text  # changed in it: it selects web now
+    assert node.sync.state(web.container_id) == {
+        "applied": True,
+        "interfaces": ["net1"],
+        "policies": ["ns1/other"],
+        "error": None,
+    }

@@ -93,8 +93,13 @@ class PolicySync:
         self._locks: dict[str, asyncio.Lock] = {}
         self._dirty = asyncio.Event()
         self._reported: dict[str, str] = {}  # policy key -> the problem last reported
-        self._parsed: dict[tuple[str, str, str], Policy | errors.CNIError] = {}
+        # policy (namespace, name) -> its content's key (resourceVersion) and what it parsed to
+        self._read: dict[tuple[str, str], tuple[str, Policy | errors.CNIError]] = {}
         self._last_good: dict[tuple[str, str], Policy] = {}
+        self._in_force: dict[tuple[str, str], Policy] = {}  # the valid one, or the last good
+        self._policy_list: list[Policy] | None = None  # `_in_force`, sorted (None: made again)
+        # the policies observed changing since they were last read (None: read every one)
+        self._policy_changes: set[tuple[str, str]] | None = None
         self._names: dict[str, str] = {}  # policy UID -> "ns/name", of `_last_good`
         self._tasks: set[asyncio.Task[None]] = set()
         # The incremental compiler, while some valid policy exists (None: nothing is governed,
@@ -141,8 +146,11 @@ class PolicySync:
                 self._pending_namespaces.add(name)
         elif kind == model.POLICY:
             self._pending_policies = True
+            if self._policy_changes is not None:
+                self._policy_changes.add((namespace, name))
         elif not kind:
             self._resync = self._pending_policies = True
+            self._policy_changes = None
         else:
             return  # a NAD: policy does not read it
         self._dirty.set()
@@ -178,6 +186,7 @@ class PolicySync:
             self._applied[container_id] = _UNKNOWN
         self._loaded = None
         self._resync = self._pending_policies = True
+        self._policy_changes = None
         await self.converge()
 
     async def converge(self) -> None:
@@ -442,36 +451,63 @@ class PolicySync:
         A policy updated into an invalid one keeps being enforced as its last valid version
         (same UID) until it is fixed or deleted: an edit with a typo must not open the pods it
         isolates. One invalid since the daemon started has no such version and is skipped.
+
+        Only the policies observed changing are read again (every one after a relist).
         """
-        good: list[Policy] = []
-        seen: set[tuple[str, str, str]] = set()
-        for obj in self._view.objects(model.POLICY):
-            name = (model.namespace_of(obj), model.name_of(obj))
-            key = (
-                *name,
-                model.meta(obj).get("resourceVersion", "") or json.dumps(obj, sort_keys=True),
+        changed, self._policy_changes = self._policy_changes, set()
+        if changed is None:
+            present = {
+                (model.namespace_of(obj), model.name_of(obj)): obj
+                for obj in self._view.objects(model.POLICY)
+            }
+            for name in self._in_force.keys() | self._last_good.keys() | self._read.keys():
+                if name not in present:
+                    self._read_policy(name, None)
+            for name, obj in present.items():
+                self._read_policy(name, obj)
+        else:
+            for name in changed:
+                self._read_policy(name, self._view.lookup(model.POLICY, *name))
+        if self._policy_list is None:
+            self._policy_list = sorted(
+                self._in_force.values(), key=lambda p: (p.namespace, p.name, p.uid)
             )
-            seen.add(key)
-            parsed = self._parsed.get(key)
-            if parsed is None:
+        return self._policy_list
+
+    def _read_policy(self, name: tuple[str, str], obj: model.KubeObject | None) -> None:
+        """The policy `name` as the view holds it now (None: gone): parsed once per content,
+        and what is in force for it."""
+        before = self._in_force.get(name)
+        if obj is None:
+            self._read.pop(name, None)
+            self._in_force.pop(name, None)
+            last = self._last_good.pop(name, None)
+            if last is not None:
+                self._names.pop(last.uid, None)
+        else:
+            key = model.meta(obj).get("resourceVersion", "") or json.dumps(obj, sort_keys=True)
+            found = self._read.get(name)
+            if found is None or found[0] != key:
                 try:
-                    parsed = parse_policy(obj)
+                    parsed: Policy | errors.CNIError = parse_policy(obj)
                 except errors.CNIError as exc:
                     parsed = exc
                     self._report_invalid(obj, exc, self._last_good.get(name))
-                self._parsed[key] = parsed
+                found = self._read[name] = (key, parsed)
+            parsed = found[1]
             if isinstance(parsed, Policy):
+                last = self._last_good.get(name)
+                if last is not None and last is not parsed:
+                    self._names.pop(last.uid, None)
                 self._last_good[name] = parsed
-                good.append(parsed)
+                self._names[parsed.uid] = parsed.key
+                self._in_force[name] = parsed
             elif (last := self._last_good.get(name)) is not None and last.uid == model.uid_of(obj):
-                good.append(last)
-        for stale in set(self._parsed) - seen:
-            del self._parsed[stale]
-        for gone in set(self._last_good) - {key[:2] for key in seen}:
-            del self._last_good[gone]
-        self._names = {p.uid: p.key for p in self._last_good.values()}
-        good.sort(key=lambda p: (p.namespace, p.name, p.uid))
-        return good
+                self._in_force[name] = last
+            else:
+                self._in_force.pop(name, None)
+        if self._in_force.get(name) is not before:
+            self._policy_list = None
 
     def _report_invalid(
         self, obj: model.KubeObject, exc: errors.CNIError, last: Policy | None
