@@ -315,13 +315,17 @@ named_change_st = st.one_of(
 )
 
 
-@pytest.mark.req("POL-UPDATE", "POL-PORTS")
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+# a cluster of pods and named-port egress policies, and batches of changes to it
+named_clusters = given(
     pods=st.lists(st.tuples(st.just("pod"), pod_st, st.booleans()), min_size=2, max_size=10),
     policies=st.lists(st.tuples(st.just("policy"), named_egress_st), min_size=1, max_size=3),
     changes=st.lists(st.lists(named_change_st, min_size=1, max_size=3), min_size=1, max_size=8),
 )
+
+
+@pytest.mark.req("POL-UPDATE", "POL-PORTS")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@named_clusters
 def test_named_port_destinations_kept_in_place_equal_a_from_scratch_compile(
     pods: list[tuple[Any, ...]],
     policies: list[tuple[Any, ...]],
@@ -340,11 +344,7 @@ def test_named_port_destinations_kept_in_place_equal_a_from_scratch_compile(
 
 @pytest.mark.req("POL-UPDATE", "POL-PORTS")
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    pods=st.lists(st.tuples(st.just("pod"), pod_st, st.booleans()), min_size=2, max_size=10),
-    policies=st.lists(st.tuples(st.just("policy"), named_egress_st), min_size=1, max_size=3),
-    changes=st.lists(st.lists(named_change_st, min_size=1, max_size=3), min_size=1, max_size=8),
-)
+@named_clusters
 def test_named_port_groups_counted_again_after_a_long_log_equal_a_from_scratch_compile(
     pods: list[tuple[Any, ...]],
     policies: list[tuple[Any, ...]],

@@ -315,6 +315,21 @@ def netlink_errors(data: bytes) -> list[tuple[int, int]]:
     return found
 
 
+def _enter(lib: _Lib, netns: str) -> str | None:
+    """Enter the netns at `netns`; what failed, else None (the caller goes home after)."""
+    try:
+        fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"cannot open {netns}: {exc.strerror}"
+    try:
+        lib.setns(fd)
+    except OSError as exc:
+        return f"cannot enter {netns}: {exc.strerror}"
+    finally:
+        os.close(fd)
+    return None
+
+
 def _write_elements(
     lib: _Lib, home: int, closer: _Closer, netns: str, changes: list[Any]
 ) -> dict[str, object]:
@@ -325,16 +340,9 @@ def _write_elements(
         return {"status": 1, "stdout": "", "stderr": str(exc)}
     if len(batch) > BATCH_MAX:
         return {"status": 1, "stdout": "", "stderr": f"a batch of {len(batch)} bytes"}
-    try:
-        fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        return {"status": 1, "stdout": "", "stderr": f"cannot open {netns}: {exc.strerror}"}
-    try:
-        lib.setns(fd)
-    except OSError as exc:
-        return {"status": 1, "stdout": "", "stderr": f"cannot enter {netns}: {exc.strerror}"}
-    finally:
-        os.close(fd)
+    entering = _enter(lib, netns)
+    if entering is not None:
+        return {"status": 1, "stdout": "", "stderr": entering}
     try:
         sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
     except OSError as exc:
@@ -375,16 +383,9 @@ def _serve(lib: _Lib, home: int, closer: _Closer, request: dict[str, Any]) -> di
     if "elements" in request:
         return _write_elements(lib, home, closer, netns, request["elements"])
     commands = request["commands"]
-    try:
-        fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        return {"status": 1, "stdout": "", "stderr": f"cannot open {netns}: {exc.strerror}"}
-    try:
-        lib.setns(fd)
-    except OSError as exc:
-        return {"status": 1, "stdout": "", "stderr": f"cannot enter {netns}: {exc.strerror}"}
-    finally:
-        os.close(fd)
+    entering = _enter(lib, netns)
+    if entering is not None:
+        return {"status": 1, "stdout": "", "stderr": entering}
     before = _sockets()
     try:
         ctx = lib.nft.nft_ctx_new(0)
