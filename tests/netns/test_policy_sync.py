@@ -8,6 +8,7 @@ tests/e2e/test_policy_traffic.py; this tier pins down the convergence decisions 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -308,6 +309,7 @@ def test_a_policy_updated_into_an_invalid_one_stays_in_force_as_it_was(
     assert node.table(web) is None
 
 
+@pytest.mark.req("POL-UPDATE")
 def test_a_relist_reads_every_policy_again(node: Node) -> None:
     """Policies are read again one by one as they change; a relist (the store replaced whole,
     no change of any one of them told) reads every one: a policy gone in it goes."""
@@ -331,5 +333,54 @@ def test_a_relist_reads_every_policy_again(node: Node) -> None:
         "applied": True,
         "interfaces": ["net1"],
         "policies": ["ns1/other"],
+        "error": None,
+    }
+
+
+@pytest.mark.req("POL-UPDATE")
+def test_a_set_changed_behind_our_back_is_written_whole_when_its_update_fails(
+    node: Node, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Peers coming and going are written in place, as netlink element changes; one the
+    kernel refuses (the set no longer holds what we wrote) rewrites the table whole."""
+    web = node.add(pod("ns1", "web", {"app": "web"}), {BLUE: "10.91.0.2/24"})
+    node.add(pod("ns1", "client", {"role": "client"}), {BLUE: "10.91.0.7/24"})
+    node.view.upsert(
+        policy(
+            "allow-clients",
+            {
+                "podSelector": {"matchLabels": {"app": "web"}},
+                "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}],
+            },
+        )
+    )
+    node.converge()
+    text = node.table(web)
+    assert text is not None
+    (set_name,) = {line.split()[1] for line in text.splitlines() if line.strip().startswith("set ")}
+    # someone else deletes the element we hold there
+    nft = ["nsenter", f"--net={web.netns}", "--", "nft"]
+    done = subprocess.run(
+        [*nft, "delete", "element", "inet", "netattach", set_name, "{ 10.91.0.7 }"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # the client leaves: deleting its element fails, and the table is written again
+    node.view.upsert(pod("ns1", "client", {"role": "other"}))
+    node.add(pod("ns1", "client2", {"role": "client"}), {BLUE: "10.91.0.8/24"})
+    with caplog.at_level("WARNING", logger="netattach.policy"):
+        node.converge()
+    (warning,) = [r.getMessage() for r in caplog.records if "in-place" in r.getMessage()]
+    assert f"delete element in set {set_name}: No such file or directory" in warning
+    after = node.table(web)
+    assert after is not None
+    assert "10.91.0.7" not in after
+    assert "10.91.0.8" in after
+    assert node.sync.state(web.container_id) == {
+        "applied": True,
+        "interfaces": ["net1"],
+        "policies": ["ns1/allow-clients"],
         "error": None,
     }
