@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from netattach.policy.model import merge_ranges
+from netattach.policy.ranges import HostRanges
 from netattach.policy.selection import AddressSet
 
 BASE = {4: int(ipaddress.IPv4Address("10.0.0.0")), 6: int(ipaddress.IPv6Address("fd00::"))}
@@ -38,3 +39,30 @@ def test_a_host_set_is_the_hosts_no_block_holds(
         )
         assert [int(ipaddress.ip_address(t)) for t in texts] == want
         assert joined == ", ".join(texts)
+
+
+def test_an_address_set_made_of_its_families_is_the_set_of_their_ranges() -> None:
+    v4 = ((4, 10, 10), (4, 12, 14))
+    v6 = ((6, 1 << 100, 1 << 100),)
+    whole = AddressSet(v4 + v6)
+    apart = AddressSet(None, families=(v4, v6))
+    assert apart.hosts(4, None).ranges is v4  # each family taken as it is, not copied
+    assert apart.hosts(6, None).ranges is v6
+    assert [apart.hosts(v, None).texts() for v in (4, 6)] == [
+        whole.hosts(v, None).texts() for v in (4, 6)
+    ]
+    assert apart == whole  # the ranges of both, joined when read
+    assert hash(apart) == hash(whole)
+    assert apart.ranges == v4 + v6
+    assert bool(AddressSet(None, families=(v4, ())))
+    assert not AddressSet(None, families=((), ()))
+
+
+def test_host_ranges_give_each_family_apart_and_joined() -> None:
+    hosts = HostRanges([], [(6, 7, 7), (4, 3, 3), (4, 5, 5)])
+    assert hosts.families() == (((4, 3, 3), (4, 5, 5)), ((6, 7, 7),))
+    hosts.update([], [(4, 4, 4), (6, 9, 9)], lambda _: False)
+    assert hosts.families() == (((4, 3, 5),), ((6, 7, 7), (6, 9, 9)))
+    assert hosts.snapshot() == ((4, 3, 5), (6, 7, 7), (6, 9, 9))
+    assert hosts.holds((6, 9, 9))
+    assert not hosts.holds((4, 9, 9))

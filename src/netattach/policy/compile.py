@@ -987,7 +987,9 @@ class Compiler:
                 # would only hash (every range of it) to find nothing equal. It names the
                 # addresses it follows and what changed since, so that a table holding those
                 # is updated with the change alone (`HostSet`).
-                found = AddressSet(hosts.snapshot(), sel.addresses.get(network), gained, lost)
+                found = AddressSet(
+                    None, sel.addresses.get(network), gained, lost, families=hosts.families()
+                )
             else:
                 found = self._sets.get(hosts.snapshot())
             sel.addresses[network] = found

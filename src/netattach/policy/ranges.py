@@ -4,8 +4,9 @@ The addresses are the union of fixed ranges (its ipBlocks) and of its member pod
 addresses, as disjoint ranges in address order with adjacent ones joined (what
 `model.merge_ranges` gives for the same addresses). A pod joining or leaving adds or removes its
 hosts with a bisection and a splice, instead of merging every member's addresses again: the
-cost of a change is the change, not the selection's size. The tuple the compiler reads is made
-once per pass (`snapshot`), however many changes came in between.
+cost of a change is the change, not the selection's size. The tuples the compiler reads are
+made once per pass, however many changes came in between: each family's apart (`families`:
+a table's host sets take them as they are), or both joined (`snapshot`).
 """
 
 from __future__ import annotations
@@ -49,19 +50,33 @@ def shift(host: AddressRange, into: set[AddressRange], back: set[AddressRange]) 
 class HostRanges:
     """Fixed ranges plus hosts; which hosts another member still holds, the caller knows."""
 
-    __slots__ = ("_blocks", "_gained", "_lost", "_ranges", "_snapshot")
+    __slots__ = ("_blocks", "_families", "_gained", "_lost", "_snapshot", "_v4", "_v6")
 
     def __init__(self, blocks: Sequence[AddressRange], hosts: Iterable[AddressRange]) -> None:
         self._blocks = list(merge_ranges(blocks)) if blocks else []
-        self._snapshot: tuple[AddressRange, ...] | None = merge_ranges([*self._blocks, *hosts])
-        self._ranges = list(self._snapshot)
+        merged = merge_ranges([*self._blocks, *hosts])
+        # each family's ranges apart (IPv4 sort first): a change copies its own family only
+        split = bisect.bisect_left(merged, (6, -1, -1))
+        self._v4 = list(merged[:split])
+        self._v6 = list(merged[split:])
+        self._snapshot: tuple[AddressRange, ...] | None = merged
+        self._families: tuple[tuple[AddressRange, ...], tuple[AddressRange, ...]] | None = None
         self._gained: set[AddressRange] = set()  # since `changes` was last called
         self._lost: set[AddressRange] = set()
 
+    def _of(self, host: AddressRange) -> list[AddressRange]:
+        return self._v4 if host[0] == 4 else self._v6
+
     def snapshot(self) -> tuple[AddressRange, ...]:
         if self._snapshot is None:
-            self._snapshot = tuple(self._ranges)
+            self._snapshot = self.families()[0] + self.families()[1]
         return self._snapshot
+
+    def families(self) -> tuple[tuple[AddressRange, ...], tuple[AddressRange, ...]]:
+        """The IPv4 ranges and the IPv6 ones, apart (what `snapshot` joins)."""
+        if self._families is None:
+            self._families = tuple(self._v4), tuple(self._v6)
+        return self._families
 
     def changes(self) -> tuple[tuple[AddressRange, ...], tuple[AddressRange, ...]]:
         """(gained, lost): the hosts that joined and left since the last call, net (a host
@@ -72,7 +87,7 @@ class HostRanges:
         return out
 
     def holds(self, host: AddressRange) -> bool:
-        return _covering(self._ranges, host) >= 0
+        return _covering(self._of(host), host) >= 0
 
     def update(
         self,
@@ -84,10 +99,10 @@ class HostRanges:
         still has a host); the hosts the addresses lost and gained (both empty: no change)."""
         lost: list[AddressRange] = []
         gained: list[AddressRange] = []
-        out = self._ranges
         for host in gone:
             if held(host) or _covering(self._blocks, host) >= 0:
                 continue  # still admitted
+            out = self._of(host)
             i = _covering(out, host)
             if i < 0:
                 continue
@@ -101,6 +116,7 @@ class HostRanges:
             lost.append(host)
             shift(host, self._lost, self._gained)
         for host in added:
+            out = self._of(host)
             i, holder = _at(out, host)
             if holder >= 0:
                 continue  # already admitted
@@ -117,5 +133,5 @@ class HostRanges:
             gained.append(host)
             shift(host, self._gained, self._lost)
         if lost or gained:
-            self._snapshot = None
+            self._snapshot = self._families = None
         return lost, gained

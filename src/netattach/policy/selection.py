@@ -59,21 +59,27 @@ class _Ranges:
     holding the older ones needs to be told.
     """
 
-    __slots__ = ("__weakref__", "_follows", "_hash", "gained", "lost", "ranges")
+    __slots__ = ("__weakref__", "_follows", "_hash", "_ranges", "gained", "lost")
     _follows: weakref.ref[Self] | None
 
     def __init__(
         self,
-        ranges: tuple[AddressRange, ...],
+        ranges: tuple[AddressRange, ...] | None,
         follows: Self | None = None,
         gained: tuple[AddressRange, ...] = (),
         lost: tuple[AddressRange, ...] = (),
     ) -> None:
-        self.ranges = ranges
+        self._ranges = ranges  # None: made when first read (`AddressSet`)
         self._hash: int | None = None
         self._follows = None if follows is None else weakref.ref(follows)
         self.gained = gained
         self.lost = lost
+
+    @property
+    def ranges(self) -> tuple[AddressRange, ...]:
+        found = self._ranges
+        assert found is not None
+        return found
 
     def follows(self) -> Self | None:
         """The ranges these were made after, while they live."""
@@ -213,16 +219,23 @@ class AddressSet(_Ranges):
     them carry those changes (`HostSet`).
     """
 
-    __slots__ = ("_cidrs", "_hosts", "_networks", "_range_set", "_starts")
+    __slots__ = ("_cidrs", "_families", "_hosts", "_networks", "_range_set", "_starts")
 
     def __init__(
         self,
-        ranges: tuple[AddressRange, ...],
+        ranges: tuple[AddressRange, ...] | None,
         follows: AddressSet | None = None,
         gained: tuple[AddressRange, ...] = (),
         lost: tuple[AddressRange, ...] = (),
+        *,
+        families: tuple[tuple[AddressRange, ...], tuple[AddressRange, ...]] | None = None,
     ) -> None:
+        """`ranges`, or (None and) `families`: the IPv4 ranges and the IPv6 ones apart. A
+        selection's addresses made again after a change come so: its host sets take each
+        family as it is, and the ranges of both are joined only if something reads them."""
         super().__init__(ranges, follows, gained, lost)
+        self._families = families
+        assert ranges is not None or families is not None
         self._networks: tuple[IPNetwork, ...] | None = None
         self._cidrs: dict[int, Texts] = {}
         # family -> (blocks, the hosts without them): one `blocks` per set in practice (its
@@ -230,6 +243,19 @@ class AddressSet(_Ranges):
         self._hosts: dict[int, tuple[AddressSet | None, HostSet]] = {}
         self._starts: list[tuple[int, int]] | None = None
         self._range_set: frozenset[AddressRange] | None = None
+
+    @property
+    def ranges(self) -> tuple[AddressRange, ...]:
+        found = self._ranges
+        if found is None:
+            assert self._families is not None
+            found = self._ranges = self._families[0] + self._families[1]
+        return found
+
+    def __bool__(self) -> bool:
+        if self._ranges is None and self._families is not None:
+            return bool(self._families[0] or self._families[1])
+        return bool(self._ranges)
 
     @property
     def networks(self) -> tuple[IPNetwork, ...]:
@@ -266,10 +292,13 @@ class AddressSet(_Ranges):
         cached = self._hosts.get(version)
         if cached is not None and cached[0] is blocks:
             return cached[1]
-        ranges = self.ranges
-        if ranges and not (ranges[0][0] == ranges[-1][0] == version):
-            # (both families: this one's part; one family alone is used as it is, uncopied)
-            ranges = ranges[_first_of(ranges, version) : _first_of(ranges, version + 1)]
+        if self._families is not None:
+            ranges = self._families[0 if version == 4 else 1]
+        else:
+            ranges = self.ranges
+            if ranges and not (ranges[0][0] == ranges[-1][0] == version):
+                # (both families: this one's part; one family alone is used as it is, uncopied)
+                ranges = ranges[_first_of(ranges, version) : _first_of(ranges, version + 1)]
         if blocks is not None:
             ranges = _cut(ranges, [(f, t) for v, f, t in blocks.ranges if v == version], version)
         base: HostSet | None = None
