@@ -45,6 +45,11 @@ def _tail(text: str) -> str:
 BATCH_MAX = 32  # requests sent in one frame at most
 
 
+def _command(netns_path: str, commands: str, json_output: bool, file: bool) -> dict[str, object]:
+    """A helper request running nft `commands` (`file`: a script) in the netns."""
+    return {"netns": netns_path, "commands": commands, "json": json_output, "file": file}
+
+
 class _HelperGoneError(Exception):
     """The helper process ended, or timed out and was killed, before it replied."""
 
@@ -103,8 +108,7 @@ class NftHelper:
         """(exit status, stdout, stderr) of `commands` (`file`: a script, as `nft -f` reads
         one; else nft's arguments) in the netns; None when libnftables
         cannot be used here (run nft as a program instead)."""
-        request = {"netns": netns_path, "commands": commands, "json": json_output, "file": file}
-        return await self.request(request, timeout)
+        return await self.request(_command(netns_path, commands, json_output, file), timeout)
 
     async def request(
         self, request: dict[str, object], timeout: float
@@ -306,10 +310,7 @@ class NftHelpers:
         timeout: float,
         file: bool = False,
     ) -> tuple[int, str, str] | None:
-        helper = min(self.helpers, key=lambda h: h.pending)
-        return await helper.run(
-            netns_path, commands, json_output=json_output, timeout=timeout, file=file
-        )
+        return await self.request(_command(netns_path, commands, json_output, file), timeout)
 
     async def request(
         self, request: dict[str, object], timeout: float
@@ -341,6 +342,17 @@ def _stop_helper(slot: list[subprocess.Popen[bytes] | None], *, kill: bool = Fal
     child.wait()
 
 
+async def _ask(
+    helper: NftHelper | NftHelpers, request: dict[str, object], timeout: float, what: str
+) -> tuple[int, str, str] | None:
+    """The helper's (status, stdout, stderr) for `request`; None when it cannot be used here.
+    A helper that stops first fails `what` with PolicyApplyError."""
+    try:
+        return await helper.request(request, timeout)
+    except _HelperGoneError as exc:
+        raise errors.PolicyApplyError(f"{what} failed: the nft helper stopped", str(exc)) from None
+
+
 async def _nft(
     netns_path: str,
     *args: str,
@@ -354,14 +366,12 @@ async def _nft(
         words = args[1:] if json_output else args
         script = words == ("-f", "-")
         commands = (stdin or b"").decode() if script else " ".join(words)
-        try:
-            found = await helper.run(
-                netns_path, commands, json_output=json_output, timeout=timeout, file=script
-            )
-        except _HelperGoneError as exc:
-            raise errors.PolicyApplyError(
-                f"nft {' '.join(args)} in {netns_path} failed: the nft helper stopped", str(exc)
-            ) from None
+        found = await _ask(
+            helper,
+            _command(netns_path, commands, json_output, script),
+            timeout,
+            f"nft {' '.join(args)} in {netns_path}",
+        )
         if found is not None:
             return found
     argv = [NSENTER, f"--net={netns_path}", "--", NFT, *args]
@@ -426,12 +436,7 @@ async def update_elements(
                 *(["add", c.name, c.kind, c.added] for c in changes if c.added),
             ],
         }
-        try:
-            found = await helper.request(request, timeout)
-        except _HelperGoneError as exc:
-            raise errors.PolicyApplyError(
-                f"updating set elements in {netns_path} failed: the nft helper stopped", str(exc)
-            ) from None
+        found = await _ask(helper, request, timeout, f"updating set elements in {netns_path}")
         if found is not None:
             status, _, err = found
             if status != 0:

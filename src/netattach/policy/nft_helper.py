@@ -196,7 +196,7 @@ NFTA_LIST_ELEM = 1
 NFTA_SET_ELEM_KEY = 1
 NFTA_DATA_VALUE = 1
 ELEMENTS_PER_MESSAGE = 1024  # an attribute's length is 16 bits: 1,024 IPv6 keys fit
-BATCH_MAX = 4 * 1024 * 1024  # a batch longer than this is refused (the send buffer is raised)
+BATCH_BYTES_MAX = 4 * 1024 * 1024  # a longer element batch is refused (the send buffer is raised)
 _NLMSG = struct.Struct("=IHHII")  # length, type, flags, sequence, port
 _NFGEN = struct.Struct("=BBH")  # family, version, resource id (native order but for BATCH_*)
 _VERBS = {
@@ -315,6 +315,11 @@ def netlink_errors(data: bytes) -> list[tuple[int, int]]:
     return found
 
 
+def _failure(stderr: str) -> dict[str, object]:
+    """The reply to a request that failed (as nft's exit status 1 with its message)."""
+    return {"status": 1, "stdout": "", "stderr": stderr}
+
+
 def _enter(lib: _Lib, netns: str) -> str | None:
     """Enter the netns at `netns`; what failed, else None (the caller goes home after)."""
     try:
@@ -337,16 +342,16 @@ def _write_elements(
     try:
         batch, about = element_batch(changes)
     except ValueError as exc:
-        return {"status": 1, "stdout": "", "stderr": str(exc)}
-    if len(batch) > BATCH_MAX:
-        return {"status": 1, "stdout": "", "stderr": f"a batch of {len(batch)} bytes"}
+        return _failure(str(exc))
+    if len(batch) > BATCH_BYTES_MAX:
+        return _failure(f"a batch of {len(batch)} bytes")
     entering = _enter(lib, netns)
     if entering is not None:
-        return {"status": 1, "stdout": "", "stderr": entering}
+        return _failure(entering)
     try:
         sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
     except OSError as exc:
-        return {"status": 1, "stdout": "", "stderr": f"netlink socket in {netns}: {exc}"}
+        return _failure(f"netlink socket in {netns}: {exc}")
     finally:
         try:
             lib.setns(home)  # home first, as for libnftables (`_serve`)
@@ -366,7 +371,7 @@ def _write_elements(
             except BlockingIOError:
                 break
     except OSError as exc:
-        return {"status": 1, "stdout": "", "stderr": f"netlink batch in {netns}: {exc}"}
+        return _failure(f"netlink batch in {netns}: {exc}")
     finally:
         closer.close_later(sock.detach())  # its close may wait for a grace period
     if not failed:
@@ -375,7 +380,7 @@ def _write_elements(
         f"{about[seq] if 0 <= seq < len(about) else f'message {seq}'}: {os.strerror(code)}"
         for seq, code in failed
     ]
-    return {"status": 1, "stdout": "", "stderr": "\n".join(lines)}
+    return _failure("\n".join(lines))
 
 
 def _serve(lib: _Lib, home: int, closer: _Closer, request: dict[str, Any]) -> dict[str, object]:
@@ -385,7 +390,7 @@ def _serve(lib: _Lib, home: int, closer: _Closer, request: dict[str, Any]) -> di
     commands = request["commands"]
     entering = _enter(lib, netns)
     if entering is not None:
-        return {"status": 1, "stdout": "", "stderr": entering}
+        return _failure(entering)
     before = _sockets()
     try:
         ctx = lib.nft.nft_ctx_new(0)
@@ -397,7 +402,7 @@ def _serve(lib: _Lib, home: int, closer: _Closer, request: dict[str, Any]) -> di
         except OSError:
             os._exit(3)
     if not ctx:
-        return {"status": 1, "stdout": "", "stderr": "libnftables: cannot make a context"}
+        return _failure("libnftables: cannot make a context")
     held = _hold_new_socket(before)
     try:
         lib.nft.nft_ctx_buffer_output(ctx)

@@ -69,7 +69,8 @@ class HostRanges:
 
     def snapshot(self) -> tuple[AddressRange, ...]:
         if self._snapshot is None:
-            self._snapshot = self.families()[0] + self.families()[1]
+            v4, v6 = self.families()
+            self._snapshot = v4 + v6
         return self._snapshot
 
     def families(self) -> tuple[tuple[AddressRange, ...], tuple[AddressRange, ...]]:
