@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import ipaddress
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, KeysView, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -547,9 +547,13 @@ class Compiler:
         moves: dict[tuple[bool, bool], dict[str, tuple[list[AddressRange], list[AddressRange]]]]
         moves = {}
         member = before or after
+        # (a selection resolved on none of the networks the pod has hosts on keeps all it has:
+        # its addresses, its groups; most selections picking a pod are such, for a pod is on
+        # one or two of a cluster's networks)
+        networks = _networks_of(before, after)
         for sel in was_in | now_in:
-            if not sel.hosts and not sel.groups:
-                continue  # nothing resolved yet: nothing to keep up to date
+            if sel.hosts.keys().isdisjoint(networks):
+                continue
             was, now = sel in was_in, sel in now_in
             if was != now or not relabel_only:
                 found = moves.get((was, now))
@@ -645,9 +649,7 @@ class Compiler:
     ) -> None:
         """A member (`key`) left, joined or changed its addresses or ports: its hosts leave
         and join (`moves`, by network) the selection's addresses in place."""
-        had_groups = bool(sel.groups)
         moved = False
-        sel.regroup()
         for network, hosts in sel.hosts.items():
             found = moves.get(network)
             if found is None:
@@ -667,7 +669,10 @@ class Compiler:
                 dest = sel.dest.get(network)
                 if dest is not None:
                     self._admitted(sel, dest, network, lost, gained)
-        if had_groups or moved:
+        if moved:
+            # (a member without a host on any network the selection resolved moves nothing:
+            # its groups, made from those addresses and from `dest`, stay as they are)
+            sel.regroup()
             self._moved_all(sel)
 
     def _moved_all(self, sel: _Sel) -> None:
@@ -1172,6 +1177,14 @@ class Compiler:
             result[ifname] = InterfaceRules(network, per_dir["ingress"], per_dir["egress"])
         self._index_slots(key, layout)
         return result
+
+
+def _networks_of(before: PodView | None, after: PodView | None) -> set[str] | KeysView[str]:
+    """The networks on which `before` or `after` has a host."""
+    if before is None or after is None:
+        view = before or after
+        return set() if view is None else view.addresses.keys()
+    return before.addresses.keys() | after.addresses.keys()
 
 
 def _moves(

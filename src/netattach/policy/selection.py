@@ -89,7 +89,15 @@ class _Ranges:
         if type(other) is not type(self):
             return NotImplemented
         assert isinstance(other, _Ranges)
-        return self is other or self.ranges == other.ranges
+        if self is other:
+            return True
+        # Made right after the other with hosts gained or lost: not equal, and known so
+        # without comparing every range (a pass compares each table with the one before).
+        if (self.gained or self.lost) and self.follows() is other:
+            return False
+        if (other.gained or other.lost) and other.follows() is self:
+            return False
+        return self.ranges == other.ranges
 
     def __hash__(self) -> int:
         if self._hash is None:

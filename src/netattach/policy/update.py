@@ -7,9 +7,14 @@ each change atomic):
     only set elements differ     `delete element` / `add element` on those sets (a peer left,
                                  a peer joined), nothing else; an interval set that loses more
                                  than `DELETE_MAX` elements is flushed and refilled instead
-    rules or sets differ too     every chain flushed and written again, sets no rule names any
-                                 more deleted, new sets defined, the element changes of the
-                                 sets kept — in the same transaction
+    rules or sets differ too     only the chains that differ: one whose rules changed flushed
+                                 and written again, one gone flushed and deleted, a new one
+                                 added; sets no rule names any more deleted, new sets defined,
+                                 the element changes of the sets kept — in the same transaction.
+                                 A chain left as it was is not in the script (nft parses and
+                                 checks only what is written), unless it names a set made again
+                                 under the same name (its comment changed): nft deletes no set a
+                                 rule names, so that chain is flushed and written again too
 
 A set is kept (and changed in place) while its name, type and comment stay; set names come from
 what a set selects, so peers coming and going never rename one. `nft -f` runs a script as one
@@ -18,12 +23,14 @@ transaction: a failing script leaves the table as it was.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from netattach.policy.render import TABLE, NftSet, Table, chain_lines, set_lines
 from netattach.policy.selection import Elements, HostSet
 
 _T = f"inet {TABLE}"
+_SET_REF = re.compile(r"@(\w+)")  # a set a rule names (set names are word characters)
 DELETE_MAX = 8  # more elements gone from one interval set than this: it is refilled instead
 
 
@@ -150,21 +157,38 @@ def render_update(applied: Table, wanted: Table, diffs: Diffs | None = None) -> 
         if not deletes and not adds:
             return None  # the same elements, held by sets made apart
         return "\n".join([*deletes, *adds]) + "\n"
-    # The rules change: flush every chain first, so no rule names a set about to go.
-    lines = [f"flush chain {_T} {name}" for name, _ in applied.chains]
-    wanted_chains = {name for name, _ in wanted.chains}
-    lines += [
-        f"delete chain {_T} {name}" for name, _ in applied.chains if name not in wanted_chains
+    old_chains = dict(applied.chains)
+    new_chains = dict(wanted.chains)
+    sets_gone = set(old_sets) - kept  # deleted: no longer wanted, or made again with a new header
+    # Written again: the chains whose rules changed, and those naming a set deleted here (an
+    # unchanged chain names only sets `wanted` holds, so such a set is made again).
+    changed = [
+        name
+        for name, body in wanted.chains
+        if name in old_chains and (old_chains[name] != body or _names_any(body, sets_gone))
     ]
-    lines += [f"delete set {_T} {name}" for name in sorted(set(old_sets) - kept)]
+    fresh = [name for name, _ in wanted.chains if name not in old_chains]
+    removed = [name for name, _ in applied.chains if name not in new_chains]
+    # Only a chain rewritten or removed can name a set or chain about to go: each is flushed
+    # before any of those is deleted (nft deletes nothing a rule names).
+    lines = [f"flush chain {_T} {name}" for name in (*changed, *removed)]
+    lines += [f"delete chain {_T} {name}" for name in removed]
+    lines += [f"delete set {_T} {name}" for name in sorted(sets_gone)]
     lines += deletes + adds
     lines += [f"table {_T} {{", f"\t{wanted.comment}"]
     for name in sorted(set(new_sets) - kept):
         lines += set_lines(new_sets[name])
-    for name, body in wanted.chains:
-        lines += chain_lines(name, body)
+    # New chains first: a rewritten chain may jump to one. A base chain written again
+    # declares its hook again, the same one, which nft takes for the chain it has.
+    for name in (*fresh, *changed):
+        lines += chain_lines(name, new_chains[name])
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _names_any(body: tuple[str, ...], sets: set[str]) -> bool:
+    """Whether a rule of `body` names one of `sets`."""
+    return bool(sets) and any(name in sets for line in body for name in _SET_REF.findall(line))
 
 
 __all__ = ["Diffs", "SetChange", "changes_text", "render_update", "set_changes"]
