@@ -167,6 +167,31 @@ def _resolve(
     return tuple(sorted(out))
 
 
+# (id of a rule's ports, a pod's declared ports) -> (those ports, what they resolve to): a
+# selection's named-port destinations are resolved for each one that changes, again and again
+# against the same few declarations (an entry holds the ports, so their id stays theirs)
+_RESOLVED: dict[
+    tuple[int, tuple[tuple[str, str, int], ...]],
+    tuple[tuple[PortSpec, ...], tuple[PortRange, ...] | None],
+] = {}
+RESOLVED_CACHED = 65536
+
+
+def _resolve_cached(
+    ports: tuple[PortSpec, ...], dest: tuple[tuple[str, str, int], ...]
+) -> tuple[PortRange, ...] | None:
+    """`_resolve`, remembered."""
+    key = (id(ports), dest)
+    found = _RESOLVED.get(key)
+    if found is not None and found[0] is ports:
+        return found[1]
+    if len(_RESOLVED) >= RESOLVED_CACHED:
+        _RESOLVED.clear()
+    resolved = _resolve(ports, dest)
+    _RESOLVED[key] = (ports, resolved)
+    return resolved
+
+
 class _Selectors:
     """Label selectors as small ids, each matched once per distinct label map (by its id)."""
 
@@ -288,7 +313,7 @@ class _Tally:
         lost (net)."""
         changes: dict[tuple[PortRange, ...], tuple[set[AddressRange], set[AddressRange]]] = {}
         for declared, host, held in itertools.islice(log, self.seen, None):
-            resolved = _resolve(ports, declared)
+            resolved = _resolve_cached(ports, declared)
             if not resolved or resolved == numeric:
                 continue
             counts = self.counts.setdefault(resolved, {})
@@ -355,6 +380,7 @@ class Compiler:
         # network -> a pod's declared ports -> host -> how many pods declaring them hold it
         self._declaring: dict[str, dict[_Declared, dict[AddressRange, int]]] = {}
         self._dest_sels: dict[str, set[_Sel]] = {}  # network -> the selections with `dest`
+        self._resolved: dict[str, set[_Sel]] = {}  # network -> the selections with `hosts` there
         self._targets: dict[str, PodView] = {}
         self._results: dict[str, PodRules] = {}
         self._uses: dict[str, set[_Sel]] = {}
@@ -496,6 +522,8 @@ class Compiler:
             if any(p.namespace_selector is not None for p in sel.peers):
                 for network in sel.dest:
                     self._dest_sels[network].discard(sel)
+                for network in sel.hosts:
+                    self._resolved[network].discard(sel)
                 self._dirty |= sel.invalidate()
 
     def _own(self, before: PodView | None, after: PodView | None) -> None:
@@ -550,10 +578,13 @@ class Compiler:
         # (a selection resolved on none of the networks the pod has hosts on keeps all it has:
         # its addresses, its groups; most selections picking a pod are such, for a pod is on
         # one or two of a cluster's networks)
-        networks = _networks_of(before, after)
-        for sel in was_in | now_in:
-            if sel.hosts.keys().isdisjoint(networks):
-                continue
+        picked = was_in | now_in
+        touched: frozenset[_Sel] = frozenset()
+        for network in _networks_of(before, after):
+            resolved = self._resolved.get(network)
+            if resolved:
+                touched = touched | (picked & resolved) if touched else picked & resolved
+        for sel in touched:
             was, now = sel in was_in, sel in now_in
             if was != now or not relabel_only:
                 found = moves.get((was, now))
@@ -657,9 +688,12 @@ class Compiler:
             owners = self._owners.get(network, {})
 
             def held(host: AddressRange, owners: Mapping[AddressRange, set[str]] = owners) -> bool:
+                others = owners.get(host)
+                if not others or (len(others) == 1 and key in others):
+                    return False  # (most addresses: one pod's own)
                 return any(
                     other != key and sel in self._picked_by(self._pods.get(other))
-                    for other in owners.get(host, ())
+                    for other in others
                 )
 
             lost, gained = hosts.update(*found, held)
@@ -880,6 +914,8 @@ class Compiler:
             sel = self._sels.pop(selection)
             for network in sel.dest:
                 self._dest_sels[network].discard(sel)
+            for network in sel.hosts:
+                self._resolved[network].discard(sel)
             self._picking.clear()
             self._scopes.clear()
 
@@ -983,6 +1019,7 @@ class Compiler:
             if hosts is None:
                 blocks = [r for p in sel.peers if p.block is not None for r in p.block]
                 members = self._pods_of(sel)
+                self._resolved.setdefault(network, set()).add(sel)
                 hosts = sel.hosts[network] = HostRanges(
                     blocks, [a for v in members for a in v.addresses.get(network, ())]
                 )
@@ -1010,7 +1047,7 @@ class Compiler:
         name = "" if peers is None else self._name(sel, network)
         blocks = None if peers is None else sel.blocks
         if direction == "ingress" or not rule.named:
-            ports = _resolve(rule.ports, target.ports if direction == "ingress" else ())
+            ports = _resolve_cached(rule.ports, target.ports if direction == "ingress" else ())
             return [(peers, ports, name, blocks)]
         key = (network, rule.ports)
         found = sel.groups.get(key)
@@ -1045,7 +1082,7 @@ class Compiler:
         if tally is None:
             tally = sel.tallies[key] = _Tally()
             for declared, hosts in dest.items():
-                resolved = _resolve(rule.ports, declared)
+                resolved = _resolve_cached(rule.ports, declared)
                 if resolved and resolved != numeric:
                     counts = tally.counts.setdefault(resolved, {})
                     for host in hosts:

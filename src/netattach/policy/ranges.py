@@ -100,11 +100,12 @@ class HostRanges:
         still has a host); the hosts the addresses lost and gained (both empty: no change)."""
         lost: list[AddressRange] = []
         gained: list[AddressRange] = []
+        blocks = self._blocks
         for host in gone:
-            if held(host) or _covering(self._blocks, host) >= 0:
+            if held(host) or (blocks and _covering(blocks, host) >= 0):
                 continue  # still admitted
-            out = self._of(host)
-            i = _covering(out, host)
+            out = self._v4 if host[0] == 4 else self._v6
+            i = _at(out, host)[1] if out else -1
             if i < 0:
                 continue
             version, first, last = out[i]
@@ -115,9 +116,12 @@ class HostRanges:
                 parts.append((version, host[1] + 1, last))
             out[i : i + 1] = parts
             lost.append(host)
-            shift(host, self._lost, self._gained)
+            if host in self._gained:  # (`shift`, inline: this runs for every member change)
+                self._gained.discard(host)
+            else:
+                self._lost.add(host)
         for host in added:
-            out = self._of(host)
+            out = self._v4 if host[0] == 4 else self._v6
             i, holder = _at(out, host)
             if holder >= 0:
                 continue  # already admitted
@@ -132,7 +136,10 @@ class HostRanges:
                 del out[i]
             out.insert(i, joined)
             gained.append(host)
-            shift(host, self._gained, self._lost)
+            if host in self._lost:
+                self._lost.discard(host)
+            else:
+                self._gained.add(host)
         if lost or gained:
             self._snapshot = self._families = None
         return lost, gained

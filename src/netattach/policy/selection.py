@@ -14,7 +14,7 @@ import hashlib
 import ipaddress
 import itertools
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, Self
 
@@ -193,6 +193,10 @@ class HostSet(_Ranges, Elements):
         """(gone, added) taking `old`'s elements to these, each sorted, from what each set
         since `old` gained and lost; None when `old` is not an ancestor still known (the
         caller compares the elements whole)."""
+        if self.follows() is old:
+            # (the common case, a pass after the one the table was written in: the step's own
+            # hosts, already net)
+            return _host_texts(self.lost), _host_texts(self.gained)
         steps: list[HostSet] = []
         at: HostSet | None = self
         while at is not None and at is not old and len(steps) < CHANGE_STEPS:
@@ -213,7 +217,7 @@ class HostSet(_Ranges, Elements):
         return f"HostSet({', '.join(self.texts())})"
 
 
-def _host_texts(hosts: set[AddressRange]) -> list[str]:
+def _host_texts(hosts: Iterable[AddressRange]) -> list[str]:
     return sorted(_TEXTS[host][0] for host in hosts)
 
 
@@ -366,6 +370,10 @@ def _cut(
 
 def _of_family(hosts: tuple[AddressRange, ...], version: int) -> tuple[AddressRange, ...]:
     """The hosts of one family (`hosts` sorted: a slice)."""
+    if not hosts:
+        return hosts
+    if hosts[0][0] == hosts[-1][0]:  # (one family only, as most changes are)
+        return hosts if hosts[0][0] == version else ()
     return hosts[_first_of(hosts, version) : _first_of(hosts, version + 1)]
 
 
