@@ -429,13 +429,13 @@ async def update_elements(
     if not changes:
         return
     if helper is not None:
-        request: dict[str, object] = {
-            "netns": netns_path,
-            "elements": [
-                *(["delete", c.name, c.kind, c.gone] for c in changes if c.gone),
-                *(["add", c.name, c.kind, c.added] for c in changes if c.added),
-            ],
-        }
+        # One line per set and verb (a string, not lists of strings: a pass's frame of element
+        # changes cost the daemon its encoding, and the helper its decoding, string by string)
+        lines = [
+            *(f"delete {c.name} {c.kind} {','.join(c.gone)}" for c in changes if c.gone),
+            *(f"add {c.name} {c.kind} {','.join(c.added)}" for c in changes if c.added),
+        ]
+        request: dict[str, object] = {"netns": netns_path, "elements": "\n".join(lines)}
         found = await _ask(helper, request, timeout, f"updating set elements in {netns_path}")
         if found is not None:
             status, _, err = found

@@ -27,9 +27,9 @@ Frames, both ways: a 4-byte big-endian length, then that many bytes of JSON.
     hello     {"ready": true} or {"unavailable": "<why>"} (then it exits)
     request   {"netns": "<path>", "commands": "<nft script>", "json": <bool>, "file": <bool>}
               (file: read as `nft -f` reads a script; else as nft's arguments)
-              or {"netns": "<path>", "elements": [[verb, set, type, [address, ...]], ...]}
-              (verb "add" or "delete", type "ipv4_addr" or "ipv6_addr", in table inet
-              netattach)
+              or {"netns": "<path>", "elements": "<verb> <set> <type> <address>,...\n..."}
+              (a line per set and verb: verb "add" or "delete", type "ipv4_addr" or
+              "ipv6_addr", in table inet netattach)
     reply     {"status": 0 or 1, "stdout": "...", "stderr": "..."} (nft's exit status and text)
     batch     {"batch": [request, ...]}, answered by {"batch": [reply, ...]} in the same order
               (one frame each way for the writes of a pass)
@@ -277,16 +277,20 @@ def _batch_marker(kind: int, seq: int) -> bytes:
     return _NLMSG.pack(_NLMSG.size + 4, kind, NLM_F_REQUEST, seq, 0) + bytes(2) + resource
 
 
-def element_batch(changes: list[Any]) -> tuple[bytes, list[str]]:
-    """The batch (one transaction) making `changes` ([verb, set, key type, [address, ...]]
-    each), and what each of its sequence numbers is about. Raises ValueError."""
+def element_batch(changes: str) -> tuple[bytes, list[str]]:
+    """The batch (one transaction) making `changes` (lines of verb, set, key type and the
+    addresses joined by commas), and what each of its sequence numbers is about. Raises
+    ValueError."""
+    if not isinstance(changes, str):
+        raise ValueError(f"a malformed element change list {changes!r:.200}")
     about = ["the batch"]
     messages = [b""]
-    for change in changes:
-        verb, set_name, key_type, addresses = change
-        if not isinstance(set_name, str) or not isinstance(addresses, list):
-            raise ValueError(f"a malformed element change {change!r}")
-        made = _element_messages(verb, set_name, key_type, addresses, len(messages))
+    for line in changes.splitlines():
+        words = line.split(" ")
+        if len(words) != 4:
+            raise ValueError(f"a malformed element change {line!r:.200}")
+        verb, set_name, key_type, addresses = words
+        made = _element_messages(verb, set_name, key_type, addresses.split(","), len(messages))
         messages += made
         about += [f"{verb} element in set {set_name}"] * len(made)
     messages[0] = _batch_marker(NFNL_MSG_BATCH_BEGIN, 0)
@@ -336,7 +340,7 @@ def _enter(lib: _Lib, netns: str) -> str | None:
 
 
 def _write_elements(
-    lib: _Lib, home: int, closer: _Closer, netns: str, changes: list[Any]
+    lib: _Lib, home: int, closer: _Closer, netns: str, changes: str
 ) -> dict[str, object]:
     """Element changes as one nf_tables batch sent on a netlink socket made in the netns."""
     try:
