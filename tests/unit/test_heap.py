@@ -41,3 +41,28 @@ def test_tune_keeps_the_older_generations_ratios() -> None:
         assert gc.get_threshold() == (heap.YOUNG_THRESHOLD, 7, 3)
     finally:
         gc.set_threshold(*saved)
+
+
+def test_a_collection_half_due_runs_between_passes_and_not_before() -> None:
+    import gc
+
+    saved = gc.get_threshold()
+    held: list[list[int]] = []
+    try:
+        gc.set_threshold(100_000, 10, 10)
+        gc.collect()  # every count at 0
+        held.extend([i] for i in range(1_000))  # far from half of the threshold
+        young = gc.get_count()[0]
+        heap.collect_between_passes()
+        assert gc.get_count()[0] >= young  # not due: nothing collected
+        held.extend([i] for i in range(60_000))  # beyond half of it
+        heap.collect_between_passes()
+        young, middle, _ = gc.get_count()
+        assert young < 1_000  # collected now
+        assert middle == 1  # a young collection (the middle one was not due)
+        for _ in range(10):
+            held.extend([i] for i in range(60_000))
+            heap.collect_between_passes()
+        assert gc.get_count()[1] < 10  # the middle one ran when due, as the collector runs it
+    finally:
+        gc.set_threshold(*saved)

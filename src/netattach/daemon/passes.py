@@ -10,6 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from netattach import loggers
+from netattach.daemon import heap
 
 
 async def debounced_passes(
@@ -37,3 +38,4 @@ async def debounced_passes(
             log.exception("%s pass failed", what)
             if after_failure is not None:
                 after_failure()
+        heap.collect_between_passes()

@@ -1047,7 +1047,7 @@ class Compiler:
         name = "" if peers is None else self._name(sel, network)
         blocks = None if peers is None else sel.blocks
         if direction == "ingress" or not rule.named:
-            ports = _resolve_cached(rule.ports, target.ports if direction == "ingress" else ())
+            ports = _resolve(rule.ports, target.ports if direction == "ingress" else ())
             return [(peers, ports, name, blocks)]
         key = (network, rule.ports)
         found = sel.groups.get(key)

@@ -48,9 +48,13 @@ def shift(host: AddressRange, into: set[AddressRange], back: set[AddressRange]) 
 
 
 class HostRanges:
-    """Fixed ranges plus hosts; which hosts another member still holds, the caller knows."""
+    """Fixed ranges plus hosts; which hosts another member still holds, the caller knows.
 
-    __slots__ = ("_blocks", "_families", "_gained", "_lost", "_snapshot", "_v4", "_v6")
+    Each family's ranges are a list of (version, first, last) beside a list of their firsts:
+    a host is found by bisecting integers (a bisection over the tuples compared them tuple
+    by tuple, the most of a member change)."""
+
+    __slots__ = ("_blocks", "_families", "_gained", "_lost", "_snapshot", "_starts", "_v4", "_v6")
 
     def __init__(self, blocks: Sequence[AddressRange], hosts: Iterable[AddressRange]) -> None:
         self._blocks = list(merge_ranges(blocks)) if blocks else []
@@ -59,13 +63,11 @@ class HostRanges:
         split = bisect.bisect_left(merged, (6, -1, -1))
         self._v4 = list(merged[:split])
         self._v6 = list(merged[split:])
+        self._starts = {4: [r[1] for r in self._v4], 6: [r[1] for r in self._v6]}
         self._snapshot: tuple[AddressRange, ...] | None = merged
         self._families: tuple[tuple[AddressRange, ...], tuple[AddressRange, ...]] | None = None
         self._gained: set[AddressRange] = set()  # since `changes` was last called
         self._lost: set[AddressRange] = set()
-
-    def _of(self, host: AddressRange) -> list[AddressRange]:
-        return self._v4 if host[0] == 4 else self._v6
 
     def snapshot(self) -> tuple[AddressRange, ...]:
         if self._snapshot is None:
@@ -87,8 +89,21 @@ class HostRanges:
         self._lost.clear()
         return out
 
+    def _find(self, host: AddressRange) -> tuple[list[AddressRange], list[int], int, int]:
+        """(the host's family's ranges, their firsts, where the host would go, the index of
+        the range holding it or -1)."""
+        ranges = self._v4 if host[0] == 4 else self._v6
+        starts = self._starts[host[0]]
+        value = host[1]
+        i = bisect.bisect_left(starts, value)
+        if i < len(starts) and starts[i] == value:
+            return ranges, starts, i, i
+        if i and ranges[i - 1][2] >= value:
+            return ranges, starts, i, i - 1
+        return ranges, starts, i, -1
+
     def holds(self, host: AddressRange) -> bool:
-        return _covering(self._of(host), host) >= 0
+        return self._find(host)[3] >= 0
 
     def update(
         self,
@@ -104,37 +119,38 @@ class HostRanges:
         for host in gone:
             if held(host) or (blocks and _covering(blocks, host) >= 0):
                 continue  # still admitted
-            out = self._v4 if host[0] == 4 else self._v6
-            i = _at(out, host)[1] if out else -1
+            ranges, starts, _, i = self._find(host)
             if i < 0:
                 continue
-            version, first, last = out[i]
+            version, first, last = ranges[i]
+            value = host[1]
             parts = []
-            if first < host[1]:
-                parts.append((version, first, host[1] - 1))
-            if host[1] < last:
-                parts.append((version, host[1] + 1, last))
-            out[i : i + 1] = parts
+            if first < value:
+                parts.append((version, first, value - 1))
+            if value < last:
+                parts.append((version, value + 1, last))
+            ranges[i : i + 1] = parts
+            starts[i : i + 1] = [part[1] for part in parts]
             lost.append(host)
             if host in self._gained:  # (`shift`, inline: this runs for every member change)
                 self._gained.discard(host)
             else:
                 self._lost.add(host)
         for host in added:
-            out = self._v4 if host[0] == 4 else self._v6
-            i, holder = _at(out, host)
+            ranges, starts, i, holder = self._find(host)
             if holder >= 0:
                 continue  # already admitted
             version, value = host[0], host[1]
-            joined = host
-            if i > 0 and out[i - 1][0] == version and out[i - 1][2] == value - 1:
+            first = last = value
+            if i > 0 and ranges[i - 1][2] == value - 1:
                 i -= 1
-                joined = (version, out[i][1], value)
-                del out[i]
-            if i < len(out) and out[i][0] == version and out[i][1] == value + 1:
-                joined = (version, joined[1], out[i][2])
-                del out[i]
-            out.insert(i, joined)
+                first = ranges[i][1]
+                del ranges[i], starts[i]
+            if i < len(ranges) and starts[i] == value + 1:
+                last = ranges[i][2]
+                del ranges[i], starts[i]
+            ranges.insert(i, (version, first, last))
+            starts.insert(i, first)
             gained.append(host)
             if host in self._lost:
                 self._lost.discard(host)
