@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import sys
 import time
@@ -201,3 +202,36 @@ def _is_open(fd: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def test_element_changes_are_lines_of_verb_set_type_and_addresses() -> None:
+    batch, about = nft_helper.element_batch(
+        "delete s1_a4 ipv4_addr 10.0.0.1,10.0.0.2\nadd s1_a6 ipv6_addr fd00::1"
+    )
+    assert about == [
+        "the batch",
+        "delete element in set s1_a4",
+        "add element in set s1_a6",
+        "the batch",
+    ]
+    assert batch.count(b"s1_a4\0") == 1
+    assert batch.count(b"s1_a6\0") == 1
+    # each address's key, in network order, after its element's attribute headers
+    assert bytes([10, 0, 0, 1]) in batch
+    assert bytes([10, 0, 0, 2]) in batch
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (["add", "s", "ipv4_addr", ["10.0.0.1"]], "a malformed element change list"),
+        ("add s ipv4_addr", "a malformed element change 'add s ipv4_addr'"),
+        ("add s ipv4_addr 10.0.0.1 extra", "a malformed element change"),
+        ("move s ipv4_addr 10.0.0.1", "unknown element verb 'move'"),
+        ("add s inet_service 80", "set s: elements of type 'inet_service' are not written here"),
+        ("add s ipv4_addr 10.0.0.1,", "set s: not a ipv4_addr in ['10.0.0.1', '']"),
+    ],
+)
+def test_a_malformed_element_change_is_refused_by_name(changes: object, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        nft_helper.element_batch(changes)  # type: ignore[arg-type]
