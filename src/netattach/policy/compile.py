@@ -370,6 +370,10 @@ class Compiler:
         self._policy_selector: dict[_PolicyKey, int] = {}
         self._by_namespace: dict[str, list[Policy]] = {}
         self._rule_sels: dict[tuple[_PolicyKey, Direction, int], tuple[Policy, _Sel]] = {}
+        # policy -> the keys of its rules in `_rule_sels`; namespace -> its policies (an edit
+        # then touches its own entries, not a scan of every policy's)
+        self._rule_keys: dict[_PolicyKey, set[tuple[_PolicyKey, Direction, int]]] = {}
+        self._in_namespace_policies: dict[str, dict[_PolicyKey, Policy]] = {}
         self._sels: dict[Selection, _Sel] = {}
         # (namespace, its label id, a pod's label id) -> the selections picking such a pod;
         # valid while the selections stay (labels are interned: equal ids, equal labels)
@@ -878,17 +882,17 @@ class Compiler:
     def _set_policy(self, key: _PolicyKey, policy: Policy | None) -> None:
         before = self._policies.pop(key, None)
         selectors = [] if before is None else [self._policy_selector.pop(key)]
-        for rule_key in [k for k in self._rule_sels if k[0] == key]:
+        for rule_key in self._rule_keys.pop(key, ()):
             del self._rule_sels[rule_key]
+        ns = key[0]
+        of_namespace = self._in_namespace_policies.setdefault(ns, {})
+        of_namespace.pop(key, None)
         if policy is not None:
             self._policies[key] = policy
+            of_namespace[key] = policy
             self._policy_selector[key] = self._selectors.id(policy.pod_selector)
             selectors.append(self._policy_selector[key])
-        ns = key[0]
-        self._by_namespace[ns] = sorted(
-            (p for k, p in self._policies.items() if k[0] == ns),
-            key=lambda p: (p.namespace, p.name, p.uid),
-        )
+        self._by_namespace[ns] = [of_namespace[k] for k in sorted(of_namespace)]
         # An edit that selects the same pods on the same networks and directions changes only
         # the rules of this policy in the tables of those pods: patched (`_patch_policies`).
         same_pods = (
@@ -959,6 +963,7 @@ class Compiler:
             blocks = merge_ranges(r for p in peers if p.block is not None for r in p.block)
             sel.blocks = self._sets.get(blocks) if blocks else None
         self._rule_sels[key] = (policy, sel)
+        self._rule_keys.setdefault(key[0], set()).add(key)
         return sel
 
     def _pods_of(self, sel: _Sel) -> Iterable[PodView]:
