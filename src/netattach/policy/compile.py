@@ -384,6 +384,9 @@ class Compiler:
         # network -> a pod's declared ports -> host -> how many pods declaring them hold it
         self._declaring: dict[str, dict[_Declared, dict[AddressRange, int]]] = {}
         self._dest_sels: dict[str, set[_Sel]] = {}  # network -> the selections with `dest`
+        # network -> those of them that admit addresses beyond their members' (every address,
+        # or ipBlocks): the only ones that can hold a host no member of theirs holds
+        self._dest_wide: dict[str, set[_Sel]] = {}
         self._resolved: dict[str, set[_Sel]] = {}  # network -> the selections with `hosts` there
         self._targets: dict[str, PodView] = {}
         self._results: dict[str, PodRules] = {}
@@ -526,6 +529,7 @@ class Compiler:
             if any(p.namespace_selector is not None for p in sel.peers):
                 for network in sel.dest:
                     self._dest_sels[network].discard(sel)
+                    self._dest_wide[network].discard(sel)
                 for network in sel.hosts:
                     self._resolved[network].discard(sel)
                 self._dirty |= sel.invalidate()
@@ -582,7 +586,8 @@ class Compiler:
         # (a selection resolved on none of the networks the pod has hosts on keeps all it has:
         # its addresses, its groups; most selections picking a pod are such, for a pod is on
         # one or two of a cluster's networks)
-        picked = was_in | now_in
+        # (a relabel moves only the selections it enters or leaves)
+        picked = was_in ^ now_in if relabel_only else was_in | now_in
         touched: frozenset[_Sel] = frozenset()
         for network in _networks_of(before, after):
             resolved = self._resolved.get(network)
@@ -624,7 +629,15 @@ class Compiler:
         self, network: str, declared: _Declared, host: AddressRange, held: bool
     ) -> None:
         """Pods declaring `declared` started (`held`) or stopped holding `host`."""
-        for sel in self._dest_sels.get(network, ()):
+        sels: set[_Sel] = self._dest_sels.get(network, set())
+        if held:
+            # Only a selection that admits the host can take it: one picking a pod that holds
+            # it now, or one admitting more than its members (a pod joining one is counted
+            # when it joins, `_admitted`); not every selection with destinations there.
+            owners = self._owners.get(network, {}).get(host, ())
+            picking = [self._picked_by(self._pods.get(o)) for o in owners]
+            sels = self._dest_wide.get(network, set()).union(*picking) & sels
+        for sel in sels:
             dest = sel.dest[network]
             if held and (sel.everything or sel.hosts[network].holds(host)):
                 hosts = dest.setdefault(declared, set())
@@ -918,6 +931,7 @@ class Compiler:
             sel = self._sels.pop(selection)
             for network in sel.dest:
                 self._dest_sels[network].discard(sel)
+                self._dest_wide[network].discard(sel)
             for network in sel.hosts:
                 self._resolved[network].discard(sel)
             self._picking.clear()
@@ -1136,6 +1150,9 @@ class Compiler:
                 for declared, counts in declaring.items()
             }
             self._dest_sels.setdefault(network, set()).add(sel)
+            wide = self._dest_wide.setdefault(network, set())
+            if sel.everything or sel.blocks is not None:
+                wide.add(sel)
         return found
 
     def _add_policy_rules(
