@@ -633,8 +633,16 @@ class PolicySync:
                 return
             metrics.POLICY_APPLIES.labels(result="removed" if table is None else "applied").inc()
             self._applied[container_id] = want
-            if table is not None:
-                log.info(
+            # Said at info when what governs the pod changed; the peers of its rules coming
+            # and going (every pass, for most pods, under churn) only at debug.
+            same = current.table is not None and (current.interfaces, current.policies) == (
+                want.interfaces,
+                want.policies,
+            )
+            level = logging.DEBUG if same else logging.INFO
+            if table is not None and log.isEnabledFor(level):
+                log.log(
+                    level,
                     "%s policy applied on %s (%s)",
                     record.prefix(),
                     ", ".join(want.interfaces),
