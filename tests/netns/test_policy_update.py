@@ -27,7 +27,8 @@ from netattach.policy import apply, compile, model, render, update
 pytestmark = pytest.mark.netns
 
 
-def _nft(netns: str, script: str) -> None:
+def nft(netns: str, script: str) -> None:
+    """Run `script` with `nft -f` in `netns`; the test fails with nft's message."""
     done = subprocess.run(
         ["ip", "netns", "exec", netns, "nft", "-f", "-"],
         input=script,
@@ -111,7 +112,7 @@ def _updated_in_place(in_place: str, fresh: str, seed: int, helper: apply.NftHel
     compiler.set_target(compiler.view(pods[key]))  # type: ignore[arg-type]
     applied = render.build_table(key, compiler.rules(key))
     assert applied is not None
-    _nft(in_place, render.table_text(applied))
+    nft(in_place, render.table_text(applied))
     rng = random.Random(seed)
     kinds: set[str] = set()
     for step in range(30):
@@ -149,8 +150,8 @@ def _updated_in_place(in_place: str, fresh: str, seed: int, helper: apply.NftHel
                 for line in script.splitlines()
             )
             kinds.add("elements" if peers_only else "rules")
-            _nft(in_place, script)
-        _nft(fresh, render.table_text(wanted))
+            nft(in_place, script)
+        nft(fresh, render.table_text(wanted))
         assert listing(in_place) == listing(fresh), (step, change, script)
         applied = wanted
     assert "netlink" in kinds  # peers changed in place (and, with some seeds, rules too)

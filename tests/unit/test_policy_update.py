@@ -24,7 +24,7 @@ from netattach.policy import render, update
 from netattach.policy.compile import compile_pod
 from netattach.policy.model import parse_policy
 from netattach.policy.selection import Texts
-from tests.netns.test_policy_update import listing
+from tests.netns.test_policy_update import listing, nft
 from tests.netns_fixtures import unique
 from tests.unit.test_policy_render import NAMESPACES, TARGET, pod, policy
 
@@ -164,17 +164,6 @@ def chains_written(script: str) -> set[str]:
 
 def mentions(script: str, name: str) -> bool:
     return re.search(rf"\b{name}\b", script) is not None
-
-
-def nft(netns: str, script: str) -> None:
-    done = subprocess.run(
-        ["ip", "netns", "exec", netns, "nft", "-f", "-"],
-        input=script,
-        text=True,
-        capture_output=True,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stderr, script)
 
 
 @pytest.fixture
