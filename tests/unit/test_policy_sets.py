@@ -66,3 +66,33 @@ def test_host_ranges_give_each_family_apart_and_joined() -> None:
     assert hosts.snapshot() == ((4, 3, 5), (6, 7, 7), (6, 9, 9))
     assert hosts.holds((6, 9, 9))
     assert not hosts.holds((4, 9, 9))
+
+
+@given(
+    before=st.lists(st.tuples(st.sampled_from((4, 6)), st.integers(0, 40)), max_size=20),
+    gone=st.lists(st.tuples(st.sampled_from((4, 6)), st.integers(0, 40)), max_size=5),
+    added=st.lists(st.tuples(st.sampled_from((4, 6)), st.integers(0, 40)), max_size=5),
+)
+def test_a_set_made_after_another_equals_it_exactly_when_its_addresses_do(
+    before: list[tuple[int, int]], gone: list[tuple[int, int]], added: list[tuple[int, int]]
+) -> None:
+    # Sets made one after the other, as a pass makes them, compare as their content does,
+    # whether the comparison is settled by the change they carry or by their ranges.
+    hosts = [(v, BASE[v] + n, BASE[v] + n) for v, n in before]
+    left = [(v, BASE[v] + n, BASE[v] + n) for v, n in gone]
+    joined = [(v, BASE[v] + n, BASE[v] + n) for v, n in added]
+    ranges = HostRanges([], hosts)
+    first = AddressSet(None, families=ranges.families())
+    held = set(hosts)
+    leaving = [h for h in dict.fromkeys(left) if h in held]
+    ranges.update(leaving, [h for h in joined if h not in leaving], held=lambda _: False)
+    gained, lost = ranges.changes()
+    second = AddressSet(None, first, gained, lost, families=ranges.families())
+    same = merge_ranges(hosts) == merge_ranges(
+        [*(h for h in hosts if h not in leaving), *(h for h in joined if h not in leaving)]
+    )
+    assert (second == first) is same
+    assert (first == second) is same
+    for version in (4, 6):
+        new, old = second.hosts(version, None), first.hosts(version, None)
+        assert (new == old) is (new.ranges == old.ranges)

@@ -17,25 +17,16 @@ from collections.abc import Callable, Iterable, Sequence
 from netattach.policy.model import AddressRange, merge_ranges
 
 
-def _at(ranges: list[AddressRange], host: AddressRange) -> tuple[int, int]:
-    """(where `host` would go in `ranges`, the index of the range holding it or -1): one
-    bisection for both (a range starting at the host sorts right there, one starting before
-    it just before)."""
-    i = bisect.bisect_left(ranges, host)
-    if i < len(ranges):
-        found = ranges[i]
-        if found[0] == host[0] and found[1] == host[1]:
-            return i, i
-    if i:
-        found = ranges[i - 1]
-        if found[0] == host[0] and found[1] <= host[1] <= found[2]:
-            return i, i - 1
-    return i, -1
-
-
 def _covering(ranges: list[AddressRange], host: AddressRange) -> int:
-    """The index of the range holding `host`, or -1."""
-    return _at(ranges, host)[1] if ranges else -1
+    """The index of the range of `ranges` (a selection's ipBlocks) holding `host`, or -1: a
+    range starting at the host sorts right where it would go, one starting before it just
+    before."""
+    i = bisect.bisect_left(ranges, host)
+    if i < len(ranges) and ranges[i][0] == host[0] and ranges[i][1] == host[1]:
+        return i
+    if i and ranges[i - 1][0] == host[0] and ranges[i - 1][1] <= host[1] <= ranges[i - 1][2]:
+        return i - 1
+    return -1
 
 
 def shift(host: AddressRange, into: set[AddressRange], back: set[AddressRange]) -> None:
@@ -132,10 +123,7 @@ class HostRanges:
             ranges[i : i + 1] = parts
             starts[i : i + 1] = [part[1] for part in parts]
             lost.append(host)
-            if host in self._gained:  # (`shift`, inline: this runs for every member change)
-                self._gained.discard(host)
-            else:
-                self._lost.add(host)
+            shift(host, self._lost, self._gained)
         for host in added:
             ranges, starts, i, holder = self._find(host)
             if holder >= 0:
@@ -152,10 +140,7 @@ class HostRanges:
             ranges.insert(i, (version, first, last))
             starts.insert(i, first)
             gained.append(host)
-            if host in self._lost:
-                self._lost.discard(host)
-            else:
-                self._gained.add(host)
+            shift(host, self._gained, self._lost)
         if lost or gained:
             self._snapshot = self._families = None
         return lost, gained
