@@ -41,21 +41,25 @@ def test_a_host_set_is_the_hosts_no_block_holds(
         assert joined == ", ".join(texts)
 
 
-def test_an_address_set_made_of_its_families_is_the_set_of_their_ranges() -> None:
+def test_an_address_set_made_of_a_version_is_the_set_of_its_ranges() -> None:
     v4 = ((4, 10, 10), (4, 12, 14))
     v6 = ((6, 1 << 100, 1 << 100),)
     whole = AddressSet(v4 + v6)
-    apart = AddressSet(None, families=(v4, v6))
-    assert apart.hosts(4, None).ranges is v4  # each family taken as it is, not copied
-    assert apart.hosts(6, None).ranges is v6
+    version, _, _ = HostRanges([], [*v4, *v6]).advance()
+    apart = AddressSet(None, version=version)
+    assert bool(apart)
+    assert apart.hosts(4, None).ranges is version.families()[0]  # each family as it is
+    assert apart.hosts(6, None).ranges is version.families()[1]
     assert [apart.hosts(v, None).texts() for v in (4, 6)] == [
         whole.hosts(v, None).texts() for v in (4, 6)
     ]
     assert apart == whole  # the ranges of both, joined when read
     assert hash(apart) == hash(whole)
     assert apart.ranges == v4 + v6
-    assert bool(AddressSet(None, families=(v4, ())))
-    assert not AddressSet(None, families=((), ()))
+    only_v4, _, _ = HostRanges([], v4).advance()
+    assert bool(AddressSet(None, version=only_v4))
+    assert not AddressSet(None, version=only_v4).hosts(6, None)
+    assert not AddressSet(None, version=HostRanges([], []).advance()[0])
 
 
 def test_host_ranges_give_each_family_apart_and_joined() -> None:
@@ -82,12 +86,12 @@ def test_a_set_made_after_another_equals_it_exactly_when_its_addresses_do(
     left = [(v, BASE[v] + n, BASE[v] + n) for v, n in gone]
     joined = [(v, BASE[v] + n, BASE[v] + n) for v, n in added]
     ranges = HostRanges([], hosts)
-    first = AddressSet(None, families=ranges.families())
+    first = AddressSet(None, version=ranges.advance()[0])
     held = set(hosts)
     leaving = [h for h in dict.fromkeys(left) if h in held]
     ranges.update(leaving, [h for h in joined if h not in leaving], held=lambda _: False)
-    gained, lost = ranges.changes()
-    second = AddressSet(None, first, gained, lost, families=ranges.families())
+    now, gained, lost = ranges.advance()
+    second = AddressSet(None, first, gained, lost, version=now)
     same = merge_ranges(hosts) == merge_ranges(
         [*(h for h in hosts if h not in leaving), *(h for h in joined if h not in leaving)]
     )
@@ -96,3 +100,29 @@ def test_a_set_made_after_another_equals_it_exactly_when_its_addresses_do(
     for version in (4, 6):
         new, old = second.hosts(version, None), first.hosts(version, None)
         assert (new == old) is (new.ranges == old.ranges)
+
+
+@given(hosts=hosts_st, blocks=blocks_st, gone=hosts_st, added=hosts_st)
+def test_host_sets_read_from_a_version_equal_those_of_the_ranges_it_holds(
+    hosts: list[tuple[int, int]],
+    blocks: list[tuple[int, int, int]],
+    gone: list[tuple[int, int]],
+    added: list[tuple[int, int]],
+) -> None:
+    # What a table is built from after a change (a version, read only when needed) is what it
+    # was built from before (the ranges themselves), emptiness included, before or after the
+    # addresses moved on.
+    host_ranges = [(v, BASE[v] + a, BASE[v] + a) for v, a in hosts]
+    block_ranges = [(v, BASE[v] + a, BASE[v] + a + n) for v, a, n in blocks]
+    cut = AddressSet(merge_ranges(block_ranges)) if block_ranges else None
+    live = HostRanges(block_ranges, host_ranges)
+    version, _, _ = live.advance()
+    lazy, eager = AddressSet(None, version=version), AddressSet(live.snapshot())
+    leaving = [(v, BASE[v] + a, BASE[v] + a) for v, a in gone]
+    live.update(leaving, [(v, BASE[v] + a, BASE[v] + a) for v, a in added], lambda _: False)
+    for family in (4, 6):
+        for blocks_given in (cut, None):
+            found, want = lazy.hosts(family, blocks_given), eager.hosts(family, blocks_given)
+            assert bool(found) is bool(want.ranges)
+            assert found.ranges == want.ranges
+            assert found.texts() == want.texts()

@@ -1042,15 +1042,14 @@ class Compiler:
                 hosts = sel.hosts[network] = HostRanges(
                     blocks, [a for v in members for a in v.addresses.get(network, ())]
                 )
-            gained, lost = hosts.changes()
+            version, gained, lost = hosts.advance()
             if network in sel.stale:
                 # Hosts came or went since it was last read: new content, which interning
                 # would only hash (every range of it) to find nothing equal. It names the
                 # addresses it follows and what changed since, so that a table holding those
-                # is updated with the change alone (`HostSet`).
-                found = AddressSet(
-                    None, sel.addresses.get(network), gained, lost, families=hosts.families()
-                )
+                # is updated with the change alone (`HostSet`), and its ranges are read only
+                # if something needs them whole (`ranges.Version`).
+                found = AddressSet(None, sel.addresses.get(network), gained, lost, version=version)
             else:
                 found = self._sets.get(hosts.snapshot())
             sel.addresses[network] = found

@@ -25,7 +25,7 @@ from netattach.policy.model import (
     cidr_texts,
     range_networks,
 )
-from netattach.policy.ranges import shift
+from netattach.policy.ranges import Version, shift
 
 HOST_TEXTS_CACHED: Final = 65536  # host ranges whose text is kept (a cluster's pods' addresses)
 CHANGE_STEPS: Final = 16  # how far back a host set's changes are followed before a full diff
@@ -159,21 +159,47 @@ class HostSet(_Ranges, Elements):
     elements, one per address, held as ranges (equal content, equal ranges).
 
     One that follows an older host set (`_Ranges`) updates a table holding that one with the
-    hosts gained and lost alone, however big the set.
+    hosts gained and lost alone, however big the set. One made from a `Version` reads its
+    ranges only when something needs them whole (its text, a comparison the change it carries
+    does not settle); whether it is empty it knows without them.
     """
 
-    __slots__ = ("_text", "_texts")
+    __slots__ = ("_size", "_source", "_text", "_texts")
 
     def __init__(
         self,
-        ranges: tuple[AddressRange, ...],
+        ranges: tuple[AddressRange, ...] | None,
         follows: HostSet | None = None,
         gained: tuple[AddressRange, ...] = (),
         lost: tuple[AddressRange, ...] = (),
+        *,
+        source: tuple[Version, int, AddressSet | None] | None = None,
+        size: int = 0,
     ) -> None:
+        """`ranges`, or (None and) `source`: the version, family and ipBlocks they are read
+        from, and `size`, how many addresses they hold."""
         super().__init__(ranges, follows, gained, lost)
+        assert ranges is not None or source is not None
+        self._source = source
+        self._size = size
         self._texts: tuple[str, ...] | None = None
         self._text: str | None = None
+
+    @property
+    def ranges(self) -> tuple[AddressRange, ...]:
+        found = self._ranges
+        if found is None:
+            assert self._source is not None
+            version, family, blocks = self._source
+            found = version.families()[0 if family == 4 else 1]
+            if blocks is not None:
+                found = _cut(found, [(f, t) for v, f, t in blocks.ranges if v == family], family)
+            self._ranges = found
+            self._source = None
+        return found
+
+    def __bool__(self) -> bool:
+        return bool(self._size) if self._ranges is None else bool(self._ranges)
 
     def texts(self) -> tuple[str, ...]:
         if self._texts is None:
@@ -231,7 +257,7 @@ class AddressSet(_Ranges):
     them carry those changes (`HostSet`).
     """
 
-    __slots__ = ("_cidrs", "_families", "_hosts", "_networks", "_range_set", "_starts")
+    __slots__ = ("_cidrs", "_hosts", "_networks", "_range_set", "_starts", "_version")
 
     def __init__(
         self,
@@ -240,14 +266,14 @@ class AddressSet(_Ranges):
         gained: tuple[AddressRange, ...] = (),
         lost: tuple[AddressRange, ...] = (),
         *,
-        families: tuple[tuple[AddressRange, ...], tuple[AddressRange, ...]] | None = None,
+        version: Version | None = None,
     ) -> None:
-        """`ranges`, or (None and) `families`: the IPv4 ranges and the IPv6 ones apart. A
-        selection's addresses made again after a change come so: its host sets take each
-        family as it is, and the ranges of both are joined only if something reads them."""
+        """`ranges`, or (None and) the `version` of a selection's addresses they are: made
+        again after a change, they come so, and the ranges are read from it only if something
+        needs them whole (a table holding the addresses before is told what changed)."""
         super().__init__(ranges, follows, gained, lost)
-        self._families = families
-        assert ranges is not None or families is not None
+        self._version = version
+        assert ranges is not None or version is not None
         self._networks: tuple[IPNetwork, ...] | None = None
         self._cidrs: dict[int, Texts] = {}
         # family -> (blocks, the hosts without them): one `blocks` per set in practice (its
@@ -260,13 +286,14 @@ class AddressSet(_Ranges):
     def ranges(self) -> tuple[AddressRange, ...]:
         found = self._ranges
         if found is None:
-            assert self._families is not None
-            found = self._ranges = self._families[0] + self._families[1]
+            assert self._version is not None
+            v4, v6 = self._version.families()
+            found = self._ranges = v4 + v6
         return found
 
     def __bool__(self) -> bool:
-        if self._ranges is None and self._families is not None:
-            return bool(self._families[0] or self._families[1])
+        if self._ranges is None and self._version is not None:
+            return any(self._version.sizes)
         return bool(self._ranges)
 
     @property
@@ -304,15 +331,6 @@ class AddressSet(_Ranges):
         cached = self._hosts.get(version)
         if cached is not None and cached[0] is blocks:
             return cached[1]
-        if self._families is not None:
-            ranges = self._families[0 if version == 4 else 1]
-        else:
-            ranges = self.ranges
-            if ranges and not (ranges[0][0] == ranges[-1][0] == version):
-                # (both families: this one's part; one family alone is used as it is, uncopied)
-                ranges = ranges[_first_of(ranges, version) : _first_of(ranges, version + 1)]
-        if blocks is not None:
-            ranges = _cut(ranges, [(f, t) for v, f, t in blocks.ranges if v == version], version)
         base: HostSet | None = None
         gained: tuple[AddressRange, ...] = ()
         lost: tuple[AddressRange, ...] = ()
@@ -323,7 +341,23 @@ class AddressSet(_Ranges):
             if base is not None:
                 gained = _of_family(self.gained, version)
                 lost = _of_family(self.lost, version)
-        found = HostSet(ranges, base, gained, lost)
+        at = 0 if version == 4 else 1
+        if self._ranges is None and self._version is not None:
+            # (what the ipBlocks leave is every host beyond them; without them, every range)
+            size = self._version.sizes[at] if blocks is None else self._version.extra[at]
+            found = HostSet(
+                None, base, gained, lost, source=(self._version, version, blocks), size=size
+            )
+        else:
+            ranges = self.ranges
+            if ranges and not (ranges[0][0] == ranges[-1][0] == version):
+                # (both families: this one's part; one family alone is used as it is, uncopied)
+                ranges = ranges[_first_of(ranges, version) : _first_of(ranges, version + 1)]
+            if blocks is not None:
+                ranges = _cut(
+                    ranges, [(f, t) for v, f, t in blocks.ranges if v == version], version
+                )
+            found = HostSet(ranges, base, gained, lost)
         self._hosts[version] = (blocks, found)
         return found
 
