@@ -7,6 +7,7 @@ import asyncio
 import os
 import re
 import socket
+import struct
 import sys
 import time
 from pathlib import Path
@@ -235,3 +236,26 @@ def test_element_changes_are_lines_of_verb_set_type_and_addresses() -> None:
 def test_a_malformed_element_change_is_refused_by_name(changes: object, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         nft_helper.element_batch(changes)  # type: ignore[arg-type]
+
+
+def test_a_change_sent_to_many_pods_is_encoded_once_and_numbered_per_batch() -> None:
+    line = "add s2_a4 ipv4_addr 10.0.0.7,10.0.0.8"
+    alone, _ = nft_helper.element_batch(line)
+    after, _ = nft_helper.element_batch(f"delete s2_a4 ipv4_addr 10.0.0.9\n{line}")
+    assert nft_helper._encoded(line) is nft_helper._encoded(line)  # kept, not made again
+    # the same message body, under the sequence number of where it stands in each batch
+    (_, add_alone, _), (_, _, add_after, _) = _messages(alone), _messages(after)
+    assert add_alone[0] == 1
+    assert add_after[0] == 2
+    assert add_alone[1] == add_after[1]
+
+
+def _messages(batch: bytes) -> list[tuple[int, bytes]]:
+    """(sequence number, body) of each netlink message of a batch."""
+    out = []
+    offset = 0
+    while offset < len(batch):
+        length, _, _, seq, _ = struct.unpack_from("=IHHII", batch, offset)
+        out.append((seq, batch[offset + 16 : offset + length]))
+        offset += length
+    return out

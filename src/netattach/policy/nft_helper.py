@@ -241,11 +241,24 @@ def _head(set_name: str) -> bytes:
     return found
 
 
-def _element_messages(
-    verb: str, set_name: str, key_type: str, addresses: list[str], seq: int
-) -> list[bytes]:
-    """The messages adding (or deleting) `addresses` to the set: one per ELEMENTS_PER_MESSAGE.
-    Raises ValueError on an unknown verb, key type or address."""
+# an element change line -> its messages without their netlink headers (type, flags and the
+# rest): a pass sends the same change to every pod whose table holds the set, so each line is
+# encoded once, not once per pod
+_ENCODED: dict[str, list[tuple[int, int, bytes, str]]] = {}
+ENCODED_MAX = 4096
+
+
+def _encoded(line: str) -> list[tuple[int, int, bytes, str]]:
+    """What `line` (verb, set, key type, addresses joined by commas) makes: one message (type,
+    flags, body, what it is about) per ELEMENTS_PER_MESSAGE addresses. Raises ValueError on a
+    malformed line, an unknown verb or key type, or a bad address."""
+    found = _ENCODED.get(line)
+    if found is not None:
+        return found
+    words = line.split(" ")
+    if len(words) != 4:
+        raise ValueError(f"a malformed element change {line!r:.200}")
+    verb, set_name, key_type, listed = words
     if verb not in _VERBS:
         raise ValueError(f"unknown element verb {verb!r}")
     if key_type not in _KEYS:
@@ -254,7 +267,8 @@ def _element_messages(
     flags = _VERBS[verb][1]
     family, prefix = _KEYS[key_type]
     head = _head(set_name)
-    out: list[bytes] = []
+    addresses = listed.split(",")
+    found = []
     for start in range(0, len(addresses), ELEMENTS_PER_MESSAGE):
         chunk = addresses[start : start + ELEMENTS_PER_MESSAGE]
         try:
@@ -262,14 +276,12 @@ def _element_messages(
             elements = prefix + prefix.join([socket.inet_pton(family, a) for a in chunk])
         except (OSError, TypeError) as exc:
             raise ValueError(f"set {set_name}: not a {key_type} in {chunk!r}") from exc
-        size = _NLMSG.size + len(head) + 4 + len(elements)
-        out.append(
-            _NLMSG.pack(size, msg_type, flags, seq + len(out), 0)
-            + head
-            + _NEST.pack(4 + len(elements), NLA_F_NESTED | NFTA_SET_ELEM_LIST_ELEMENTS)
-            + elements
-        )
-    return out
+        body = head + _NEST.pack(4 + len(elements), NLA_F_NESTED | NFTA_SET_ELEM_LIST_ELEMENTS)
+        found.append((msg_type, flags, body + elements, f"{verb} element in set {set_name}"))
+    if len(_ENCODED) >= ENCODED_MAX:
+        _ENCODED.clear()
+    _ENCODED[line] = found
+    return found
 
 
 def _batch_marker(kind: int, seq: int) -> bytes:
@@ -286,13 +298,10 @@ def element_batch(changes: str) -> tuple[bytes, list[str]]:
     about = ["the batch"]
     messages = [b""]
     for line in changes.splitlines():
-        words = line.split(" ")
-        if len(words) != 4:
-            raise ValueError(f"a malformed element change {line!r:.200}")
-        verb, set_name, key_type, addresses = words
-        made = _element_messages(verb, set_name, key_type, addresses.split(","), len(messages))
-        messages += made
-        about += [f"{verb} element in set {set_name}"] * len(made)
+        for msg_type, flags, body, what in _encoded(line):
+            size = _NLMSG.size + len(body)
+            messages.append(_NLMSG.pack(size, msg_type, flags, len(messages), 0) + body)
+            about.append(what)
     messages[0] = _batch_marker(NFNL_MSG_BATCH_BEGIN, 0)
     messages.append(_batch_marker(NFNL_MSG_BATCH_END, len(messages)))
     about.append("the batch")
