@@ -114,8 +114,9 @@ class Version:
     def __init__(self, owner: HostRanges, sizes: tuple[int, int], extra: tuple[int, int]) -> None:
         self._families: Families | None = None
         self._owner: HostRanges | None = owner  # while this is the newest version
-        self._newer: Version | None = None  # the next version, and the hosts it
-        self._gained: Iterable[AddressRange] = ()  # gained and lost since this one
+        # once it is not: the next version, and the hosts that one gained and lost since
+        self._newer: Version | None = None
+        self._gained: Iterable[AddressRange] = ()
         self._lost: Iterable[AddressRange] = ()
         self.sizes = sizes
         self.extra = extra
@@ -201,7 +202,7 @@ class HostRanges:
         self._version: Version | None = None  # the newest one made
         self._gained: set[AddressRange] = set()  # since it was made
         self._lost: set[AddressRange] = set()
-        # the versions made, oldest first, that may still be read and are not yet
+        # the versions made, oldest first, that are not read yet (and may still be)
         self._older: collections.deque[weakref.ref[Version]] = collections.deque()
 
     @property
@@ -214,10 +215,6 @@ class HostRanges:
         if self._snapshot is None:
             self._snapshot = (*self._v4, *self._v6)
         return self._snapshot
-
-    def families(self) -> Families:
-        """The IPv4 ranges and the IPv6 ones, apart (copies, made now)."""
-        return tuple(self._v4), tuple(self._v6)
 
     def advance(self) -> tuple[Version, tuple[AddressRange, ...], tuple[AddressRange, ...]]:
         """The addresses now, and the hosts they gained and lost since the last call (net: a
