@@ -9,6 +9,12 @@ and ping still answers over eth0. Then it deletes the policy and times until the
 and traffic passes again. The directory feed is woken by inotify when a manifest is written (its
 once-a-second poll is only the fallback); the Kubernetes feed is pushed by the watch.
 
+Two series per feed. "quiet": each change made on a node that made no pass for a while (as
+one `kubectl apply` meets it), so the time is the feed's and one pass's. "back to back": each
+change as soon as the last one was checked, ~3 changes a second, more than the daemon's pass
+rate limit lets through at once (`policy_sync.PASS_BURST` passes back to back, then one every
+`MIN_PASS_INTERVAL`): most changes wait for their turn.
+
 Usage (root): python -m bench.policy_latency [RUNS]
 """
 
@@ -43,12 +49,19 @@ from tests.e2e.policy_harness import (
 )
 
 from netattach.cni import errors
+from netattach.daemon import policy_sync
 from netattach.policy import apply
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "bench"
 NET = f"{NAD_NS}/net"
 POLL = 0.005
+# each series's pause before a change: long enough for the rate limit's bucket to fill again
+# (quiet), or none (back to back)
+SERIES = {
+    "quiet": policy_sync.PASS_BURST * policy_sync.MIN_PASS_INTERVAL,
+    "back to back": 0.0,
+}
 
 
 def zipapp(work: Path) -> Path:
@@ -81,7 +94,9 @@ def until(done: Callable[[], bool], timeout: float = 30.0) -> None:
         time.sleep(POLL)
 
 
-def runs_on(lab: PolicyLab, runs: int) -> dict[str, list[float]]:
+def runs_on(lab: PolicyLab, runs: int) -> dict[str, dict[str, list[float]]]:
+    """Each series's times (ms): block and unblock `runs` times, each change made its pause
+    after the last one was checked."""
     lab.namespace(NS)
     lab.namespace(NAD_NS)
     lab.bridge_network("net", "10.97.0.0/24")
@@ -90,21 +105,26 @@ def runs_on(lab: PolicyLab, runs: int) -> dict[str, list[float]]:
     client = lab.pod(NS, "client", NET)
     lab.converge(passes(client, server.ip(), "tcp:8080"))
     spec = {"podSelector": {"matchLabels": {"app": "server"}}, "policyTypes": ["Ingress"]}
-    out: dict[str, list[float]] = {"block_ms": [], "unblock_ms": []}
-    for _ in range(runs):
-        started = time.perf_counter()
-        uid = lab.policy(NS, "deny", spec, NET)
-        until(functools.partial(holds, server, uid))
-        out["block_ms"].append((time.perf_counter() - started) * 1000)
-        lab.converge(
-            blocked(client, server.ip(), "tcp:8080"), passes(client, server.ip("eth0"), "ping")
-        )
-        started = time.perf_counter()
-        lab.delete_policy(NS, "deny")
-        until(lambda: table(server) is None)
-        out["unblock_ms"].append((time.perf_counter() - started) * 1000)
-        lab.converge(passes(client, server.ip(), "tcp:8080"))
-    return out
+    found: dict[str, dict[str, list[float]]] = {}
+    for series, quiet in SERIES.items():
+        out: dict[str, list[float]] = {"block_ms": [], "unblock_ms": []}
+        for _ in range(runs):
+            time.sleep(quiet)
+            started = time.perf_counter()
+            uid = lab.policy(NS, "deny", spec, NET)
+            until(functools.partial(holds, server, uid))
+            out["block_ms"].append((time.perf_counter() - started) * 1000)
+            lab.converge(
+                blocked(client, server.ip(), "tcp:8080"), passes(client, server.ip("eth0"), "ping")
+            )
+            time.sleep(quiet)
+            started = time.perf_counter()
+            lab.delete_policy(NS, "deny")
+            until(lambda: table(server) is None)
+            out["unblock_ms"].append((time.perf_counter() - started) * 1000)
+            lab.converge(passes(client, server.ip(), "tcp:8080"))
+        found[series] = out
+    return found
 
 
 @contextlib.contextmanager
@@ -152,15 +172,17 @@ def main(argv: list[str] | None = None) -> int:
         shim = zipapp(work)
         for feed, lab_of in (("directory", directory_lab), ("kubernetes", kube_lab)):
             with lab_of(work, shim) as lab:
-                samples = runs_on(lab, args.runs)
-            results[feed] = {key: summary(values) for key, values in samples.items()}
+                for series, samples in runs_on(lab, args.runs).items():
+                    results[f"{feed} {series}"] = {k: summary(v) for k, v in samples.items()}
     print(f"policy change -> enforced in the pod's netns, ms ({args.runs} runs each)")
     print(
-        f"{'feed':12} {'block p50':>10} {'block max':>10} {'unblock p50':>12} {'unblock max':>12}"
+        f"{'feed':25} {'block p50':>10} {'block max':>10} {'unblock p50':>12} {'unblock max':>12}"
     )
-    for feed in ("directory", "kubernetes"):
-        b, u = results[feed]["block_ms"], results[feed]["unblock_ms"]
-        print(f"{feed:12} {b['p50']:10.1f} {b['max']:10.1f} {u['p50']:12.1f} {u['max']:12.1f}")
+    for name, found in results.items():
+        if name == "runs":
+            continue
+        b, u = found["block_ms"], found["unblock_ms"]
+        print(f"{name:25} {b['p50']:10.1f} {b['max']:10.1f} {u['p50']:12.1f} {u['max']:12.1f}")
     out = ROOT / "bench" / "results" / f"policy-latency-{time.strftime('%Y-%m-%d')}.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written {out.relative_to(ROOT)}")

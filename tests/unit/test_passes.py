@@ -1,4 +1,5 @@
-"""`daemon.passes.debounced_passes`: changes coalesced into passes, passes spaced apart."""
+"""`daemon.passes.debounced_passes`: changes coalesced into passes, passes spaced apart after
+a burst."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ log = logging.getLogger("test.passes")
 
 
 async def _run_passes(
-    changes: list[float], *, min_interval: float, fail: bool = False
+    changes: list[float], *, min_interval: float, burst: int = 1, fail: bool = False
 ) -> tuple[list[float], int]:
     """Set the event at each offset of `changes` (seconds from the start); the passes' start
     times, and how often `after_failure` ran."""
@@ -41,6 +42,7 @@ async def _run_passes(
             what="test",
             after_failure=after_failure,
             min_interval=min_interval,
+            burst=burst,
         )
     )
     for at in changes:
@@ -73,3 +75,28 @@ def test_a_failing_pass_is_reported_and_the_loop_goes_on() -> None:
     starts, failures = asyncio.run(_run_passes([0.0, 0.3], min_interval=0.1, fail=True))
     assert len(starts) == 2
     assert failures == 2
+
+
+def test_a_burst_of_passes_runs_at_once_then_one_an_interval() -> None:
+    # Two changes close together on a quiet loop: a pass each, at once (a policy deleted and
+    # made again). Under constant change after that: one pass an interval, the burst spent.
+    changes = [0.0, 0.05, *(0.1 + i * 0.01 for i in range(60))]
+    starts, _ = asyncio.run(_run_passes(changes, min_interval=0.2, burst=2))
+    assert starts[0] < 0.04
+    assert 0.05 <= starts[1] < 0.09
+    assert starts[-1] >= changes[-1]  # the last change was taken in too
+    # the bucket refills at one pass an interval: once it is empty, passes come that far apart
+    gaps = [b - a for a, b in itertools.pairwise(starts[2:])]
+    assert min(gaps) >= 0.2 * 0.95  # (the loop's clock, read twice, rounds)
+    # no more passes in any stretch of time than the burst and one per interval
+    for i, j in itertools.combinations(range(len(starts)), 2):
+        assert j - i + 1 <= 2 + (starts[j] - starts[i]) / (0.2 * 0.95)
+
+
+def test_the_burst_comes_back_after_a_quiet_time() -> None:
+    # the bucket is full again after `burst` intervals without a pass
+    changes = [0.0, 0.02, 0.04, 1.3, 1.32]
+    starts, _ = asyncio.run(_run_passes(changes, min_interval=0.4, burst=2))
+    assert len(starts) == 5
+    assert starts[2] >= starts[0] + 0.4 * 0.95  # the third change waited for a token
+    assert [round(s - 1.3, 1) for s in starts[-2:]] == [0.0, 0.0]  # two more at once

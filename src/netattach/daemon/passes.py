@@ -3,6 +3,11 @@
 A change anywhere sets an event; the loop waits for a short quiet time so that a burst of
 changes (a relist, a manifest rewrite) makes one pass, then runs the pass. A pass that fails
 with a bug is logged and the loop goes on: the next change tries again.
+
+Passes can be rate-limited as kube-proxy limits its syncs (`minSyncPeriod`, `burstSyncs`): a
+token bucket holding `burst` passes, refilled with one every `min_interval`. A few changes on a
+quiet node each get a pass at once; a cluster that never stops changing gets one pass every
+`min_interval`, each taking in every change since the last.
 """
 
 import asyncio
@@ -22,15 +27,23 @@ async def debounced_passes(
     what: str,
     after_failure: Callable[[], None] | None = None,
     min_interval: float = 0.0,
+    burst: int = 1,
 ) -> None:
     """Run `one_pass` after each time `dirty` is set (coalesced over `debounce` seconds, and
-    no sooner than `min_interval` after the last pass started), until cancelled."""
+    at most `burst` passes back to back, then one every `min_interval`), until cancelled."""
     loop = asyncio.get_running_loop()
-    last_start = -min_interval
+    tokens, stamp = float(burst), loop.time()
     while True:
         await dirty.wait()
-        await asyncio.sleep(max(debounce, last_start + min_interval - loop.time()))
-        last_start = loop.time()
+        wait = debounce
+        if min_interval > 0:
+            now = loop.time()
+            tokens, stamp = min(burst, tokens + (now - stamp) / min_interval), now
+            wait = max(debounce, (1 - tokens) * min_interval)
+        await asyncio.sleep(wait)
+        if min_interval > 0:
+            now = loop.time()
+            tokens, stamp = min(burst, tokens + (now - stamp) / min_interval) - 1, now
         dirty.clear()
         try:
             await one_pass()

@@ -5,7 +5,7 @@ pod records (which pods live here, in which netns, with which interfaces and add
 output is, per local pod, one rendered nft script (`policy.render`) or none. A pod's table is
 replaced only when its script changes (POL-UPDATE); a pod no policy governs has no table.
 
-Triggers, all coalesced into one debounced pass (at most one every `MIN_PASS_INTERVAL`):
+Triggers, all coalesced into one debounced pass (under churn, one every `MIN_PASS_INTERVAL`):
     the view changed      a policy, pod, namespace or NAD was added, changed or deleted
     an ADD/DEL finished   a peer address appeared or went away
     a failed apply        retried after `RETRY_DELAY`
@@ -39,11 +39,14 @@ from netattach.policy.model import Policy, parse_policy
 log = logging.getLogger("netattach.policy")
 
 DEBOUNCE = 0.005  # quiet time before a pass: a burst of changes (a relist) makes one pass
-# A pass starts no sooner than this after the last one started (kube-proxy's minSyncPeriod): a
-# change on a quiet node is enforced at once, and a cluster that never stops changing costs
-# a bounded number of passes a second, each taking in every change since the last, instead of
-# passes back to back for as long as the churn lasts.
+# Passes are rate-limited as kube-proxy's syncs (minSyncPeriod, burstSyncs: `passes`): up to
+# PASS_BURST back to back, then one per MIN_PASS_INTERVAL. A change on a quiet node is enforced
+# at once, a second one soon after too (a policy deleted and made again, a pod and then its
+# policy), and a cluster that never stops changing costs a bounded number of passes a second,
+# each taking in every change since the last, instead of passes back to back for as long as
+# the churn lasts.
 MIN_PASS_INTERVAL = 0.375
+PASS_BURST = 2
 RETRY_DELAY = 5.0  # a failed apply is tried again after this long
 NFT_TIMEOUT = 10.0
 # Tables of different pods are written side by side, by two helpers (each in its own netns at a
@@ -167,6 +170,7 @@ class PolicySync:
                 what="policy",
                 after_failure=self._retry_later,
                 min_interval=MIN_PASS_INTERVAL,
+                burst=PASS_BURST,
             )
         finally:
             self.close()
