@@ -33,17 +33,20 @@ async def debounced_passes(
     at most `burst` passes back to back, then one every `min_interval`), until cancelled."""
     loop = asyncio.get_running_loop()
     tokens, stamp = float(burst), loop.time()
+
+    def refilled() -> float:
+        """The passes the bucket holds now (none spent since `stamp`)."""
+        return min(burst, tokens + (loop.time() - stamp) / min_interval)
+
     while True:
         await dirty.wait()
         wait = debounce
         if min_interval > 0:
-            now = loop.time()
-            tokens, stamp = min(burst, tokens + (now - stamp) / min_interval), now
+            tokens, stamp = refilled(), loop.time()
             wait = max(debounce, (1 - tokens) * min_interval)
         await asyncio.sleep(wait)
         if min_interval > 0:
-            now = loop.time()
-            tokens, stamp = min(burst, tokens + (now - stamp) / min_interval) - 1, now
+            tokens, stamp = refilled() - 1, loop.time()
         dirty.clear()
         try:
             await one_pass()

@@ -368,12 +368,11 @@ class Compiler:
         self._ns_labels: dict[str, tuple[int, Mapping[str, str]]] = {}
         self._policies: dict[_PolicyKey, Policy] = {}
         self._policy_selector: dict[_PolicyKey, int] = {}
-        self._by_namespace: dict[str, list[Policy]] = {}
         self._rule_sels: dict[tuple[_PolicyKey, Direction, int], tuple[Policy, _Sel]] = {}
-        # policy -> the keys of its rules in `_rule_sels`; namespace -> its policies (an edit
-        # then touches its own entries, not a scan of every policy's)
+        # policy -> the keys of its rules in `_rule_sels`; namespace -> its policies, in key
+        # order (an edit then touches its own entries, not a scan of every policy's)
         self._rule_keys: dict[_PolicyKey, set[tuple[_PolicyKey, Direction, int]]] = {}
-        self._in_namespace_policies: dict[str, dict[_PolicyKey, Policy]] = {}
+        self._by_namespace: dict[str, dict[_PolicyKey, Policy]] = {}
         self._sels: dict[Selection, _Sel] = {}
         # (namespace, its label id, a pod's label id) -> the selections picking such a pod;
         # valid while the selections stay (labels are interned: equal ids, equal labels)
@@ -898,14 +897,14 @@ class Compiler:
         for rule_key in self._rule_keys.pop(key, ()):
             del self._rule_sels[rule_key]
         ns = key[0]
-        of_namespace = self._in_namespace_policies.setdefault(ns, {})
+        of_namespace = self._by_namespace.get(ns, {})
         of_namespace.pop(key, None)
         if policy is not None:
             self._policies[key] = policy
             of_namespace[key] = policy
             self._policy_selector[key] = self._selectors.id(policy.pod_selector)
             selectors.append(self._policy_selector[key])
-        self._by_namespace[ns] = [of_namespace[k] for k in sorted(of_namespace)]
+        self._by_namespace[ns] = dict(sorted(of_namespace.items()))
         # An edit that selects the same pods on the same networks and directions changes only
         # the rules of this policy in the tables of those pods: patched (`_patch_policies`).
         same_pods = (
@@ -1201,7 +1200,7 @@ class Compiler:
         layout: dict[tuple[str, Direction], list[_Slot]] = {}
         selecting = [
             p
-            for p in self._by_namespace.get(target.namespace, ())
+            for p in self._by_namespace.get(target.namespace, {}).values()
             if self._selectors.matches(
                 self._policy_selector[(p.namespace, p.name, p.uid)],
                 target.label_id,

@@ -181,7 +181,6 @@ class HostRanges:
         "_gained",
         "_lost",
         "_older",
-        "_snapshot",
         "_starts",
         "_v4",
         "_v6",
@@ -198,7 +197,6 @@ class HostRanges:
         self._starts = {4: [r[1] for r in self._v4], 6: [r[1] for r in self._v6]}
         # per family, the addresses held beyond the ipBlocks (every one a member's host)
         self._extra = {v: _size(merged, v) - _size(self._blocks, v) for v in (4, 6)}
-        self._snapshot: tuple[AddressRange, ...] | None = merged
         self._version: Version | None = None  # the newest one made
         self._gained: set[AddressRange] = set()  # since it was made
         self._lost: set[AddressRange] = set()
@@ -211,10 +209,8 @@ class HostRanges:
         return bool(self._gained or self._lost)
 
     def snapshot(self) -> tuple[AddressRange, ...]:
-        """The ranges of both families, joined."""
-        if self._snapshot is None:
-            self._snapshot = (*self._v4, *self._v6)
-        return self._snapshot
+        """The ranges of both families, joined (a copy, made now)."""
+        return (*self._v4, *self._v6)
 
     def advance(self) -> tuple[Version, tuple[AddressRange, ...], tuple[AddressRange, ...]]:
         """The addresses now, and the hosts they gained and lost since the last call (net: a
@@ -277,8 +273,6 @@ class HostRanges:
             gained.append(host)
             self._extra[host[0]] += 1
             shift(host, self._gained, self._lost)
-        if lost or gained:
-            self._snapshot = None
         return lost, gained
 
 

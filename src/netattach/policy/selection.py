@@ -177,7 +177,7 @@ class HostSet(_Ranges, Elements):
         size: int = 0,
     ) -> None:
         """`ranges`, or (None and) `source`: the version, family and ipBlocks they are read
-        from, and `size`, how many addresses they hold."""
+        from, and `size`, zero when they hold no address (what `__bool__` says unread)."""
         super().__init__(ranges, follows, gained, lost)
         assert ranges is not None or source is not None
         self._source = source
@@ -191,9 +191,7 @@ class HostSet(_Ranges, Elements):
         if found is None:
             assert self._source is not None
             version, family, blocks = self._source
-            found = version.families()[0 if family == 4 else 1]
-            if blocks is not None:
-                found = _cut(found, [(f, t) for v, f, t in blocks.ranges if v == family], family)
+            found = _without(blocks, version.families()[0 if family == 4 else 1], family)
             self._ranges = found
             self._source = None
         return found
@@ -353,11 +351,7 @@ class AddressSet(_Ranges):
             if ranges and not (ranges[0][0] == ranges[-1][0] == version):
                 # (both families: this one's part; one family alone is used as it is, uncopied)
                 ranges = ranges[_first_of(ranges, version) : _first_of(ranges, version + 1)]
-            if blocks is not None:
-                ranges = _cut(
-                    ranges, [(f, t) for v, f, t in blocks.ranges if v == version], version
-                )
-            found = HostSet(ranges, base, gained, lost)
+            found = HostSet(_without(blocks, ranges, version), base, gained, lost)
         self._hosts[version] = (blocks, found)
         return found
 
@@ -381,6 +375,15 @@ class AddressSet(_Ranges):
 def _first_of(ranges: tuple[AddressRange, ...], version: int) -> int:
     """The index of the first range of `version` or a later one (ranges sort by family)."""
     return bisect.bisect_left(ranges, (version, -1, -1))
+
+
+def _without(
+    blocks: AddressSet | None, ranges: tuple[AddressRange, ...], version: int
+) -> tuple[AddressRange, ...]:
+    """`ranges` (of one family) without what `blocks` holds of that family."""
+    if blocks is None:
+        return ranges
+    return _cut(ranges, [(f, t) for v, f, t in blocks.ranges if v == version], version)
 
 
 def _cut(
