@@ -3,7 +3,8 @@
 `Cluster` owns a manifest directory (Pods and NADs as YAML, status files beside them), a networks
 directory (on-disk CNI configs), a state directory (pod records, the attachment cache, locks), a
 host-local data dir, a bin dir for script plugins, and a "node" network namespace. `cni()` runs
-`.venv/bin/netattach-thin` inside the node namespace exactly as a container runtime would:
+`netattach-thin` as `netattach install-cni` installs it (the launcher, RT-INSTALLED; not the
+virtualenv's entry point) inside the node namespace exactly as a container runtime would:
 `CNI_*` in the environment, the thin plugin's own CNI config on stdin. Every host-side effect
 (bridges, host veths, sysctls) stays in namespaces the test made, and every IP is allocated in
 the test's own host-local data dir.
@@ -11,12 +12,16 @@ the test's own host-local data dir.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import functools
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -29,7 +34,7 @@ from netattach.netns import links
 from tests.netns_fixtures import PLUGIN_DIR, Node, unique
 
 ROOT = Path(__file__).resolve().parents[2]
-THIN = ROOT / ".venv" / "bin" / "netattach-thin"
+VENV_BIN = ROOT / ".venv" / "bin"
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 POLICY_FOR_ANNOTATION = "k8s.v1.cni.cncf.io/policy-for"
 
@@ -72,6 +77,22 @@ note("end")
 if command == "ADD":
     print(json.dumps(conf.get("prevResult") or {{"cniVersion": version}}))
 """
+
+
+@functools.cache
+def installed_thin() -> Path:
+    """`netattach-thin` as `netattach install-cni --bin-dir` writes it, once per test process:
+    what a runtime executes (RT-INSTALLED). The virtualenv's console script imports differently
+    (site processing, no `-I`), so a test of it proves nothing about the installed plugin."""
+    bin_dir = Path(tempfile.mkdtemp(prefix="na-cni-bin-"))
+    atexit.register(shutil.rmtree, bin_dir, True)
+    subprocess.run(
+        [str(VENV_BIN / "netattach"), "install-cni", "--bin-dir", str(bin_dir)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return bin_dir / "netattach-thin"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -334,10 +355,13 @@ class Cluster:
         ifname: str = "eth0",
         config: Mapping[str, Any] | None = None,
         ignore_unknown: bool = True,
+        interpreter_flags: Sequence[str] = (),
     ) -> Reply:
         """One call of the thin plugin inside the node namespace; `uid` None passes the pod's
         default uid (`uid-<pod>`), "" passes none; `ignore_unknown=False` leaves
-        `IgnoreUnknown=1` out of CNI_ARGS (a runtime that does not send it)."""
+        `IgnoreUnknown=1` out of CNI_ARGS (a runtime that does not send it). With
+        `interpreter_flags` (`-X importtime`), the launcher runs under its own interpreter line
+        plus those flags."""
         environ = {
             "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
             "CNI_COMMAND": command,
@@ -357,8 +381,12 @@ class Cluster:
                 args.append(f"K8S_POD_UID={pod_uid}")
             environ["CNI_ARGS"] = ";".join(args)
         stdin = json.dumps(dict(config) if config is not None else self.config()).encode()
+        plugin = [str(installed_thin())]
+        if interpreter_flags:
+            shebang = installed_thin().read_text().splitlines()[0].removeprefix("#!").split()
+            plugin = [*shebang, *interpreter_flags, *plugin]
         proc = subprocess.run(
-            ["nsenter", f"--net={self.node.path}", "--", str(THIN)],
+            ["nsenter", f"--net={self.node.path}", "--", *plugin],
             input=stdin,
             env=environ,
             capture_output=True,

@@ -3,9 +3,15 @@
 What is installed is a launcher of a few lines, not pip's console script: it runs this Python as
 `python -IS` (no site processing, no PYTHON* variables: ~10 ms less on every call, and nothing in
 the runtime's environment changes what runs) with the package's own directories put on the path
-by hand, `ssl` blocked (see the launcher's text), and the interpreter's teardown skipped once the
-reply is out (`thin.exit_now`). Written beside and renamed over, so a runtime executing the old
-plugin at that moment never sees a half-written file.
+by hand, and the interpreter's teardown skipped once the reply is out (`thin.exit_now`). Written
+beside and renamed over, so a runtime executing the old plugin at that moment never sees a
+half-written file.
+
+The launcher blocks no module. It once set `sys.modules['ssl'] = None` to keep TLS (~5 ms) off
+every call, and so broke every ADD with `default-route` (999): pyroute2 0.9 imports `ssl`
+(`pyroute2/netlink/rtnl/probe_msg.py`). A dependency's imports are its own; that a call without
+default-route imports neither `ssl` nor pyroute2 is checked on the installed launcher instead
+(tests/e2e/test_installed_thin.py).
 """
 
 import sys
@@ -31,9 +37,6 @@ def build_launcher() -> bytes:
         "# netattach-thin, installed by `netattach install-cni`: the CNI plugin of thin mode.\n"
         "import sys\n"
         f"sys.path[:0] = {paths!r}\n"
-        "# No TLS in thin mode (a directory of manifests, no API): nothing may import `ssl`,\n"
-        "# which would cost every call ~5 ms.\n"
-        "sys.modules['ssl'] = None\n"
         "from netattach.cli.thin import exit_now, main\n"
         "exit_now(main())\n"
     ).encode()
