@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from netattach.attach import delegate_rules
 from netattach.cni import errors
 from netattach.daemon import settings
 
@@ -132,6 +133,10 @@ def test_every_key_given_is_read_into_its_group() -> None:
             networks_dir=Path("/etc/cni/multi.d"),
             namespace_isolation=False,
             global_namespaces=("default", "shared-nets"),
+            # SEC-NODE: netattach's own directories, wherever the settings put them.
+            delegate_policy=delegate_rules.DEFAULT_POLICY.with_protected(
+                ("/usr/libexec/cni", "/var/run/netattach")
+            ),
         ),
         runtime=settings.RuntimeSettings(
             bin_dirs=(Path("/opt/cni/bin"), Path("/usr/lib/cni")),

@@ -122,9 +122,18 @@ def _from_spec(nad: str, nad_name: str, spec_config: str) -> Delegate:
         raw = json.loads(spec_config, parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as exc:
         # RecursionError: nesting deeper than the parser's stack is bad input, not a crash.
+        if isinstance(exc, RecursionError):
+            raise _bad_spec(
+                nad,
+                f"objects and lists nest more than {conf.MAX_DEPTH} deep, the limit for a "
+                "network configuration",
+            ) from exc
         raise _bad_spec(nad, f"not valid JSON ({str(exc)[:200]})") from exc
     if not isinstance(raw, dict):
         raise _bad_spec(nad, f"a network configuration must be a JSON object, not {_kind(raw)}")
+    deep = conf.depth_problem(raw)
+    if deep:
+        raise _bad_spec(nad, deep)
     if "type" not in raw and "plugins" not in raw:
         raise _bad_spec(nad, "it has neither 'type' (a config) nor 'plugins' (a config list)")
     declared = raw.get("name")

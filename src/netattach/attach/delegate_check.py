@@ -24,9 +24,11 @@ it some way we did not check.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 
-from netattach.attach import delegate_rules, globs
+from netattach.attach import delegate_keys, delegate_rules, globs
+from netattach.cni import conf
 from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
@@ -64,34 +66,54 @@ class Refusal(NamedTuple):
     why: str = NOT_ALLOWED
 
     def __str__(self) -> str:
-        return f"{self.key} {self.value} {self.why} {self.rule}"
+        return f"{self.key} {self.value} {self.why} {self.rule}".rstrip()
 
 
-def check_config(raw: Mapping[str, Any], rules: delegate_rules.DelegateRules) -> list[Refusal]:
-    """Every refusal of the config `raw` under `rules`, in the order the keys are written."""
+def check_config(
+    raw: Mapping[str, Any],
+    rules: delegate_rules.DelegateRules,
+    protected: globs.Prefixes = delegate_rules.DEFAULT_PROTECTED,
+) -> list[Refusal]:
+    """Every refusal of the config `raw` under `rules`: first the keys a Go plugin would read
+    otherwise than written (SEC-KEYS: nothing else can be judged then), else the values, in
+    the order the keys are written. `protected` are directories no `dataDir` may name, whatever
+    the lists say (netattach's own and the runtime's)."""
+    spelled = delegate_keys.spelling_problems(raw)
+    if spelled:
+        return [
+            Refusal(key=path, value=_show(value), rule="", why=why) for path, value, why in spelled
+        ]
     refusals: list[Refusal] = []
-    _walk(raw, "", rules, refusals)
+    _walk(raw, "", rules, protected, refusals)
     return refusals
 
 
 def _walk(
-    node: object, path: str, rules: delegate_rules.DelegateRules, refusals: list[Refusal]
+    node: object,
+    path: str,
+    rules: delegate_rules.DelegateRules,
+    protected: globs.Prefixes,
+    refusals: list[Refusal],
 ) -> None:
     if isinstance(node, list):
         for index, item in enumerate(node):
-            _walk(item, f"{path}[{index}]", rules, refusals)
+            _walk(item, f"{path}[{index}]", rules, protected, refusals)
         return
     if not isinstance(node, Mapping):
         return
-    _check_object(node, path, rules, refusals)
+    _check_object(node, path, rules, protected, refusals)
     for key, value in node.items():
         if key == "sysctl" and isinstance(value, Mapping):
             continue  # its keys are sysctl names, checked above; its values are not configs
-        _walk(value, _join(path, str(key)), rules, refusals)
+        _walk(value, _join(path, str(key)), rules, protected, refusals)
 
 
 def _check_object(
-    obj: Mapping[str, Any], path: str, rules: delegate_rules.DelegateRules, refusals: list[Refusal]
+    obj: Mapping[str, Any],
+    path: str,
+    rules: delegate_rules.DelegateRules,
+    protected: globs.Prefixes,
+    refusals: list[Refusal],
 ) -> None:
     def refuse(key: str, value: object, listed: object, name: str, why: str = "") -> None:
         rule = f"{rules.source}.{name} {listed}"
@@ -101,7 +123,11 @@ def _check_object(
 
     for key, value in obj.items():
         if key == "type":
-            if not isinstance(value, str) or not rules.types.allows(value):
+            if isinstance(value, str) and conf.plugin_type_problem(value):
+                # A path runs whatever file it names: never, whatever `types` allows.
+                why = "is not a plain file name (no '/', '\\', '..'), refused whatever"
+                refuse(key, value, rules.types, "types", why)
+            elif not isinstance(value, str) or not rules.types.allows(value):
                 refuse(key, value, rules.types, "types")
         elif key in NAME_KEYS:
             name = NAME_KEYS[key]
@@ -117,8 +143,7 @@ def _check_object(
             elif not listed.allows(value):
                 refuse(key, value, listed, name)
         elif key == "dataDir":
-            if not isinstance(value, str) or not rules.data_dir.allows(value):
-                refuse(key, value, rules.data_dir, "dataDir")
+            _check_data_dir(value, _join(path, key), rules, protected, refusals)
         elif key == "sysctl":
             if not isinstance(value, Mapping):
                 refuse(key, value, rules.sysctl, "sysctl", "is not a mapping, refused by")
@@ -129,6 +154,34 @@ def _check_object(
         elif key in HOST_DEVICE_OTHER_NAMES and not rules.device.allows_anything:
             refuse(key, value, rules.device, "device", "names a host device that only")
     _check_defaults(obj, path, rules, refusals)
+
+
+def _check_data_dir(
+    value: object,
+    path: str,
+    rules: delegate_rules.DelegateRules,
+    protected: globs.Prefixes,
+    refusals: list[Refusal],
+) -> None:
+    """A `dataDir` judged as the plugin will write it: normalised (`//`, `/./`, a trailing `/`),
+    then with its symlinks resolved as they stand on this node now; both forms must be allowed
+    by the list, and neither may lie in a protected directory."""
+    rule = f"{rules.source}.dataDir {rules.data_dir}"
+    if not isinstance(value, str):
+        refusals.append(Refusal(path, _show(value), rule, "is not a string, refused by"))
+        return
+    normal = globs.normal_path(value)
+    if normal is None:  # relative, or with `..`: no list takes it
+        refusals.append(Refusal(path, _show(value), rule))
+        return
+    resolved = globs.normal_path(os.path.realpath(normal)) or normal
+    shown = _show(value) if resolved == value else f"{_show(value)} (written to {resolved!r})"
+    forms = dict.fromkeys((normal, resolved))
+    if not all(rules.data_dir.allows(form) for form in forms):
+        refusals.append(Refusal(path, shown, rule))
+    elif any(protected.holds(form) for form in forms):
+        why = "lies in a directory of netattach or the runtime, which no list grants:"
+        refusals.append(Refusal(path, shown, str(protected), why))
 
 
 def _check_defaults(

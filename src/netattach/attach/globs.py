@@ -70,6 +70,15 @@ def has_dotdot(path: str) -> bool:
     return ".." in path.split("/")
 
 
+def normal_path(path: str) -> str | None:
+    """`path` as the kernel resolves its spelling: `//` and `/./` collapsed, no trailing `/`;
+    None when it is not absolute or has a `..` component (symlinks are the caller's)."""
+    if not path.startswith("/") or has_dotdot(path) or "\0" in path:
+        return None
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    return "/" + "/".join(parts)
+
+
 def under(path: str, directory: str) -> bool:
     """Whether `path` is `directory` or lies below it; both absolute, compared by component."""
     top = directory.rstrip("/")
@@ -126,6 +135,10 @@ class Prefixes(NamedTuple):
         return any(under(path, d) for d in self.included) and not any(
             under(path, d) for d in self.excluded
         )
+
+    def holds(self, path: str) -> bool:
+        """Whether `path` is one of the included directories or lies below one."""
+        return any(under(path, d) for d in self.included)
 
     def __str__(self) -> str:
         return "[" + ", ".join(self.entries) + "]"

@@ -322,7 +322,9 @@ def _nad_problems(document: Mapping[str, object], report: _Report) -> tuple[list
             rules = report.policy.rules_for(nad_namespace, labels)
             problems += [
                 f"refused by the delegate policy: {refusal}"
-                for refusal in delegate_check.check_config(found.network.raw, rules)
+                for refusal in delegate_check.check_config(
+                    found.network.raw, rules, report.policy.protected
+                )
             ]
     return problems, warnings
 

@@ -32,6 +32,11 @@ LIST_EXTENSIONS = (".conflist",)
 # A config from disk or a NAD with no cniVersion is, as libcni decodes it, version 0.1.0.
 DEFAULT_VERSION = "0.1.0"
 
+# How deep a config may nest (a list is 1, a plugin 2, its ipam 3, ranges 4 and 5, a range 6):
+# far past any real config, far below Python's recursion limit, which copying and checking a
+# deeper one would reach (docs/configuration.md, "Limits").
+MAX_DEPTH = 32
+
 
 # A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).
 class NetworkConfig(NamedTuple):
@@ -88,7 +93,30 @@ def _decode(data: bytes | str | Mapping[str, Any], source: str) -> dict[str, Any
         raise errors.InvalidNetworkConfigError(
             f"{source}: a network configuration must be a JSON object, not {type(raw).__name__}"
         )
+    problem = depth_problem(raw)
+    if problem:
+        raise errors.InvalidNetworkConfigError(f"{source}: {problem}")
     return raw
+
+
+def depth_problem(raw: object, limit: int = MAX_DEPTH) -> str | None:
+    """Why `raw` (decoded JSON) nests too deep, or None. Walked with a stack, not recursion."""
+    stack: list[tuple[object, int]] = [(raw, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return (
+                f"objects and lists nest more than {limit} deep, the limit for a network "
+                "configuration"
+            )
+        stack.extend((child, depth + 1) for child in children)
+    return None
 
 
 def _flag(raw: Mapping[str, Any], key: str, problems: list[str]) -> bool:

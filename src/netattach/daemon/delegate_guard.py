@@ -63,7 +63,7 @@ def check_nad(
 
     namespace = reference.partition("/")[0]
     rules = policy.rules_for(namespace, namespace_labels(view, namespace))
-    return delegate_check.check_config(raw, rules)
+    return delegate_check.check_config(raw, rules, policy.protected)
 
 
 def refused(reference: str, refusals: Sequence[delegate_check.Refusal]) -> DelegateRefusedError:

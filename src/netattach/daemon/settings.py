@@ -477,6 +477,15 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
             ),
             delegate_policy=(
                 delegate_rules.DEFAULT_POLICY if delegate_policy is None else delegate_policy
+            ).with_protected(
+                _own_dirs(
+                    state_dir=state_dir,
+                    networks_dir=networks_dir,
+                    cni_conf_dir=cni_conf_dir,
+                    cni_bin_dir=cni_bin_dir,
+                    socket=daemon_socket,
+                    bin_dirs=bin_dirs,
+                )
             ),
         ),
         runtime=RuntimeSettings(
@@ -502,6 +511,29 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
         ),
         source=source,
     )
+
+
+def _own_dirs(
+    *,
+    state_dir: Path | None,
+    networks_dir: Path | None,
+    cni_conf_dir: Path | None,
+    cni_bin_dir: Path | None,
+    socket: Path | None,
+    bin_dirs: tuple[Path, ...] | None,
+) -> tuple[str, ...]:
+    """netattach's directories as these settings place them, which no delegate may write into
+    (SEC-NODE): its state, its networks, the runtime's config and plugin directories it
+    installs into, its socket's directory and the plugin directories it runs from."""
+    dirs = [
+        state_dir or DEFAULT_STATE_DIR,
+        networks_dir or DEFAULT_NETWORKS_DIR,
+        cni_conf_dir or DEFAULT_CNI_CONF_DIR,
+        cni_bin_dir or DEFAULT_CNI_BIN_DIR,
+        (socket or DEFAULT_SOCKET).parent,
+        *(DEFAULT_BIN_DIRS if bin_dirs is None else bin_dirs),
+    ]
+    return tuple(str(d) for d in dirs)
 
 
 def _check_keys(
