@@ -19,6 +19,9 @@ operator's settings key `delegatePolicy` bounds that choice; this module turns i
         pciBusID    `pciBusID` (and `runtimeConfig.deviceID`) of host-device
         dataDir     `dataDir` of any plugin and of its `ipam` (host-local, tuning)
         sysctl      the keys of tuning's `sysctl`
+        passthruMaster  the master a macvlan takes whole (`mode: passthru`)    (SEC-NODE,
+        gatewayBridge   the bridge of `isGateway`/`isDefaultGateway`/`ipMasq`   checked by
+        reservedRanges  CIDRs (and `node`) no address a NAD hands out may lie in  delegate_node)
 
 The first namespace entry whose selector takes the pod's namespace decides its lists; a namespace
 no entry takes gets the cluster-wide ones. `parse_policy` checks a raw mapping in the settings'
@@ -38,7 +41,9 @@ if TYPE_CHECKING:
     from typing import Final
 
 # The reference plugins that only make interfaces, addresses and rules for the pod (issue 16):
-# anything else, `host-device` first, runs only when the operator lists it.
+# anything else, `host-device` first, runs only when the operator lists it. `portmap` is not
+# among them (SEC-NODE): it opens the node's own ports (DNAT of a host port into the pod), so
+# listing it in `types` is the grant of host ports.
 DEFAULT_TYPES: Final = (
     "bridge",
     "macvlan",
@@ -49,7 +54,6 @@ DEFAULT_TYPES: Final = (
     "static",
     "dhcp",
     "tuning",
-    "portmap",
     "bandwidth",
     "sbr",
     "vrf",
@@ -93,9 +97,44 @@ DEFAULT_DATA_DIR: Final = (
 )
 # Sysctls of the pod's own network namespace only.
 DEFAULT_SYSCTL: Final = ("net.*",)
+# SEC-NODE. Masters a macvlan may take whole (`mode: passthru`): none, until the operator names
+# them (passthru on the node's uplink cuts the node off).
+DEFAULT_PASSTHRU_MASTER: Final = ()
+# Bridges on which a NAD may put its gateway on the node or masquerade for its pods
+# (`isGateway`, `isDefaultGateway`, `ipMasq`): none, until the operator names them.
+DEFAULT_GATEWAY_BRIDGE: Final = ()
+# In `reservedRanges`: the node's own addresses and default gateways, read on the node at ADD.
+NODE_RANGE: Final = "node"
+# Where no address a NAD hands out may lie: the node's own, and the cloud metadata service
+# (a pod or gateway there answers the node's own metadata requests). Pod and service CIDRs are
+# the cluster's, which a built-in default cannot know: deploy/configmap.yaml names kubeadm's.
+DEFAULT_RESERVED_RANGES: Final = (NODE_RANGE, "169.254.169.254/32", "fd00:ec2::254/128")
+# Directories no `dataDir` may name whatever the lists say (SEC-NODE): where the runtime reads
+# CNI configs and plugins and keeps its cached results, and netattach's own defaults. The
+# settings add netattach's directories as configured (`with_protected`).
+DEFAULT_PROTECTED_DIRS: Final = (
+    "/etc/cni",
+    "/opt/cni/bin",
+    "/usr/lib/cni",
+    "/var/lib/cni/results",
+    "/var/lib/cni/cache",
+    "/var/lib/netattach",
+    "/run/netattach",
+)
 
 # The keys of a rule set, settings spelling, in the order docs/configuration.md lists them.
-RULE_KEYS: Final = ("types", "master", "bridge", "device", "pciBusID", "dataDir", "sysctl")
+RULE_KEYS: Final = (
+    "types",
+    "master",
+    "bridge",
+    "device",
+    "pciBusID",
+    "dataDir",
+    "sysctl",
+    "passthruMaster",
+    "gatewayBridge",
+    "reservedRanges",
+)
 POLICY_KEYS: Final = ("enabled", *RULE_KEYS, "namespaces")
 NAMESPACE_KEYS: Final = ("namespaceSelector", *RULE_KEYS)
 SELECTOR_KEYS: Final = ("matchLabels", "matchExpressions")
@@ -117,8 +156,11 @@ _DEFAULTS: Final = {
     "device": globs.Patterns(DEFAULT_DEVICE),
     "pciBusID": globs.Patterns(DEFAULT_PCI_BUS_ID),
     "sysctl": globs.Patterns(DEFAULT_SYSCTL),
+    "passthruMaster": globs.Patterns(DEFAULT_PASSTHRU_MASTER),
+    "gatewayBridge": globs.Patterns(DEFAULT_GATEWAY_BRIDGE),
 }
 _DEFAULT_DATA_DIR: Final = globs.Prefixes(DEFAULT_DATA_DIR)
+DEFAULT_PROTECTED: Final = globs.Prefixes(DEFAULT_PROTECTED_DIRS)
 
 
 # The value types below are NamedTuples rather than frozen dataclasses: the thin plugin imports
@@ -132,6 +174,11 @@ class DelegateRules(NamedTuple):
     pci_bus_id: globs.Patterns = _DEFAULTS["pciBusID"]
     data_dir: globs.Prefixes = _DEFAULT_DATA_DIR
     sysctl: globs.Patterns = _DEFAULTS["sysctl"]
+    # SEC-NODE (attach/delegate_node.py): masters a macvlan may take whole, bridges that may
+    # carry a gateway on the node, ranges (CIDRs, `node`) no handed-out address may lie in.
+    passthru_master: globs.Patterns = _DEFAULTS["passthruMaster"]
+    gateway_bridge: globs.Patterns = _DEFAULTS["gatewayBridge"]
+    reserved_ranges: tuple[str, ...] = DEFAULT_RESERVED_RANGES
     # Where these lists were written, for messages: "delegatePolicy" or
     # "delegatePolicy.namespaces[0]".
     source: str = "delegatePolicy"
@@ -175,6 +222,18 @@ class DelegatePolicy(NamedTuple):
     enabled: bool = True
     rules: DelegateRules = DelegateRules()
     namespaces: tuple[NamespaceRules, ...] = ()
+    # Not a settings list: the directories of netattach and the runtime (`with_protected`).
+    protected: globs.Prefixes = DEFAULT_PROTECTED
+
+    def with_protected(self, directories: tuple[str, ...]) -> DelegatePolicy:
+        """This policy with `directories` (netattach's, as its settings place them) protected
+        too; each normalised, each once."""
+        entries: list[str] = []
+        for directory in (*DEFAULT_PROTECTED_DIRS, *directories):
+            normal = globs.normal_path(directory)
+            if normal and normal != "/" and not any(globs.under(normal, e) for e in entries):
+                entries.append(normal)
+        return self._replace(protected=globs.Prefixes(tuple(entries)))
 
     def rules_for(self, namespace: str, labels: Mapping[str, str]) -> DelegateRules:
         """The lists that govern the NADs used by pods of `namespace` (labelled `labels`)."""
@@ -234,6 +293,9 @@ def _rules(
     pci_bus_id = names("pciBusID", base.pci_bus_id)
     directories = _entries(raw.get("dataDir"), f"{key}.dataDir", problems, paths=True)
     sysctl = names("sysctl", base.sysctl)
+    passthru_master = names("passthruMaster", base.passthru_master)
+    gateway_bridge = names("gatewayBridge", base.gateway_bridge)
+    reserved = _ranges(raw.get("reservedRanges"), f"{key}.reservedRanges", problems)
     return DelegateRules(
         types=types,
         master=master,
@@ -242,8 +304,39 @@ def _rules(
         pci_bus_id=pci_bus_id,
         data_dir=base.data_dir if directories is None else globs.Prefixes(directories),
         sysctl=sysctl,
+        passthru_master=passthru_master,
+        gateway_bridge=gateway_bridge,
+        reserved_ranges=base.reserved_ranges if reserved is None else reserved,
         source=key,
     )
+
+
+def _ranges(value: object, key: str, problems: list[str]) -> tuple[str, ...] | None:
+    """`reservedRanges`: CIDRs (a bare address is its /32 or /128) and the word `node`, each
+    written in its canonical form; None when absent or bad (after the problems)."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        problems.append(f"{key}: must be a list of CIDRs and {NODE_RANGE!r}, got {_show(value)}")
+        return None
+    import ipaddress  # only when the settings name the list: the thin plugin reads them per call
+
+    start, entries = len(problems), []
+    for index, item in enumerate(value):
+        try:
+            if not isinstance(item, str):
+                raise ValueError(item)  # ip_network takes integers too: not here
+            entries.append(
+                item if item == NODE_RANGE else str(ipaddress.ip_network(item, strict=False))
+            )
+        except ValueError:
+            problems.append(
+                f"{key}[{index}]: must be a CIDR such as 10.96.0.0/12 or {NODE_RANGE!r}, "
+                f"got {_show(item)}"
+            )
+    if len(problems) > start:
+        return None
+    return tuple(dict.fromkeys(entries))
 
 
 def _entries(
