@@ -1,0 +1,255 @@
+"""The attacks a NAD author (or a pod author) can try on a node (issue 27), in one place, for every
+layer that must refuse them: the daemon at ADD (SEC-DELEGATE, SEC-KEYS, SEC-NODE) and the
+ValidatingAdmissionPolicy at creation (SEC-ADMISSION, tests/kube/test_admission_policy.py on a
+real API server). To add an attack, add an `Attack` to `ATTACKS`; every test that takes the corpus
+picks it up.
+
+Each attack is judged by `corpus_policy()`: the `delegatePolicy` of deploy/configmap.yaml (no
+bridge the cluster's own networking runs on, `dataDir` only under /var/lib/cni and /run/cni) plus
+namespace grants chosen by the label `GRANT_LABEL`, so an attack can be tried from a namespace that
+was granted something (a host device, one master) and shown to reach past the grant:
+
+    netattach.test/grant=device        host-device allowed, device `net1`, pciBusID 0000:00:1f.6
+    netattach.test/grant=master        master `eth1` only
+    netattach.test/grant=any-type      types ["*"]
+    netattach.test/grant=default-data-dir   dataDir: the built-in default deny-list
+
+Node addresses in the attacks are documentation ones: the node is 192.0.2.10 on `eth0`, its
+gateway 192.0.2.1; `eth1` is a data NIC; `net1` the device granted to one namespace.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import yaml
+
+from netattach.attach import delegate_rules
+
+ROOT = Path(__file__).resolve().parents[1]
+GRANT_LABEL = "netattach.test/grant"
+CNI_VERSION = "1.0.0"
+KERNEL_SYSCTL = {"kernel.core_pattern": "|/tmp/x"}
+# LATIN SMALL LETTER LONG S: Go's encoding/json folds it to `s` when it matches a key.
+LONG_S = "\u017f"
+
+
+class Attack(NamedTuple):
+    name: str
+    """A short id (pytest ids use it): what the attack writes."""
+    config: Mapping[str, Any] | str
+    """The NAD's `spec.config`: a mapping (written as JSON), or the raw JSON text where the text
+    itself is the attack (a duplicate key, an escape, nesting)."""
+    labels: Mapping[str, str] = {}
+    """The labels of the NAD's (and the pod's) namespace: which grant of `corpus_policy()` it is
+    judged by; none: the cluster-wide lists."""
+    cni_args: Mapping[str, Any] | None = None
+    """A pod author's part: the `cni-args` of the pod's network selection element."""
+    admission: bool = True
+    """The admission policy can refuse it from the NAD alone. False: it needs what only the node
+    knows at ADD (its addresses, the live attachments) or lies outside the NAD (`cni_args`)."""
+    does: str = ""
+    """What it did to the node when it got through (issue 27)."""
+
+
+def config_text(attack: Attack | Mapping[str, Any] | str) -> str:
+    """The `spec.config` text of an attack (or of a config)."""
+    config = attack.config if isinstance(attack, Attack) else attack
+    if isinstance(config, str):
+        return config
+    return json.dumps({"cniVersion": CNI_VERSION, "name": "attack", **config})
+
+
+def _grant(value: str, **rules: Any) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {GRANT_LABEL: value}}, **rules}
+
+
+def corpus_settings() -> dict[str, Any]:
+    """The settings' `delegatePolicy` mapping the corpus is judged by (see the module docstring)."""
+    deploy = yaml.safe_load((ROOT / "deploy" / "configmap.yaml").read_text(encoding="utf-8"))
+    settings = yaml.safe_load(deploy["data"]["settings.yaml"])
+    policy: dict[str, Any] = dict(settings["delegatePolicy"])
+    policy["namespaces"] = [
+        _grant(
+            "device",
+            types=[*delegate_rules.DEFAULT_TYPES, "host-device"],
+            device=["net1"],
+            pciBusID=["0000:00:1f.6"],
+        ),
+        _grant("master", master=["eth1"]),
+        _grant("any-type", types=["*"]),
+        _grant("default-data-dir", dataDir=list(delegate_rules.DEFAULT_DATA_DIR)),
+    ]
+    return policy
+
+
+def corpus_policy() -> delegate_rules.DelegatePolicy:
+    problems: list[str] = []
+    policy = delegate_rules.parse_policy(corpus_settings(), "delegatePolicy", problems)
+    assert policy is not None, problems
+    return policy
+
+
+DEVICE = {GRANT_LABEL: "device"}
+MASTER = {GRANT_LABEL: "master"}
+ANY_TYPE = {GRANT_LABEL: "any-type"}
+DEFAULT_DATA_DIR = {GRANT_LABEL: "default-data-dir"}
+_HOST_LOCAL = {"type": "host-local", "subnet": "10.77.0.0/24"}
+_DEEP = 900
+
+ATTACKS: list[Attack] = [
+    # -- key spelling: Go's encoding/json takes any case (and Unicode simple folds) of a key,
+    # the last spelling winning (SEC-KEYS)
+    Attack(
+        "DEVICE-beside-device",
+        {"type": "host-device", "device": "net1", "DEVICE": "eth0"},
+        DEVICE,
+        does="moved the node's uplink into the pod",
+    ),
+    Attack(
+        "device-twice",
+        f'{{"cniVersion": "{CNI_VERSION}", "name": "attack", "type": "host-device", '
+        '"device": "net1", "device": "eth0"}',
+        DEVICE,
+        does="the last `device` wins in every JSON decoder: the node's uplink",
+    ),
+    Attack("Device", {"type": "host-device", "Device": "eth0"}, DEVICE),
+    Attack(
+        "HWADDR", {"type": "host-device", "device": "net1", "HWADDR": "02:00:00:00:00:01"}, DEVICE
+    ),
+    Attack("PCIBUSID", {"type": "host-device", "PCIBUSID": "0000:00:03.0"}, DEVICE),
+    Attack(
+        "runtimeConfig-DeviceID",
+        {"type": "host-device", "runtimeConfig": {"DeviceID": "0000:00:03.0"}},
+        DEVICE,
+    ),
+    Attack(
+        "ipam-TYPE",
+        {"type": "macvlan", "master": "eth1", "ipam": {"type": "host-local", "TYPE": "evil"}},
+        does="ran a plugin outside `types`, on ADD and on DEL",
+    ),
+    Attack(
+        "ipam-DataDir",
+        {"type": "bridge", "bridge": "br-data", "ipam": {**_HOST_LOCAL, "DataDir": "/etc/x"}},
+        does="host-local wrote root-owned files into /etc",
+    ),
+    Attack(
+        "tuning-DataDir",
+        {"type": "tuning", "DataDir": "/etc/x"},
+        does="tuning wrote root-owned files into /etc",
+    ),
+    Attack(
+        "MASTER",
+        {"type": "macvlan", "master": "eth1", "MASTER": "eth0"},
+        MASTER,
+        does="a macvlan on a master the namespace's list refuses",
+    ),
+    Attack(
+        f"ma{LONG_S}ter", {"type": "macvlan", "master": "eth1", f"ma{LONG_S}ter": "eth0"}, MASTER
+    ),
+    Attack(
+        "BRIDGE",
+        {"type": "bridge", "bridge": "br-data", "BRIDGE": "cni0"},
+        does="a pod on the cluster's own bridge",
+    ),
+    Attack("Sysctl", {"type": "tuning", "Sysctl": KERNEL_SYSCTL}, does="a node-wide sysctl"),
+    Attack(f"{LONG_S}ysctl", {"type": "tuning", f"{LONG_S}ysctl": KERNEL_SYSCTL}),
+    Attack("args-cni-Sysctl", {"type": "tuning", "args": {"cni": {"Sysctl": KERNEL_SYSCTL}}}),
+    Attack(
+        "cni-args-Sysctl",
+        {"type": "tuning"},
+        cni_args={"Sysctl": KERNEL_SYSCTL},
+        admission=False,
+        does="a pod author's cni-args merged into tuning's args",
+    ),
+    # -- paths (issue 27 part 4)
+    Attack(
+        "dataDir-double-slash",
+        {"type": "bridge", "bridge": "br-data", "ipam": {**_HOST_LOCAL, "dataDir": "//etc/x"}},
+        DEFAULT_DATA_DIR,
+    ),
+    Attack(
+        "dataDir-dot",
+        {"type": "bridge", "bridge": "br-data", "ipam": {**_HOST_LOCAL, "dataDir": "/./etc/x"}},
+        DEFAULT_DATA_DIR,
+    ),
+    Attack(
+        "dataDir-cni-results",
+        {
+            "type": "bridge",
+            "bridge": "br-data",
+            "ipam": {**_HOST_LOCAL, "dataDir": "/var/lib/cni//results"},
+        },
+        does="files among the runtime's cached CNI results (a protected directory)",
+    ),
+    Attack(
+        "ipam-type-path",
+        {"type": "bridge", "bridge": "br-data", "ipam": {"type": "../x"}},
+        ANY_TYPE,
+        does="the bridge plugin ran and left its bridge, then failed",
+    ),
+    Attack("type-path", {"type": "/usr/bin/bridge", "bridge": "br-data"}, ANY_TYPE),
+    # -- what the defaults allowed (SEC-NODE)
+    Attack(
+        "macvlan-passthru",
+        {"type": "macvlan", "mode": "passthru"},
+        does="the node's default-route interface taken whole: the node cut off from its gateway",
+    ),
+    Attack(
+        "macvlan-passthru-master",
+        {"type": "macvlan", "master": "eth0", "mode": "passthru"},
+    ),
+    Attack(
+        "bridge-isGateway-node-gateway",
+        {
+            "type": "bridge",
+            "bridge": "br-data",
+            "isGateway": True,
+            "ipam": {"type": "static", "addresses": [{"address": "192.0.2.1/24"}]},
+        },
+        does="the node's route to its gateway turned local; it stayed after DEL",
+    ),
+    Attack(
+        "bridge-ipMasq",
+        {"type": "bridge", "bridge": "br-data", "ipMasq": True, "ipam": _HOST_LOCAL},
+    ),
+    Attack(
+        "ptp-static-metadata-address",
+        {
+            "type": "ptp",
+            "ipam": {"type": "static", "addresses": [{"address": "169.254.169.254/32"}]},
+        },
+        does="a pod answering the node's cloud metadata requests",
+    ),
+    Attack(
+        "ptp-static-node-address",
+        {"type": "ptp", "ipam": {"type": "static", "addresses": [{"address": "192.0.2.10/24"}]}},
+        admission=False,
+        does="a node route sending node-to-pod traffic to the attacker's veth",
+    ),
+    Attack(
+        "portmap",
+        f'{{"cniVersion": "{CNI_VERSION}", "name": "attack", "plugins": ['
+        '{"type": "bridge", "bridge": "br-data", "ipam": {"type": "host-local", '
+        '"subnet": "10.77.0.0/24"}}, {"type": "portmap", "capabilities": {"portMappings": true}}]}',
+        does="DNAT of a node port (22) into the pod",
+    ),
+    Attack(
+        "nested-900-deep",
+        f'{{"cniVersion": "{CNI_VERSION}", "name": "attack", "type": "bridge", '
+        f'"bridge": "br-data", "x": {"[" * _DEEP}{"]" * _DEEP}}}',
+        admission=False,
+        does="999 (RecursionError) instead of 7",
+    ),
+]
+
+# What must still be admitted and attach with no grant beyond the corpus policy's.
+ALLOWED: list[Attack] = [
+    Attack("macvlan-data-network", {"type": "macvlan", "master": "eth1", "ipam": _HOST_LOCAL}),
+    Attack("bridge-data-network", {"type": "bridge", "bridge": "br-data", "ipam": _HOST_LOCAL}),
+    Attack("granted-host-device", {"type": "host-device", "device": "net1"}, DEVICE),
+    Attack("granted-master", {"type": "macvlan", "master": "eth1"}, MASTER),
+]
