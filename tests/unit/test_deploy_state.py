@@ -1,0 +1,95 @@
+"""deploy/: the DaemonSet keeps every state its settings let a delegate write (KUBE-DEPLOY).
+
+Delegates run inside the daemon's container. A directory a NAD may name as `dataDir` that is no
+host mount lives in the container's writable layer: host-local's allocations there vanish when
+the daemon pod is recreated, and two pods get one address. So every directory
+`delegatePolicy.dataDir` allows, and each reference plugin's own state directory that the policy
+allows, must be a `hostPath` of the DaemonSet mounted at its own path.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+import pytest
+import yaml
+
+from netattach.attach import globs
+from netattach.daemon import settings
+from tests.unit.test_deploy import one
+
+# Where the reference plugins keep state when a NAD names no `dataDir` (containernetworking/
+# plugins: host-local's defaultDataDir, tuning's defaultDataDir, dhcp's default socket).
+PLUGIN_STATE_DIRS = {
+    "host-local": "/var/lib/cni/networks",
+    "tuning": "/run/cni/tuning",
+    "dhcp": "/run/cni",
+}
+
+
+def host_paths() -> dict[PurePosixPath, PurePosixPath]:
+    """The daemon container's mounts of node directories: mountPath -> the node's path."""
+    pod = one("DaemonSet")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    volumes: dict[str, dict[str, Any]] = {v["name"]: v for v in pod["volumes"]}
+    found: dict[PurePosixPath, PurePosixPath] = {}
+    for mount in container["volumeMounts"]:
+        volume = volumes[mount["name"]]
+        if "hostPath" in volume and not mount.get("readOnly", False):
+            found[PurePosixPath(mount["mountPath"])] = PurePosixPath(volume["hostPath"]["path"])
+    return found
+
+
+def on_the_node(directory: str) -> PurePosixPath | None:
+    """The node's path that `directory` in the container is, or None when no mount holds it."""
+    path = PurePosixPath(directory)
+    holders = [m for m in host_paths() if m == path or m in path.parents]
+    if not holders:
+        return None
+    mount = max(holders, key=lambda m: len(m.parts))  # the innermost mount wins
+    return host_paths()[mount] / path.relative_to(mount)
+
+
+def allowed_data_dirs() -> list[globs.Prefixes]:
+    """`delegatePolicy.dataDir` of deploy/configmap.yaml: the cluster-wide list and each
+    namespace rule's."""
+    raw = yaml.safe_load(one("ConfigMap")["data"]["settings.yaml"])
+    cfg = settings.parse_settings(raw, source="deploy/configmap.yaml")
+    delegate_policy = cfg.networks.delegate_policy
+    rule_sets = [delegate_policy.rules, *(entry.rules for entry in delegate_policy.namespaces)]
+    return [rules.data_dir for rules in rule_sets]
+
+
+@pytest.fixture(autouse=True)
+def node_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODE_NAME", "node-1")
+
+
+@pytest.mark.req("KUBE-DEPLOY")
+def test_every_data_dir_the_policy_allows_is_the_nodes_own() -> None:
+    directories = [d for allowed in allowed_data_dirs() for d in allowed.included]
+
+    assert directories, "deploy/configmap.yaml's delegatePolicy.dataDir allows nothing"
+    for directory in directories:
+        assert on_the_node(directory) == PurePosixPath(directory), (
+            f"delegatePolicy.dataDir allows {directory!r}, which deploy/daemonset.yaml does not "
+            "mount from the node at the same path"
+        )
+
+
+@pytest.mark.req("KUBE-DEPLOY")
+@pytest.mark.parametrize(("plugin", "directory"), sorted(PLUGIN_STATE_DIRS.items()))
+def test_each_reference_plugins_default_state_is_the_nodes_own(plugin: str, directory: str) -> None:
+    if not any(allowed.allows(directory) for allowed in allowed_data_dirs()):
+        pytest.skip(f"delegatePolicy.dataDir does not let {plugin} write {directory!r}")
+    assert on_the_node(directory) == PurePosixPath(directory), (
+        f"{plugin} keeps its state in {directory!r}, which deploy/daemonset.yaml does not mount "
+        "from the node at the same path"
+    )
+
+
+def test_a_directory_no_mount_holds_is_found() -> None:
+    assert on_the_node("/srv/ipam") is None
+    inside = "/var/lib/cni/networks/net-a"
+    assert on_the_node(inside) == PurePosixPath(inside)
