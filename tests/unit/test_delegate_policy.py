@@ -119,14 +119,14 @@ def conflist(*plugins: dict[str, Any]) -> dict[str, Any]:
 def test_the_default_types_are_the_reference_plugins_that_make_pod_interfaces() -> None:
     assert refusals(conflist({"type": "host-device", "device": "eth0"})) == [
         'plugins[0].type "host-device" is not allowed by delegatePolicy.types '
-        "[bridge, macvlan, ipvlan, ptp, vlan, host-local, static, dhcp, tuning, portmap, "
+        "[bridge, macvlan, ipvlan, ptp, vlan, host-local, static, dhcp, tuning, "
         "bandwidth, sbr, vrf, firewall]",
         'plugins[0].device "eth0" is not allowed by delegatePolicy.device []',
     ]
     allowed = conflist(
         {"type": "macvlan", "master": "eth1", "ipam": {"type": "host-local"}},
         {"type": "tuning", "sysctl": {"net.core.somaxconn": "500"}},
-        {"type": "portmap", "capabilities": {"portMappings": True}},
+        {"type": "bandwidth", "capabilities": {"bandwidth": True}},
     )
     assert refusals(allowed) == []
 
@@ -314,7 +314,8 @@ def test_bad_policy_settings_name_the_key_and_quote_the_value() -> None:
     problems = settings.settings_problems(raw)
     assert problems == (
         "delegatePolicy.enabld: unknown key (known: enabled, types, master, bridge, device, "
-        "pciBusID, dataDir, sysctl, namespaces), got True",
+        "pciBusID, dataDir, sysctl, passthruMaster, gatewayBridge, reservedRanges, namespaces), "
+        "got True",
         "delegatePolicy.types: must be a list of names or globs ('*' any run, '?' one character, "
         "'!' in front excludes), got 'bridge'",
         "delegatePolicy.master[1]: must be a string, got 7",
@@ -431,7 +432,7 @@ def test_a_refused_nad_fails_the_add_before_any_plugin_runs_with_an_event(tmp_pa
     assert caught.value.msg == (
         "[blue/web/u1] NetworkAttachmentDefinition blue/net-b refused by the delegate policy: "
         'plugins[0].type "host-device" is not allowed by delegatePolicy.types [bridge, macvlan, '
-        "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, portmap, bandwidth, sbr, vrf, "
+        "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, bandwidth, sbr, vrf, "
         "firewall] (and 1 more)"
     )
     assert 'plugins[0].device "eth0" is not allowed by delegatePolicy.device []' in (

@@ -85,6 +85,10 @@ def check_config(
         ]
     refusals: list[Refusal] = []
     _walk(raw, "", rules, protected, refusals)
+    # SEC-NODE: passthru masters, gateway bridges, reserved ranges (imported here: it imports us).
+    from netattach.attach import delegate_node
+
+    refusals.extend(delegate_node.check_config(raw, rules))
     return refusals
 
 

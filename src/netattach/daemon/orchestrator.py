@@ -15,7 +15,7 @@ from netattach import loggers, offload
 from netattach.attach import delegate, selection, status
 from netattach.cluster import model
 from netattach.cni import conf, env, errors, result, spec
-from netattach.daemon import call_log, delegate_guard, hotplug, pod_identity
+from netattach.daemon import call_log, delegate_guard, hotplug, node_guard, pod_identity
 from netattach.daemon import locks as locks_mod
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
@@ -393,6 +393,7 @@ class Orchestrator:
                 cfg=self.settings.networks,
             )
             self._check_plan(planned)
+            await self._check_node(planned, call.container_id)
         except errors.CNIError as exc:
             raise with_prefix(exc, ref.prefix()) from exc
         log.debug(
@@ -405,6 +406,13 @@ class Orchestrator:
         (SEC-DELEGATE), and every plugin is installed."""
         delegate_guard.check_plan(plan, self.settings.networks.delegate_policy, self.view)
         self._check_installed(plan)
+
+    async def _check_node(
+        self, plan: Sequence[plan_mod.PlannedAttachment], container_id: str
+    ) -> None:
+        """SEC-NODE: no NAD of the plan takes the node's addresses or another attachment's."""
+        policy = self.settings.networks.delegate_policy
+        await node_guard.check_plan(plan, policy, self.view, self.records, container_id)
 
     def _check_installed(self, plan: Sequence[plan_mod.PlannedAttachment]) -> None:
         """Every delegate of the plan can be found, so no ADD starts that its DEL could not undo."""
@@ -672,6 +680,7 @@ class Orchestrator:
                 plan, chosen = self._replan(record, pod, text)
                 change = hotplug.build_change(record, plan, chosen)
                 self._check_plan(change.add)
+                await self._check_node(change.add, container_id)
             except errors.CNIError as exc:
                 failed = with_prefix(exc, ref.prefix())
                 log.error("%s; the pod's attachments stay as they are", failed)

@@ -1,0 +1,443 @@
+"""Node-safe defaults: what a delegate config may not take from the node itself (SEC-NODE).
+
+The per-config half of the rules; `daemon/node_guard.py` adds what only the node knows at ADD
+(its addresses, its default gateways, the addresses live attachments hold). Keys are found
+wherever they are written, at any depth, as `delegate_check` finds the others:
+
+    mode: passthru      a macvlan that takes its master whole: the master (unset or "": the
+                        node's default-route interface) must be in `passthruMaster`
+    isGateway, isDefaultGateway, ipMasq
+                        a gateway address (and its connected route) put on a host bridge, or
+                        the node's NAT for the pods: true only in a bridge plugin whose
+                        bridge (unset or "": cni0) is in `gatewayBridge`; in any other object
+                        (ptp's `ipMasq`) only when `gatewayBridge` allows anything
+    the addresses a config hands out (`claims`), none in `reservedRanges`:
+        pod             a static IPAM `addresses[].address`, an `ips` entry (args.cni,
+                        runtimeConfig, the selection's `ips`): an address a pod takes
+        span            what a host-local range (`subnet`, `rangeStart`, `rangeEnd`) hands out
+        host            an address the plugin puts on the node: ptp's host side and a bridge's
+                        gateway when `isGateway` (the IPAM `gateway`, else the subnet's first)
+        subnet          the connected route a bridge with `isGateway` puts on the node
+        route           a `routes[].dst` (refused when inside a range) or `routes[].gw`
+    and, whatever the lists say, no pod, span or host address that is loopback, multicast or
+    unspecified.
+
+Only CIDRs of `reservedRanges` are judged here; its `node` entry needs the node's facts and is
+node_guard's.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Iterator, Mapping, Sequence
+
+from netattach.attach import delegate_check, delegate_rules
+from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final, TypeAlias
+
+    Address: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
+    Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+PASSTHRU: Final = "passthru"
+GATEWAY_FLAGS: Final = ("isGateway", "isDefaultGateway", "ipMasq")
+BRIDGE: Final = "bridge"
+PTP: Final = "ptp"
+
+# What a claim is, as a refusal says it.
+POD: Final = "pod"  # an address a pod takes
+SPAN: Final = "span"  # the addresses a range hands out
+HOST: Final = "host"  # an address put on the node
+SUBNET: Final = "subnet"  # a connected route put on the node
+ROUTE_DST: Final = "route"  # a route's destination, in the pod
+ROUTE_GW: Final = "route gateway"
+
+_RESERVED_BY: Final = "reserved by"
+
+
+class Claim(NamedTuple):
+    """An address (or range of them, `first` to `last`) a config hands out: `key` its path in
+    the config, `value` the value as written (JSON), `kind` one of POD, SPAN, HOST, SUBNET,
+    ROUTE_DST, ROUTE_GW; `bridge` the host bridge a HOST or SUBNET claim goes on ("" for ptp's
+    host veth); `gateway` a SPAN's gateway, which the range does not hand out."""
+
+    key: str
+    value: str
+    kind: str
+    first: Address
+    last: Address
+    bridge: str = ""
+    gateway: Address | None = None
+
+    def holds(self, address: Address) -> bool:
+        return (
+            address.version == self.first.version
+            and int(self.first) <= int(address) <= int(self.last)
+            and address != self.gateway
+        )
+
+    def overlaps(self, network: Network) -> bool:
+        if network.version != self.first.version:
+            return False
+        low, high = int(network.network_address), int(network.broadcast_address)
+        if self.kind == ROUTE_DST:  # a route broader than the range loses to the node's own
+            return low <= int(self.first) and int(self.last) <= high
+        return int(self.first) <= high and low <= int(self.last)
+
+    def shown(self) -> str:
+        """The value, and what it hands out when that is a range."""
+        if self.kind in (SPAN, SUBNET):
+            what = str(self.first) if self.first == self.last else f"{self.first}-{self.last}"
+            return f"{self.value} ({self.kind} {what})"
+        return self.value
+
+    def relation(self) -> str:
+        return "overlaps" if self.kind in (SPAN, SUBNET) else "lies in"
+
+
+def check_config(
+    raw: Mapping[str, Any], rules: delegate_rules.DelegateRules
+) -> list[delegate_check.Refusal]:
+    """The SEC-NODE refusals of `raw` that need nothing of the node."""
+    refusals: list[delegate_check.Refusal] = []
+    for path, obj in _objects(raw, ""):
+        _check_passthru(obj, path, rules, refusals)
+        _check_gateway_flags(obj, path, rules, refusals)
+    found, unreadable = claims(raw)
+    refusals.extend(unreadable)
+    ranges = reserved_networks(rules.reserved_ranges)
+    rule = f"{rules.source}.reservedRanges [{', '.join(rules.reserved_ranges)}]"
+    for claim in found:
+        special = _special(claim)
+        if special:
+            why = f"is {special}, which no list can grant; see"
+            refusals.append(delegate_check.Refusal(claim.key, claim.shown(), rule, why))
+            continue
+        for network in ranges:
+            if claim.overlaps(network):
+                why = f"{claim.relation()} {network}, {_RESERVED_BY}"
+                refusals.append(delegate_check.Refusal(claim.key, claim.shown(), rule, why))
+                break
+    return refusals
+
+
+def _check_passthru(
+    obj: Mapping[str, Any],
+    path: str,
+    rules: delegate_rules.DelegateRules,
+    refusals: list[delegate_check.Refusal],
+) -> None:
+    if obj.get("mode") != PASSTHRU:
+        return
+    listed = rules.passthru_master
+    rule = f"{rules.source}.passthruMaster {listed}"
+    master = obj.get("master")
+    if master is None or master == "":
+        if not listed.allows_anything:
+            value = "unset (the node's default-route interface)"
+            why = "is taken whole (mode passthru): only a list that allows anything allows it, not"
+            refusals.append(delegate_check.Refusal(_join(path, "master"), value, rule, why))
+    elif isinstance(master, str) and not listed.allows(master):
+        why = "is taken whole (mode passthru), which is not allowed by"
+        refusals.append(delegate_check.Refusal(_join(path, "master"), _show(master), rule, why))
+
+
+def _check_gateway_flags(
+    obj: Mapping[str, Any],
+    path: str,
+    rules: delegate_rules.DelegateRules,
+    refusals: list[delegate_check.Refusal],
+) -> None:
+    listed = rules.gateway_bridge
+    rule = f"{rules.source}.gatewayBridge {listed}"
+    for flag in GATEWAY_FLAGS:
+        if flag not in obj or obj[flag] is False:
+            continue
+        value = obj[flag]
+        where = _join(path, flag)
+        if not isinstance(value, bool):
+            why = "is not true or false, refused by"
+            refusals.append(delegate_check.Refusal(where, _show(value), rule, why))
+        elif obj.get("type") != BRIDGE:
+            if not listed.allows_anything:
+                why = (
+                    "outside a bridge plugin is allowed only by a list that allows anything, not by"
+                )
+                refusals.append(delegate_check.Refusal(where, "true", rule, why))
+        else:
+            bridge = obj.get(BRIDGE) or delegate_check.DEFAULT_BRIDGE_NAME
+            if isinstance(bridge, str) and not listed.allows(bridge):
+                why = f"on bridge {_show(bridge)} is not allowed by"
+                refusals.append(delegate_check.Refusal(where, "true", rule, why))
+
+
+def _special(claim: Claim) -> str:
+    """What makes an address no pod, range or node address may be, whatever the lists; ""."""
+    if claim.kind in (ROUTE_DST, ROUTE_GW):
+        return ""
+    for address in (claim.first, claim.last):
+        if address.is_loopback:
+            return "a loopback address"
+        if address.is_multicast:
+            return "a multicast address"
+        if address.is_unspecified:
+            return "the unspecified address"
+    if claim.first.version == 4 and claim.last == ipaddress.IPv4Address("255.255.255.255"):
+        return "the broadcast address"
+    return ""
+
+
+def reserved_networks(entries: Sequence[str]) -> tuple[Network, ...]:
+    """The CIDRs of a `reservedRanges` list (its `node` entry aside)."""
+    return tuple(
+        ipaddress.ip_network(e, strict=False) for e in entries if e != delegate_rules.NODE_RANGE
+    )
+
+
+# --- what a config hands out -------------------------------------------------------------------
+
+
+def claims(
+    raw: Mapping[str, Any], requested: Sequence[str] = ()
+) -> tuple[list[Claim], list[delegate_check.Refusal]]:
+    """Every address `raw` hands out (and `requested`, the selection's `ips`), and a refusal
+    for each address key whose value is not an address (the plugin would fail, or read it some
+    way we did not check)."""
+    found: list[Claim] = []
+    unreadable: list[delegate_check.Refusal] = []
+    _collect(raw, "", None, found, unreadable)
+    for index, text in enumerate(requested):
+        _point(f"selection ips[{index}]", text, POD, found, unreadable)
+    return found, unreadable
+
+
+class _Plugin(NamedTuple):
+    """The plugin an object belongs to, as far as where its addresses go is concerned."""
+
+    host_side: bool  # its IPAM gateways are put on the node (ptp; bridge with isGateway)
+    bridge: str  # a bridge plugin's bridge; "" otherwise
+
+
+def _plugin_of(obj: Mapping[str, Any]) -> _Plugin:
+    kind = obj.get("type")
+    if kind == PTP:
+        return _Plugin(host_side=True, bridge="")
+    if kind == BRIDGE:
+        gateway = obj.get("isGateway") is True or obj.get("isDefaultGateway") is True
+        bridge = obj.get(BRIDGE)
+        name = bridge if isinstance(bridge, str) and bridge else delegate_check.DEFAULT_BRIDGE_NAME
+        return _Plugin(host_side=gateway, bridge=name)
+    return _Plugin(host_side=False, bridge="")
+
+
+def _collect(
+    node: object,
+    path: str,
+    plugin: _Plugin | None,
+    found: list[Claim],
+    unreadable: list[delegate_check.Refusal],
+) -> None:
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            _collect(item, f"{path}[{index}]", plugin, found, unreadable)
+        return
+    if not isinstance(node, Mapping):
+        return
+    if isinstance(node.get("type"), str) and not path.endswith("ipam"):
+        plugin = _plugin_of(node)
+    host = plugin if plugin is not None and plugin.host_side else None
+    if "subnet" in node:
+        _range(node, path, host, found, unreadable)
+    addresses = node.get("addresses")
+    if isinstance(addresses, list):
+        for index, item in enumerate(addresses):
+            where = f"{_join(path, 'addresses')}[{index}]"
+            if isinstance(item, Mapping) and "address" in item:
+                _static(item, where, host, found, unreadable)
+    routes = node.get("routes")
+    if isinstance(routes, list):
+        for index, item in enumerate(routes):
+            if isinstance(item, Mapping):
+                _route(item, f"{_join(path, 'routes')}[{index}]", found, unreadable)
+    ips = node.get("ips")
+    if isinstance(ips, list):
+        for index, item in enumerate(ips):
+            _point(f"{_join(path, 'ips')}[{index}]", item, POD, found, unreadable)
+    for key, value in node.items():
+        if key == "sysctl":
+            continue
+        _collect(value, _join(path, str(key)), plugin, found, unreadable)
+
+
+def _range(
+    obj: Mapping[str, Any],
+    path: str,
+    host: _Plugin | None,
+    found: list[Claim],
+    unreadable: list[delegate_check.Refusal],
+) -> None:
+    """A host-local range: what it hands out, and its gateway where the plugin puts it."""
+    subnet = _network(obj["subnet"], _join(path, "subnet"), unreadable)
+    if subnet is None:
+        return
+    first, last = _usable(subnet)
+    bounds = []
+    for key, default in (("rangeStart", first), ("rangeEnd", last)):
+        if key not in obj:
+            bounds.append(default)
+            continue
+        address = _address(obj[key], _join(path, key), unreadable)
+        if address is None:
+            return
+        bounds.append(address)
+    gateway = _gateway(obj, path, subnet, unreadable)
+    where = _join(path, "subnet")
+    shown = _show(obj["subnet"])
+    found.append(Claim(where, shown, SPAN, bounds[0], bounds[1], gateway=gateway))
+    if host is not None:
+        _host(host, path, obj, subnet, gateway=gateway, found=found)
+
+
+def _static(
+    item: Mapping[str, Any],
+    path: str,
+    host: _Plugin | None,
+    found: list[Claim],
+    unreadable: list[delegate_check.Refusal],
+) -> None:
+    """A static IPAM address: the pod's, and its gateway where the plugin puts it."""
+    where = _join(path, "address")
+    value = item["address"]
+    try:
+        interface = ipaddress.ip_interface(value) if isinstance(value, str) else None
+    except ValueError:
+        interface = None
+    if interface is None:
+        unreadable.append(_unreadable(where, value, "an address with its prefix (10.1.0.5/24)"))
+        return
+    found.append(Claim(where, _show(value), POD, interface.ip, interface.ip))
+    if host is not None:
+        gateway = _gateway(item, path, interface.network, unreadable)
+        _host(host, path, item, interface.network, gateway=gateway, found=found)
+
+
+def _host(
+    host: _Plugin,
+    path: str,
+    obj: Mapping[str, Any],
+    network: Network,
+    *,
+    gateway: Address | None,
+    found: list[Claim],
+) -> None:
+    if gateway is None:
+        return
+    where = _join(path, "gateway")
+    shown = _show(obj["gateway"]) if "gateway" in obj else f'unset ("{gateway}")'
+    found.append(Claim(where, shown, HOST, gateway, gateway, bridge=host.bridge))
+    if host.bridge:  # the bridge gets the gateway with the subnet's prefix: a route to it all
+        subnet = _show(str(network))
+        found.append(
+            Claim(where, subnet, SUBNET, network.network_address, network[-1], bridge=host.bridge)
+        )
+
+
+def _gateway(
+    obj: Mapping[str, Any], path: str, network: Network, unreadable: list[delegate_check.Refusal]
+) -> Address | None:
+    """The IPAM `gateway` of `obj`, else the first address of `network` (as host-local and the
+    bridge plugin choose one)."""
+    if "gateway" not in obj:
+        return network.network_address + 1 if network.num_addresses > 2 else None
+    return _address(obj["gateway"], _join(path, "gateway"), unreadable)
+
+
+def _route(
+    item: Mapping[str, Any], path: str, found: list[Claim], unreadable: list[delegate_check.Refusal]
+) -> None:
+    if "dst" in item:
+        dst = _network(item["dst"], _join(path, "dst"), unreadable)
+        if dst is not None:
+            shown = _show(item["dst"])
+            found.append(Claim(_join(path, "dst"), shown, ROUTE_DST, dst.network_address, dst[-1]))
+    if "gw" in item:
+        _point(_join(path, "gw"), item["gw"], ROUTE_GW, found, unreadable)
+
+
+def _point(
+    path: str,
+    value: object,
+    kind: str,
+    found: list[Claim],
+    unreadable: list[delegate_check.Refusal],
+) -> None:
+    """One address (`10.1.0.5`, or `10.1.0.5/24` as `ips` entries are written)."""
+    try:
+        address = ipaddress.ip_interface(value).ip if isinstance(value, str) else None
+    except ValueError:
+        address = None
+    if address is None:
+        unreadable.append(_unreadable(path, value, "an address"))
+        return
+    found.append(Claim(path, _show(value), kind, address, address))
+
+
+def _address(value: object, path: str, unreadable: list[delegate_check.Refusal]) -> Address | None:
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)  # ipaddress takes integers too: not a plugin
+        return ipaddress.ip_address(value)
+    except ValueError:
+        unreadable.append(_unreadable(path, value, "an address"))
+        return None
+
+
+def _network(value: object, path: str, unreadable: list[delegate_check.Refusal]) -> Network | None:
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        unreadable.append(_unreadable(path, value, "a CIDR"))
+        return None
+
+
+def _usable(network: Network) -> tuple[Address, Address]:
+    """The addresses host-local hands out of `network` by default: all but the network's own
+    and (IPv4) its broadcast, when there are such."""
+    if network.num_addresses <= 2:
+        return network.network_address, network[-1]
+    last = network[-2] if network.version == 4 else network[-1]
+    return network.network_address + 1, last
+
+
+def _unreadable(path: str, value: object, what: str) -> delegate_check.Refusal:
+    return delegate_check.Refusal(
+        path, _show(value), "SEC-NODE (docs/security.md)", f"is not {what}, refused by"
+    )
+
+
+def _objects(node: object, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every object of the config with its path, outer first (sysctl maps aside)."""
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _objects(item, f"{path}[{index}]")
+    elif isinstance(node, Mapping):
+        yield path, node
+        for key, value in node.items():
+            if key != "sysctl":
+                yield from _objects(value, _join(path, str(key)))
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _show(value: object) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)[:256]
+    except (TypeError, ValueError):
+        return repr(value)[:256]

@@ -1,0 +1,212 @@
+"""Node-safe defaults at ADD: what only the node knows (SEC-NODE).
+
+`attach/delegate_node.py` judges a config alone (passthru masters, gateway bridges, reserved
+CIDRs). This module adds, once a plan stands and before anything is recorded or run:
+
+    the node's own addresses and default gateways (read here, in the host network namespace,
+    at most once a second: `NODE_FACTS_TTL`), when the NAD's `reservedRanges` has `node`:
+        a pod address or a host address (ptp's host side, a bridge gateway) that is one of them,
+        a range that hands one out, or a bridge `isGateway` subnet (a route on the node) over one
+    the addresses live attachments hold (the pod records' results), always:
+        a pod address (static IPAM, `ips`) or a ptp host side that another attachment holds
+
+Not the node's own, for a host address or a bridge subnet: the addresses on the bridge the NAD
+names (its gateway from an earlier pod: the bridge stays) and on the host side of live
+attachments (ptp gives every pod's host veth the same gateway). A pod address is compared with
+all of them.
+
+Each refusal is a `DelegateRefusedError` (7) naming the NAD, the key, the value and the rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import time
+from collections.abc import Iterable, Mapping, Sequence
+
+from netattach.attach import delegate_check, delegate_node, delegate_rules
+from netattach.daemon import delegate_guard
+from netattach.daemon import plan as plan_mod
+from netattach.daemon import records as records_mod
+from netattach.values import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Final
+
+    from netattach.attach.delegate_node import Address
+
+# How long the node's addresses read at one ADD serve the next ones: a burst of pods pays one
+# netlink dump, and an address added to the node counts within a second.
+NODE_FACTS_TTL: Final = 1.0
+LIVE_RULE: Final = "SEC-NODE (an address is one attachment's)"
+_JUDGED: Final = (delegate_node.POD, delegate_node.HOST, delegate_node.SPAN, delegate_node.SUBNET)
+
+
+class NodeFacts(NamedTuple):
+    """The node's addresses, each with the interface it is on, and its default gateways."""
+
+    addresses: tuple[tuple[str, Address], ...] = ()
+    gateways: tuple[Address, ...] = ()
+
+
+class LiveAttachments(NamedTuple):
+    """What the node's other live attachments hold: their pods' addresses (by whom), and the
+    host-side interfaces (bridges, host veths) they use."""
+
+    addresses: Mapping[Address, str] = {}
+    host_interfaces: frozenset[str] = frozenset()
+
+
+def read_node_facts() -> NodeFacts:
+    """The addresses and default gateways of this network namespace (the node's). Blocking."""
+    from netattach.netns import host  # pyroute2: only when a config hands out addresses
+
+    addresses, gateways = host.read_addresses()
+    return NodeFacts(
+        addresses=tuple((name, ip) for name, text in addresses if (ip := _ip_or_none(text))),
+        gateways=tuple(ip for text in gateways if (ip := _ip_or_none(text))),
+    )
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.read_at = float("-inf")
+        self.facts = NodeFacts()
+
+
+_CACHE: Final = _Cache()
+
+
+async def node_facts(read: Callable[[], NodeFacts] = read_node_facts) -> NodeFacts:
+    """The node's facts, read (in a thread: pyroute2 runs a loop of its own) at most once per
+    `NODE_FACTS_TTL`."""
+    now = time.monotonic()
+    if now - _CACHE.read_at >= NODE_FACTS_TTL:
+        _CACHE.facts = await asyncio.to_thread(read)
+        _CACHE.read_at = time.monotonic()
+    return _CACHE.facts
+
+
+def live_attachments(records: records_mod.PodRecords, container_id: str) -> LiveAttachments:
+    """What the records of every container but `container_id` hold."""
+    held: dict[Address, str] = {}
+    host_interfaces: set[str] = set()
+    for other in records.container_ids():
+        if other == container_id:
+            continue
+        try:
+            record = records.load(other)
+        except records_mod.CorruptPodRecordError:
+            continue
+        if record is None:
+            continue
+        for attachment in record.attachments:
+            result = attachment.result or {}
+            who = f"{attachment.status_name} of pod {record.namespace}/{record.pod}"
+            for ip in _list(result.get("ips")):
+                address = _ip_or_none(str(ip.get("address", "")).partition("/")[0])
+                if address is not None:
+                    held.setdefault(address, who)
+            if not attachment.is_default:
+                for interface in _list(result.get("interfaces")):
+                    name = interface.get("name")
+                    if not interface.get("sandbox") and isinstance(name, str):
+                        host_interfaces.add(name)
+    return LiveAttachments(addresses=held, host_interfaces=frozenset(host_interfaces))
+
+
+def refusals(
+    claims: Iterable[delegate_node.Claim],
+    rules: delegate_rules.DelegateRules,
+    facts: NodeFacts | None,
+    live: LiveAttachments,
+) -> list[delegate_check.Refusal]:
+    """The claims the node's facts (None: not judged, `node` is not reserved) and the live
+    attachments refuse."""
+    found: list[delegate_check.Refusal] = []
+    reserved = f"{rules.source}.reservedRanges [{', '.join(rules.reserved_ranges)}]"
+    for claim in claims:
+        if claim.kind not in _JUDGED:
+            continue  # a route is the pod's own
+        why = _node_conflict(claim, facts, live) if facts is not None else ""
+        if why:
+            found.append(delegate_check.Refusal(claim.key, claim.shown(), reserved, why))
+            continue
+        holder = _live_conflict(claim, live)
+        if holder:
+            why = f"is held by the live attachment {holder}, refused by"
+            found.append(delegate_check.Refusal(claim.key, claim.shown(), LIVE_RULE, why))
+    return found
+
+
+def _node_conflict(claim: delegate_node.Claim, facts: NodeFacts, live: LiveAttachments) -> str:
+    """Why `claim` takes the node's own address or gateway; "" when it does not."""
+    on_node = claim.kind in (delegate_node.HOST, delegate_node.SUBNET)
+    for name, address in facts.addresses:
+        if on_node and (name == claim.bridge or name in live.host_interfaces):
+            continue  # that bridge's own gateway, a live attachment's host side
+        if claim.holds(address):
+            return f"{_what(claim)} the node's own address {address} (on {name}), reserved by"
+    for gateway in facts.gateways:
+        if claim.holds(gateway):
+            return f"{_what(claim)} the node's default gateway {gateway}, reserved by"
+    return ""
+
+
+def _what(claim: delegate_node.Claim) -> str:
+    if claim.kind == delegate_node.SPAN:
+        return "hands out"
+    if claim.kind == delegate_node.SUBNET:
+        return "puts a route on the node over"
+    return "is"
+
+
+def _live_conflict(claim: delegate_node.Claim, live: LiveAttachments) -> str:
+    if claim.kind not in (delegate_node.POD, delegate_node.HOST) or claim.first != claim.last:
+        return ""
+    return live.addresses.get(claim.first, "")
+
+
+async def check_plan(
+    plan: Sequence[plan_mod.PlannedAttachment],
+    policy: delegate_rules.DelegatePolicy,
+    view: object,
+    records: records_mod.PodRecords,
+    container_id: str,
+    *,
+    read: Callable[[], NodeFacts] = read_node_facts,
+) -> None:
+    """Raise `DelegateRefusedError` for the first NAD of `plan` that takes what is the node's or
+    another attachment's. Before anything of the plan is recorded or run."""
+    if not policy.enabled:
+        return
+    live: LiveAttachments | None = None
+    for planned in plan:
+        if planned.is_default:
+            continue  # the operator's own network
+        namespace = planned.status_name.partition("/")[0]
+        rules = policy.rules_for(namespace, delegate_guard.namespace_labels(view, namespace))
+        claims, _ = delegate_node.claims(planned.network.raw)  # unreadable: refused before
+        if not claims:
+            continue
+        if live is None:
+            live = live_attachments(records, container_id)
+        wanted = delegate_rules.NODE_RANGE in rules.reserved_ranges
+        facts = await node_facts(read) if wanted else None
+        found = refusals(claims, rules, facts, live)
+        if found:
+            raise delegate_guard.refused(planned.status_name, found)
+
+
+def _list(value: object) -> list[Mapping[str, object]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _ip_or_none(text: str) -> Address | None:
+    try:
+        return ipaddress.ip_address(text.partition("%")[0])
+    except ValueError:
+        return None
