@@ -27,6 +27,7 @@ from netattach.attach import admission, delegate_check, delegate_rules
 from netattach.cli import admission as admission_cmd
 from netattach.cli import main as cli_main
 from netattach.daemon import settings as settings_mod
+from tests.unit import test_delegate_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -444,3 +445,82 @@ def test_any_policy_decides_the_same_at_admission_and_at_add(
         refused_at_add = daemon_refuses(policy, namespace, labels, config)
         messages = compiled.messages(nad(namespace, json.dumps(config)), labels)
         assert bool(messages) == refused_at_add, (raw, config, messages)
+
+
+# --- SEC-KEYS and the paths, at admission ------------------------------------------------------
+
+
+def _written(config: dict[str, Any]) -> str:
+    # ensure_ascii off: an escape would be refused for itself, and the spelling is what is tested.
+    return json.dumps({"cniVersion": "1.0.0", **config}, ensure_ascii=False)
+
+
+@pytest.mark.req("SEC-KEYS")
+@pytest.mark.req("SEC-ADMISSION")
+@pytest.mark.parametrize(
+    ("config", "lists"),
+    [(config, lists) for config, lists, _ in test_delegate_keys.SPELLINGS.values()],
+    ids=list(test_delegate_keys.SPELLINGS),
+)
+def test_admission_refuses_a_variant_spelling_of_a_checked_key(
+    config: dict[str, Any], lists: dict[str, Any]
+) -> None:
+    compiled = CompiledPolicy(admission.build_policy(policy_of(lists))[0])
+    text = _written(config)
+    assert "\\" not in text
+
+    messages = compiled.messages(nad("blue", text), {})
+
+    assert any("is read as a checked key by a Go plugin" in m for m in messages), messages
+
+
+@pytest.mark.req("SEC-KEYS")
+@pytest.mark.req("SEC-ADMISSION")
+def test_admission_names_the_misspelt_key_and_admits_the_canonical_one() -> None:
+    compiled = CompiledPolicy(admission.build_policy(policy_of({"master": ["ok"]}))[0])
+    canonical = {"type": "macvlan", "master": "ok", "mtu": 1400, "MTU": 1400}
+    assert compiled.messages(nad("blue", _written(canonical)), {}) == []
+    # The first message names the key; the macvlan then has no `master` the lists can read.
+    message, *_ = compiled.messages(nad("blue", _written({"type": "macvlan", "Master": "ok"})), {})
+    assert message.startswith('NetworkAttachmentDefinition blue/net-a: the key "Master": is read')
+
+
+@pytest.mark.req("SEC-NODE")
+@pytest.mark.req("SEC-ADMISSION")
+@pytest.mark.parametrize(
+    "data_dir",
+    ["//etc/na", "/./etc/na", "/var/lib/cni/", "/var/lib/cni/.", "/var/lib/cni//x", "/."],
+)
+def test_admission_refuses_a_data_dir_it_cannot_read_as_the_kernel_would(data_dir: str) -> None:
+    compiled = CompiledPolicy(admission.build_policy(policy_of({"dataDir": ["/var/lib/cni"]}))[0])
+    ipam = {"type": "host-local", "subnet": "10.1.0.0/24", "dataDir": data_dir}
+    messages = compiled.messages(nad("blue", _written({"type": "bridge", "ipam": ipam})), {})
+    assert any("dataDir" in m for m in messages), messages
+
+
+@pytest.mark.req("SEC-NODE")
+@pytest.mark.req("SEC-ADMISSION")
+def test_admission_refuses_netattachs_directories_whatever_the_lists_allow() -> None:
+    policy = policy_of({"dataDir": ["/"]}).with_protected(("/srv/na-state",))
+    compiled = CompiledPolicy(admission.build_policy(policy)[0])
+
+    def messages(data_dir: str) -> list[str]:
+        ipam = {"type": "host-local", "subnet": "10.1.0.0/24", "dataDir": data_dir}
+        return compiled.messages(nad("blue", _written({"type": "bridge", "ipam": ipam})), {})
+
+    for data_dir in ("/srv/na-state", "/srv/na-state/records", "/etc/cni/net.d", "/opt/cni/bin/x"):
+        (message,) = messages(data_dir)
+        assert "lies in a directory of netattach or the runtime" in message, data_dir
+        assert "/srv/na-state" in message
+    assert messages("/srv/na-statex") == []
+    assert messages("/var/lib/cni/networks") == []
+
+
+@pytest.mark.req("SEC-NODE")
+@pytest.mark.req("SEC-ADMISSION")
+@pytest.mark.parametrize("kind", ["../x", "/usr/bin/x", "a/b", ".."])
+def test_admission_refuses_a_type_that_is_a_path_whatever_types_allows(kind: str) -> None:
+    compiled = CompiledPolicy(admission.build_policy(policy_of({"types": ["*"]}))[0])
+    config = {"type": "bridge", "ipam": {"type": kind}}
+    messages = compiled.messages(nad("blue", _written(config)), {})
+    assert any("plugin type" in m and json.dumps(kind) in m for m in messages), messages

@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from netattach.attach import delegate_check, delegate_rules, globs
+from netattach.attach import delegate_check, delegate_keys, delegate_rules, globs
 
 API_VERSION: Final = "admissionregistration.k8s.io/v1"
 DEFAULT_NAME: Final = "netattach-delegate-policy"
@@ -113,7 +113,10 @@ def _count(regex: str) -> str:
 
 def _types(rules: delegate_rules.DelegateRules) -> Check:
     names = ["type"]
-    return Check(_pair(names), _names_check(names, rules.types), (_strings_only(names),))
+    # A path (`../x`, `/usr/bin/x`) is refused whatever the list allows, as the daemon does.
+    path = "^" + _key(names) + _WS + ":" + _WS + QUOTE + '[^"]*(?:/|\\.\\.)'
+    each = "!" + _matches("m", path) + " && " + _names_check(names, rules.types)
+    return Check(_pair(names), each, (_strings_only(names),))
 
 
 def _master(rules: delegate_rules.DelegateRules) -> Check:
@@ -160,7 +163,17 @@ def _data_dir(rules: delegate_rules.DelegateRules) -> Check:
     denied = _alternatives([globs.prefix_regex(d) for d in prefixes.excluded])
     head = "^" + _key(names) + _WS + ":" + _WS + QUOTE
     dotdot = head + '(?:[^"]*/)?\\.\\.(?:/[^"]*)?"$'
-    each = "!" + _matches("m", dotdot) + " && " + _value_check("m", names, allowed, denied)
+    # Text cannot normalise a path: a spelling the daemon would normalise (`//`, `/./`, a
+    # trailing `/` or `/.`) is refused, so the prefixes below read every path as written.
+    unusual = head + '(?:[^"]*(?://|/\\./)[^"]*|[^"]+/\\.?|/\\.)"$'
+    each = (
+        "!"
+        + _matches("m", dotdot)
+        + " && !"
+        + _matches("m", unusual)
+        + " && "
+        + _value_check("m", names, allowed, denied)
+    )
     return Check(_pair(names), each, (_strings_only(names),))
 
 
@@ -258,15 +271,49 @@ _NAD: Final = (
 )
 
 
+def _spelling() -> dict[str, str]:
+    """SEC-KEYS: a key that RE2's case folding (Unicode simple folding, as Go's decoder uses:
+    `MASTER`, `ma\u017fter`) takes for a checked key must be spelled as that key."""
+    names = sorted(delegate_keys.CHECKED_KEYS)
+    folded = _cel('"(?i:' + "|".join(names) + ')"' + _WS + ":")
+    exact = _cel("^" + _key(names) + _WS + ":$")
+    found = f"variables.config.findAll({folded})"
+    wrong = f"{found}.filter(m, !m.matches({exact}))"
+    return {
+        "expression": f"{found}.all(m, m.matches({exact}))",
+        "messageExpression": f"{_NAD} + ': the key ' + {wrong}.join(', ') + ' is read as a "
+        "checked key by a Go plugin (keys match ignoring case); spell it as the key is "
+        "documented'",
+        "reason": "Invalid",
+    }
+
+
+def _protected(protected: globs.Prefixes) -> dict[str, str]:
+    """SEC-NODE: no `dataDir` in netattach's or the runtime's directories, whatever the lists."""
+    pair = _pair(["dataDir"])
+    held = _alternatives([globs.prefix_regex(d) for d in protected.included]) or "(?!)"
+    inside = _cel("^" + _key(["dataDir"]) + _WS + ":" + _WS + QUOTE + held + QUOTE + "$")
+    found = f"variables.config.findAll({_cel(pair)})"
+    return {
+        "expression": f"{found}.all(m, !m.matches({inside}))",
+        "messageExpression": f"{_NAD} + ': dataDir ' + {found}.filter(m, m.matches({inside}))"
+        f".join(', ') + ' lies in a directory of netattach or the runtime, which no list "
+        f"grants: {protected}'",
+        "reason": "Invalid",
+    }
+
+
 def build_validations(policy: delegate_rules.DelegatePolicy) -> list[dict[str, str]]:
-    """The policy's validations: escapes first, then one per list."""
+    """The policy's validations: escapes and key spellings first, then one per list, then the
+    protected directories."""
     validations = [
         {
             "expression": "!variables.config.contains('\\\\')",
             "messageExpression": _NAD + " + ': spec.config uses a JSON escape (\\\\), which "
             "the delegate policy cannot read at admission'",
             "reason": "Invalid",
-        }
+        },
+        _spelling(),
     ]
     for key, noun, render in _CHECKS:
         expression, offenders, rule = _by_scope(policy, key, render)
@@ -282,6 +329,7 @@ def build_validations(policy: delegate_rules.DelegatePolicy) -> list[dict[str, s
                 "reason": "Invalid",
             }
         )
+    validations.append(_protected(policy.protected))
     return validations
 
 
