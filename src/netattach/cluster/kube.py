@@ -6,6 +6,7 @@ This module owns every conversation the node daemon has with the API server:
                       NetworkAttachmentDefinitions and MultiNetworkPolicies, into a `ClusterStore`,
                       trimmed to the fields netattach reads (`kube_objects`)   (KUBE-CACHE)
     fetch_pod         one bounded direct read of a pod the watch has not delivered yet
+    fetch_nad         the same for a NAD (KUBE-NADREAD)
     publish_status    a JSON merge patch of metadata.annotations[network-status] and nothing
     remove_status     else, retried on conflicts, 429, 5xx and transport errors  (KUBE-STATUS)
     record_event      core/v1 Events on the pod, sent in order by one background worker, repeats
@@ -36,7 +37,8 @@ relists. The store is marked synced once every kind has listed once. A CRD that 
 (404 on its list) counts as an empty, listed kind and is looked for again every
 `KubeTiming.missing_crd_recheck` seconds.
 
-Errors raised (publish_status, remove_status, fetch_pod); everything else is logged and retried:
+Errors raised (publish_status, remove_status, fetch_pod, fetch_nad); everything else is logged
+and retried:
     errors.TryAgainLaterError     the API did not answer well within the budget (transient)
     errors.IOFailureError         the API refused the request for good (403, 422, ...)
     errors.InternalError          status entries that are not JSON
@@ -139,7 +141,7 @@ class KubeTiming:
     """Every time bound of the feed, in seconds (tests shrink them)."""
 
     request_timeout: float = 10.0  # one list page, get, patch or create
-    fetch_timeout: float = 5.0  # the direct read of a pod, on an ADD's path
+    fetch_timeout: float = 5.0  # the direct read of a pod or NAD, on an ADD's path
     status_budget: float = 30.0  # publish_status, all attempts (the ADD waits for it)
     remove_budget: float = 5.0  # remove_status, all attempts (the DEL waits: RT-NOAPI)
     event_timeout: float = 5.0  # one Event
@@ -744,27 +746,51 @@ class KubeFeed:
         later lookup finds it; an older one could be a pod whose deletion the watch delivered
         while this read was on its way.
         """
+        pod = await self._fetch(core_v1.Pod, "pod", namespace, name)
+        if pod is None:
+            return None
+        trimmed = kube_objects.trim_pod(pod, shared=self._shared)
+        on_node = (trimmed.get("spec") or {}).get("nodeName") == self.node_name
+        if on_node and self._store.lookup_pod(namespace, name) is None:
+            self._keep_if_newer(model.POD, trimmed)
+        return trimmed
+
+    async def fetch_nad(self, namespace: str, name: str) -> model.KubeObject | None:
+        """Read the NAD from the API (one request, `fetch_timeout`); None when there is none,
+        or when its CRD is not installed (a 404 too).
+
+        KUBE-NADREAD: the watch may not have delivered a NAD created a moment ago, nor any
+        while it reconnects after an API restart; Multus reads NADs live. Kept in the store on
+        the terms of `fetch_pod`.
+        """
+        nad = await self._fetch(NetworkAttachmentDefinition, "NAD", namespace, name)
+        if nad is None:
+            return None
+        trimmed = kube_objects.trim_nad(nad, shared=self._shared)
+        if self._store.lookup_nad(namespace, name) is None:
+            self._keep_if_newer(model.NAD, trimmed)
+        return trimmed
+
+    async def _fetch(self, resource: type[Any], what: str, namespace: str, name: str) -> Any:
+        """One GET of `resource` named `namespace/name`, within `fetch_timeout`; None on 404."""
         try:
             async with asyncio.timeout(self.timing.fetch_timeout):
-                pod = await self._client.get(core_v1.Pod, name, namespace=namespace)
+                return await self._client.get(resource, name, namespace=namespace)
         except Exception as exc:
             if _status_code(exc) == _NOT_FOUND:
                 return None
             if not (_is_transient(exc) or isinstance(exc, httpx2.HTTPError)):
                 raise
             raise errors.TryAgainLaterError(
-                f"cannot read pod {namespace}/{name} from the API", _describe(exc)
+                f"cannot read {what} {namespace}/{name} from the API", _describe(exc)
             ) from exc
-        trimmed = kube_objects.trim_pod(pod, shared=self._shared)
+
+    def _keep_if_newer(self, kind: str, trimmed: model.KubeObject) -> None:
+        """Store an object read directly when it is newer than what the watch of `kind` has
+        seen: an older one may be one whose deletion the watch delivered meanwhile."""
         version = model.meta(trimmed).get("resourceVersion", "")
-        on_node = (trimmed.get("spec") or {}).get("nodeName") == self.node_name
-        if (
-            on_node
-            and self._store.lookup_pod(namespace, name) is None
-            and _newer(version, self._reflectors[model.POD].resource_version)
-        ):
+        if _newer(version, self._reflectors[kind].resource_version):
             self._store.upsert(trimmed)
-        return trimmed
 
     # -- status (KUBE-STATUS) -------------------------------------------------------------------
 
@@ -1051,14 +1077,21 @@ class KubeFeed:
 
 
 class KubeView(store.ClusterStore):
-    """The store the Kubernetes feed fills, which can also read a pod the watch has not
-    delivered yet (the orchestrator's `PodFetcher`: an ADD right after the pod's creation)."""
+    """The store the Kubernetes feed fills, which can also read a pod or NAD the watch has not
+    delivered yet (the orchestrator's `PodFetcher` and `NADFetcher`: an ADD right after the
+    pod's creation, or the NAD's, or an API restart)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.reader: Callable[[str, str], Awaitable[model.KubeObject | None]] | None = None
+        self.nad_reader: Callable[[str, str], Awaitable[model.KubeObject | None]] | None = None
 
     async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None:
         if self.reader is None:
             return None
         return await self.reader(namespace, name)
+
+    async def fetch_nad(self, namespace: str, name: str) -> model.KubeObject | None:
+        if self.nad_reader is None:
+            return None
+        return await self.nad_reader(namespace, name)

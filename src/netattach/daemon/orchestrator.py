@@ -67,6 +67,11 @@ if TYPE_CHECKING:
 
         async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
 
+    class NADFetcher(Protocol):
+        """A view that can read a NAD the cache has not seen yet (KUBE-NADREAD)."""
+
+        async def fetch_nad(self, namespace: str, name: str) -> model.KubeObject | None: ...
+
     class PolicyEnforcer(Protocol):
         """MultiNetworkPolicy on the pods of this node (daemon/policy_sync.py)."""
 
@@ -85,6 +90,10 @@ if TYPE_CHECKING:
 
 def _fetches_pods(view: object) -> TypeGuard[PodFetcher]:
     return callable(getattr(view, "fetch_pod", None))
+
+
+def _fetches_nads(view: object) -> TypeGuard[NADFetcher]:
+    return callable(getattr(view, "fetch_nad", None))
 
 
 def _records_events(sink: object) -> TypeGuard[EventRecorder]:
@@ -385,13 +394,7 @@ class Orchestrator:
         # static pod is its mirror pod's, and no mirror pod yet is "try again".
         pod = pod_identity.check_pod(ref.prefix(), ref.uid, pod)
         try:
-            planned = plan_mod.build_plan(
-                pod=pod,
-                default_ifname=call.ifname,
-                runtime_config=runtime_config,
-                view=self.view,
-                cfg=self.settings.networks,
-            )
+            planned = await self._build_plan(pod, call.ifname, runtime_config)
             self._check_plan(planned)
             await self._check_node(planned, call.container_id)
         except errors.CNIError as exc:
@@ -400,6 +403,34 @@ class Orchestrator:
             "%s plan: %s", ref.prefix(), ", ".join(f"{p.ifname} {p.status_name}" for p in planned)
         )
         return planned, pod
+
+    async def _build_plan(
+        self, pod: model.KubeObject, ifname: str, runtime_config: Mapping[str, Any]
+    ) -> list[plan_mod.PlannedAttachment]:
+        """The pod's plan; each NAD missing from the cache read from the API once first.
+
+        KUBE-NADREAD: a watch cache is never known complete (a NAD created a moment ago, or
+        every NAD while the watch reconnects after an API restart), so its miss is no 101 until
+        the API says so too, as a missing pod is read (`fetch_pod`).
+        """
+        read: set[tuple[str, str]] = set()
+        while True:
+            try:
+                return plan_mod.build_plan(
+                    pod=pod,
+                    default_ifname=ifname,
+                    runtime_config=runtime_config,
+                    view=self.view,
+                    cfg=self.settings.networks,
+                )
+            except plan_mod.NADNotFoundError as exc:
+                key = (exc.namespace, exc.name)
+                if key in read or not _fetches_nads(self.view):
+                    raise
+                read.add(key)
+                log.debug("NAD %s/%s not in the cache: read from the API", *key)
+                if await self.view.fetch_nad(*key) is None:
+                    raise
 
     def _check_plan(self, plan: Sequence[plan_mod.PlannedAttachment]) -> None:
         """Before anything is recorded or run: the delegate policy allows every NAD of the plan

@@ -43,14 +43,22 @@ class PlannedAttachment(NamedTuple):
     warning: str = ""  # NAD-NAMEWARN: the config names its network differently from the NAD
 
 
+class NADNotFoundError(errors.AttachmentNotFoundError):
+    """101: the view holds no NAD `namespace/name` (the orchestrator may read it through,
+    KUBE-NADREAD, and plan again)."""
+
+    def __init__(self, namespace: str, name: str) -> None:
+        super().__init__(f"NetworkAttachmentDefinition {namespace}/{name} not found")
+        self.namespace = namespace
+        self.name = name
+
+
 def resolve_nad(
     view: NADLookup, namespace: str, name: str, networks_dir: Path
 ) -> delegate.Delegate:
     nad = view.lookup_nad(namespace, name)
     if nad is None:
-        raise errors.AttachmentNotFoundError(
-            f"NetworkAttachmentDefinition {namespace}/{name} not found"
-        )
+        raise NADNotFoundError(namespace, name)
     spec = nad.get("spec")
     config = spec.get("config") if isinstance(spec, dict) else None
     found = delegate.resolve_delegate(

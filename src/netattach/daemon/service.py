@@ -139,6 +139,7 @@ class Daemon:
                 f"{self.cfg.source}: feed.kubernetes: {exc.msg}", exc.details
             ) from exc
         view.reader = feed.fetch_pod
+        view.nad_reader = feed.fetch_nad
         self.view = view
         return feed
 
