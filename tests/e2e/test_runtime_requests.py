@@ -75,6 +75,12 @@ def install_recorder(cluster: Cluster, name: str, log: Path, *, target: Path | N
     cluster.settings["binDirs"] = [str(cluster.bin), str(PLUGIN_DIR)]
 
 
+def grant_portmap(cluster: Cluster) -> None:
+    """portmap opens the node's ports: a NAD gets it only when `types` lists it (SEC-NODE)."""
+    policy = cluster.settings["delegatePolicy"]
+    policy["types"] = [*policy["types"], "portmap"]
+
+
 def tee(cluster: Cluster, plugin: str, log: Path) -> None:
     install_recorder(cluster, plugin, log, target=PLUGIN_DIR / plugin)
 
@@ -149,6 +155,7 @@ def test_port_mapping_reaches_portmap_and_the_node_firewall(
 ) -> None:
     log = tmp_path / "portmap.calls"
     tee(cluster, "portmap", log)
+    grant_portmap(cluster)
     portmap = {"type": "portmap", "capabilities": {"portMappings": True}}
     cluster.add_nad(
         "blue", "net-p", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"), portmap)
@@ -207,6 +214,7 @@ def test_port_mapping_reaches_portmap_and_the_node_firewall(
 def test_port_mapping_defaults_and_host_ip_reach_portmap(cluster: Cluster, tmp_path: Path) -> None:
     log = tmp_path / "portmap.calls"
     tee(cluster, "portmap", log)
+    grant_portmap(cluster)
     portmap = {"type": "portmap", "capabilities": {"portMappings": True}}
     cluster.add_nad(
         "blue", "net-p", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"), portmap)
@@ -252,6 +260,7 @@ def test_kubelet_port_mappings_never_reach_a_selected_network(
     kubelet's own mappings (for the default network) do not reach it."""
     log = tmp_path / "portmap.calls"
     tee(cluster, "portmap", log)
+    grant_portmap(cluster)
     portmap = {"type": "portmap", "capabilities": {"portMappings": True}}
     cluster.add_nad(
         "blue", "net-p", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"), portmap)

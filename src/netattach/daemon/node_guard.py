@@ -20,11 +20,11 @@ Each refusal is a `DelegateRefusedError` (7) naming the NAD, the key, the value 
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from netattach import offload
 from netattach.attach import delegate_check, delegate_node, delegate_rules
 from netattach.daemon import delegate_guard
 from netattach.daemon import plan as plan_mod
@@ -81,11 +81,11 @@ _CACHE: Final = _Cache()
 
 
 async def node_facts(read: Callable[[], NodeFacts] = read_node_facts) -> NodeFacts:
-    """The node's facts, read (in a thread: pyroute2 runs a loop of its own) at most once per
-    `NODE_FACTS_TTL`."""
+    """The node's facts, read at most once per `NODE_FACTS_TTL` (in a worker thread under the
+    daemon's event loop: pyroute2 runs a loop of its own; inline in the thin plugin)."""
     now = time.monotonic()
     if now - _CACHE.read_at >= NODE_FACTS_TTL:
-        _CACHE.facts = await asyncio.to_thread(read)
+        _CACHE.facts = await offload.to_thread(read)
         _CACHE.read_at = time.monotonic()
     return _CACHE.facts
 
