@@ -80,12 +80,17 @@ class _Cache:
 _CACHE: Final = _Cache()
 
 
-async def node_facts(read: Callable[[], NodeFacts] = read_node_facts) -> NodeFacts:
+def forget_node_facts() -> None:
+    """The next ADD reads the node again (tests; a daemon that knows its addresses changed)."""
+    _CACHE.read_at = float("-inf")
+
+
+async def node_facts(read: Callable[[], NodeFacts] | None = None) -> NodeFacts:
     """The node's facts, read at most once per `NODE_FACTS_TTL` (in a worker thread under the
     daemon's event loop: pyroute2 runs a loop of its own; inline in the thin plugin)."""
     now = time.monotonic()
     if now - _CACHE.read_at >= NODE_FACTS_TTL:
-        _CACHE.facts = await offload.to_thread(read)
+        _CACHE.facts = await offload.to_thread(read or read_node_facts)
         _CACHE.read_at = time.monotonic()
     return _CACHE.facts
 
@@ -177,7 +182,7 @@ async def check_plan(
     records: records_mod.PodRecords,
     container_id: str,
     *,
-    read: Callable[[], NodeFacts] = read_node_facts,
+    read: Callable[[], NodeFacts] | None = None,
 ) -> None:
     """Raise `DelegateRefusedError` for the first NAD of `plan` that takes what is the node's or
     another attachment's. Before anything of the plan is recorded or run."""
