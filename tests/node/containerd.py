@@ -84,6 +84,8 @@ class Containerd:
         self.config = base / "config.toml"
         self.log = base / "containerd.log"
         self.runc_root = self.state / "runc"
+        # nsenter's namespace options: where containerd runs (a real node's mount namespace too)
+        self.enter = [f"--net={netns}"]
         self.proc: subprocess.Popen[bytes] | None = None
         # containerd 1.6 puts shim sockets in /run/containerd/s whatever its config says: made
         # by us when missing, removed again at close when empty
@@ -152,7 +154,7 @@ class Containerd:
             self.proc = subprocess.Popen(
                 [
                     "nsenter",
-                    f"--net={self.netns}",
+                    *self.enter,
                     "--",
                     "containerd",
                     "--config",

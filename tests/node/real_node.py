@@ -1,0 +1,891 @@
+"""A real Kubernetes node for tests/node: the kubelet and containerd `make k8s` and Debian give,
+registered with the real API server of tests/kube/cluster.py, running deploy/'s DaemonSet.
+
+    real_node(directory)   everything below started, in order; stopped and removed on exit,
+                           whatever failed, each step undoing only what it made
+
+The parts, all named `na-...`:
+
+- `NodeControlPlane`: tests/kube/cluster.py's `LocalCluster` (etcd, kube-apiserver on the host's
+  127.0.0.1) whose kube-controller-manager also runs the DaemonSet controller, garbage
+  collection, the pod GC and the `kube-root-ca.crt` publisher (a pod's projected ServiceAccount
+  volume needs it); and a client certificate for the kubelet (`system:node:<name>`, group
+  `system:nodes`: the Node authorizer's).
+- `NodeNamespaces`: one holder process owning the node's network namespace and a mount namespace
+  that is a slave of the host's (nothing mounted in it reaches the host). In it, `/etc`, `/var`
+  and `/opt` are overlays whose upper layers live in the test's directory and `/run` is a tmpfs:
+  the node's own /etc/cni/net.d, /opt/cni/bin, /var/lib/kubelet, /var/lib/cni, /run/netns, ...
+  with no file made on the host. The six kernel settings the kubelet would otherwise rewrite for
+  the whole machine (vm.overcommit_memory, kernel.panic, ...) are files bound over /proc/sys
+  there holding the values it wants, and the kubelet runs with `protectKernelDefaults`: it
+  refuses to start rather than write one. The node's links: `na-eth0` (the node's address, its
+  default route; a veth end, its peer `na-eth0p`), the `kubernetes` Service's ClusterIP on `lo`,
+  `na-mv0`/`na-mv0p` (a veth pair, the macvlan master).
+- `api_relay` (tests/node/api_relay.py): the API server seen from the node's namespace, at
+  127.0.0.1:PORT and at the ClusterIP's :443, as kube-proxy would give it.
+- `CgroupRoot`: `/na-node-*` in every cgroup hierarchy, the kubelet's `cgroupRoot` (cgroupfs
+  driver): every pod's cgroup under it, so teardown finds every process left.
+- `NodeContainerd`: tests/node/containerd.py's containerd entering both namespaces, its CNI
+  `bin_dir`/`conf_dir` the node's /opt/cni/bin and /etc/cni/net.d (`restrict_oom_score_adj`).
+- `NodeKubelet`: the kubelet (cgroupfs, its root /var/lib/kubelet of the node, static pods from
+  /etc/kubernetes/manifests of the node, image GC and eviction effectively off).
+- `Binder`: the default scheduler's one act on a one-node cluster: a DaemonSet's pods are created
+  unbound (the controller leaves placement to the scheduler) and are bound here to the node.
+
+The test's view: `RealNode.api` (admin), `fs(path)` (a path of the node's filesystem, reached
+through the holder's /proc/PID/root), `netns` (the node's network namespace), `pod_netns(uid)`
+(the namespace containerd gave the pod's plugins), `leftovers()` (what a test must not leak).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from netattach.netns import links
+from tests.kube.cluster import LocalCluster, build_dir, free_port, missing_binaries
+from tests.kube.kube_http import KubeHttp
+from tests.kube.real_api import RealKubeApi, connection_from_kubeconfig
+from tests.node import sandbox_image
+from tests.node.containerd import RUNTIME_PATH, Containerd
+from tests.node.cri.client import CriError
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+CNI_PLUGINS = Path(os.environ.get("NETATTACH_TEST_CNI_PATH", "/usr/lib/cni"))
+KUBELET_BINARIES = ("kubelet",)
+CONTROLLERS = (
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+    "daemonset-controller",
+    "garbage-collector-controller",
+    "pod-garbage-collector-controller",
+)
+NODE_IP = "10.99.0.10"
+NODE_GATEWAY = "10.99.0.1"
+SERVICE_IP = "10.0.0.1"  # the first address of tests/kube/cluster.py's SERVICE_CIDR
+# What kubelet's setupKernelTunables wants (pkg/kubelet/cm/container_manager_linux.go)
+KERNEL_TUNABLES = {
+    "vm/overcommit_memory": 1,
+    "vm/panic_on_oom": 0,
+    "kernel/panic": 10,
+    "kernel/panic_on_oops": 1,
+    "kernel/keys/root_maxkeys": 1000000,
+    "kernel/keys/root_maxbytes": 25000000,
+}
+OVERLAID = ("etc", "var", "opt")
+START_TIMEOUT = 120.0
+IMAGE_NAME = "ghcr.io/netattach/netattach"  # deploy/daemonset.yaml's, set by kustomize
+TEST_IMAGE_REPOSITORY = "localhost/na-test/netattach"
+STATIC_PODS = "/etc/kubernetes/manifests"
+CGROUPS = Path("/sys/fs/cgroup")
+
+
+class NodeError(RuntimeError):
+    """A part of the node did not come up; the message carries the end of its log."""
+
+
+def unavailable_reason() -> str | None:
+    """Why this machine cannot run the real node, or None."""
+    missing = missing_binaries(build_dir())
+    if missing or not (build_dir() / "kubelet").is_file():
+        return f"{', '.join(missing or ['kubelet'])} not built: run `make k8s`"
+    if not any(p.is_dir() for p in (CGROUPS / "pids", CGROUPS / "unified")):
+        return f"no cgroup hierarchy at {CGROUPS}"
+    return None
+
+
+def wait_until(what: str, ready: Callable[[], Any], timeout: float, every: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = ready()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise NodeError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(every)
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    if not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _end(proc: subprocess.Popen[bytes] | None, grace: float = 15.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(grace)
+
+
+# -- the control plane ------------------------------------------------------------------------
+
+
+class NodeControlPlane(LocalCluster):
+    """`LocalCluster` with the controllers a node's pods live by (module docstring)."""
+
+    def _controller_manager(self) -> None:
+        self._spawn(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={self.admin_kubeconfig}",
+                f"--authentication-kubeconfig={self.admin_kubeconfig}",
+                f"--authorization-kubeconfig={self.admin_kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.dir / 'controller-manager'}",
+                "--leader-elect=false",
+                f"--controllers={','.join(CONTROLLERS)}",
+                f"--service-account-private-key-file={self.pki / 'sa.key'}",
+                f"--root-ca-file={self.pki / 'ca.crt'}",
+                "--use-service-account-credentials=false",
+                # a deleted pod's replacement at once, and the DaemonSet's pod without waiting
+                "--concurrent-daemonset-syncs=2",
+            ],
+        )
+
+    def node_kubeconfig(self, node_name: str) -> Path:
+        """A kubeconfig with a client certificate the Node authorizer knows as `node_name`."""
+        user = f"system:node:{node_name}"
+        pki = self.pki
+        ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+        run: list[tuple[str, ...]] = [("req", *ec, "-keyout", "node.key", "-out", "node.csr",
+                "-subj", f"/O=system:nodes/CN={user}")]  # fmt: skip
+        (pki / "node.ext").write_text(
+            "basicConstraints=critical,CA:FALSE\n"
+            "keyUsage=critical,digitalSignature,keyEncipherment\n"
+            "extendedKeyUsage=clientAuth\n",
+            encoding="utf-8",
+        )
+        run.append(("x509", "-req", "-in", "node.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                    "-set_serial", str(int(time.time() * 1000)), "-days", "30",
+                    "-extfile", "node.ext", "-out", "node.crt"))  # fmt: skip
+        for args in run:
+            subprocess.run(["openssl", *args], cwd=pki, check=True, capture_output=True)
+        path = self.dir / "node.kubeconfig"
+        credentials = {
+            "client-certificate-data": _b64(pki / "node.crt"),
+            "client-key-data": _b64(pki / "node.key"),
+        }
+        self._kubeconfig(path, user, credentials)
+        return path
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+# -- the node's namespaces --------------------------------------------------------------------
+
+HOLDER_SCRIPT = r"""
+set -eu
+base=$1
+shift
+for top in __OVERLAID__; do
+  mkdir -p "$base/overlay/$top/upper" "$base/overlay/$top/work"
+  mount -t overlay "na-node-$top" \
+    -o "lowerdir=/$top,upperdir=$base/overlay/$top/upper,workdir=$base/overlay/$top/work" "/$top"
+done
+mount -t tmpfs -o mode=0755 na-node-run /run
+mkdir -p /run/netns
+mount --make-rshared /run
+mount --make-rshared /var
+mkdir -p "$base/sysctl"
+for item in "$@"; do
+  name=${item%%=*}
+  file="$base/sysctl/$(echo "$name" | tr / .)"
+  echo "${item#*=}" > "$file"
+  mount --bind "$file" "/proc/sys/$name"
+done
+ip link set lo up
+echo ready
+exec sleep infinity
+"""
+
+
+class NodeNamespaces:
+    """The holder of the node's network and mount namespaces (module docstring)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        script = HOLDER_SCRIPT.replace("__OVERLAID__", " ".join(OVERLAID))
+        tunables = [f"{name}={value}" for name, value in KERNEL_TUNABLES.items()]
+        self.proc = subprocess.Popen(
+            ["unshare", "--net", "--mount", "--propagation", "slave", "--",
+             "sh", "-c", script, "sh", str(self.base), *tunables],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={"PATH": RUNTIME_PATH},
+            start_new_session=True,
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if line.strip() != b"ready":
+            _end(self.proc)
+            err = self.proc.stderr.read() if self.proc.stderr else b""
+            raise NodeError(f"the node's namespaces: {err.decode(errors='replace')}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def netns(self) -> str:
+        return f"/proc/{self.pid}/ns/net"
+
+    def enter(self) -> list[str]:
+        """nsenter's options entering both namespaces."""
+        return [f"--target={self.pid}", "--mount", "--net"]
+
+    def fs(self, path: str) -> Path:
+        """`path` of the node's filesystem, as the host reaches it. Absolute symlinks under
+        /proc/PID/root resolve in the host's root: /var/run is spelled /run."""
+        if path == "/var/run" or path.startswith("/var/run/"):
+            path = path[len("/var") :]
+        return Path(f"/proc/{self.pid}/root{path}")
+
+    def run(self, *argv: str, check: bool = True, timeout: float = 60.0) -> str:
+        """A command in the node's namespaces; its stdout."""
+        done = subprocess.run(
+            ["nsenter", *self.enter(), "--", *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={"PATH": RUNTIME_PATH},
+        )
+        if check and done.returncode != 0:
+            raise NodeError(f"{' '.join(argv)} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def close(self) -> None:
+        """End the holder: the namespaces go with their last process (a test's processes in
+        them are ended before)."""
+        _end(self.proc, grace=5.0)
+
+
+def node_links(node: NodeNamespaces) -> None:
+    """The node's own links (module docstring); all in its namespace."""
+    for argv in (
+        # these kernels lack the dummy link kind: a veth pair's end is the node's "NIC"
+        ("ip", "link", "add", "na-eth0", "type", "veth", "peer", "name", "na-eth0p"),
+        ("ip", "addr", "add", f"{NODE_IP}/24", "dev", "na-eth0"),
+        ("ip", "link", "set", "na-eth0", "up"),
+        ("ip", "link", "set", "na-eth0p", "up"),
+        ("ip", "route", "add", "default", "via", NODE_GATEWAY, "dev", "na-eth0"),
+        ("ip", "addr", "add", f"{SERVICE_IP}/32", "dev", "lo"),
+        ("ip", "link", "add", "na-mv0", "type", "veth", "peer", "name", "na-mv0p"),
+        ("ip", "link", "set", "na-mv0", "up"),
+        ("ip", "link", "set", "na-mv0p", "up"),
+    ):
+        node.run(*argv)
+
+
+# -- cgroups ----------------------------------------------------------------------------------
+
+
+class CgroupRoot:
+    """`/<name>` in every cgroup hierarchy: the kubelet's cgroupRoot."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.dirs: list[Path] = []
+
+    def hierarchies(self) -> list[Path]:
+        if (CGROUPS / "cgroup.procs").exists():  # cgroup v2 alone
+            return [CGROUPS]
+        return sorted(p for p in CGROUPS.iterdir() if (p / "cgroup.procs").exists())
+
+    def create(self) -> None:
+        for hierarchy in self.hierarchies():
+            directory = hierarchy / self.name
+            directory.mkdir()
+            self.dirs.append(directory)
+            for key in ("cpuset.cpus", "cpuset.mems"):  # v1: empty until copied from above
+                if (directory / key).exists() and not (directory / key).read_text().strip():
+                    (directory / key).write_text((hierarchy / key).read_text())
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for directory in self.dirs:
+            for procs in directory.rglob("cgroup.procs"):
+                with contextlib.suppress(OSError):
+                    found |= {int(p) for p in procs.read_text().split()}
+        return found
+
+    def close(self) -> None:
+        """SIGKILL every process left in it, then remove every cgroup under it."""
+        for _ in range(50):
+            left = self.pids()
+            if not left:
+                break
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+        for directory in self.dirs:
+            if not directory.exists():
+                continue
+            nested = sorted(
+                (p for p in directory.rglob("*") if p.is_dir()),
+                key=lambda p: len(p.parts),
+                reverse=True,
+            )
+            for each in [*nested, directory]:
+                for _ in range(20):
+                    try:
+                        each.rmdir()
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+
+
+# -- containerd and the kubelet ---------------------------------------------------------------
+
+
+class NodeContainerd(Containerd):
+    """The tier's containerd inside the node's namespaces, on the node's CNI directories."""
+
+    def __init__(self, base: Path, node: NodeNamespaces, sandbox_image: str) -> None:
+        super().__init__(base, node.netns, sandbox_image)
+        # its /run/containerd is the node's tmpfs: nothing of the host's to tidy
+        self.made_default_state = False
+        self.enter = node.enter()
+        self.cni_bin_dir = Path("/opt/cni/bin")
+        self.cni_conf_dir = Path("/etc/cni/net.d")
+        self.config.write_text(self.render_config())
+
+    def remove_pod_sandboxes(self) -> None:
+        """Every sandbox stopped and removed, those with a pod network first (their DEL needs
+        the daemon, itself in a host-network sandbox); errors ignored."""
+        with contextlib.suppress(CriError):
+            found = self.cri.list(timeout=30)
+            networked = []
+            for sandbox in found:
+                with contextlib.suppress(CriError):
+                    networked.append(self.cri.status(sandbox.id, timeout=30).netns is not None)
+                    continue
+                networked.append(True)
+            ordered = [s for s, n in zip(found, networked, strict=True) if n]
+            ordered += [s for s, n in zip(found, networked, strict=True) if not n]
+            for sandbox in ordered:
+                with contextlib.suppress(CriError):
+                    self.cri.stop(sandbox.id, timeout=60)
+                    self.cri.remove(sandbox.id, timeout=60)
+
+
+@dataclasses.dataclass
+class NodeKubelet:
+    """The kubelet of the node (module docstring): start, stop (SIGTERM), restart."""
+
+    base: Path
+    bin_dir: Path
+    node: NodeNamespaces
+    name: str
+    kubeconfig: Path
+    runtime_socket: Path
+    cgroup_root: str
+    client_ca: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.base / "kubelet.log"
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": f"/{self.cgroup_root}",
+            "cgroupsPerQOS": True,
+            "enforceNodeAllocatable": ["pods"],
+            "failCgroupV1": False,  # these VMs have cgroup v1 (hybrid)
+            "failSwapOn": False,
+            "protectKernelDefaults": True,  # never write the host's kernel settings
+            "containerRuntimeEndpoint": f"unix://{self.runtime_socket}",
+            "staticPodPath": STATIC_PODS,
+            "fileCheckFrequency": "2s",
+            "address": "127.0.0.1",
+            "port": 10250,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": 10248,
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": False},
+                "x509": {"clientCAFile": str(self.client_ca)},
+            },
+            "authorization": {"mode": "AlwaysAllow"},
+            "resolvConf": "",
+            "hairpinMode": "none",
+            # nothing of this node's is ever removed for the machine's sake: the disk is
+            # shared with the host and other tests
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "evictionHard": {
+                "memory.available": "1Mi",
+                "nodefs.available": "1%",
+                "nodefs.inodesFree": "1%",
+                "imagefs.available": "1%",
+            },
+            "serializeImagePulls": False,
+            "registerNode": True,
+            "nodeStatusReportFrequency": "10s",
+        }
+
+    def start(self) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "the kubelet is running"
+        config = self.base / "kubelet.yaml"
+        config.write_text(yaml.safe_dump(self.config(), sort_keys=False), encoding="utf-8")
+        with self.log.open("ab") as stream:
+            self.proc = subprocess.Popen(
+                ["nsenter", *self.node.enter(), "--", str(self.bin_dir / "kubelet"),
+                 f"--config={config}", f"--kubeconfig={self.kubeconfig}",
+                 "--root-dir=/var/lib/kubelet", f"--hostname-override={self.name}",
+                 f"--node-ip={NODE_IP}", "--v=2"],
+                stdin=subprocess.DEVNULL,
+                stdout=stream,
+                stderr=subprocess.STDOUT,
+                env={"PATH": RUNTIME_PATH},
+                start_new_session=True,
+            )  # fmt: skip
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        _end(self.proc, grace=30.0)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return _tail(self.log, lines)
+
+
+class Binder:
+    """Binds every unscheduled pod to the node, as kube-scheduler would on a one-node cluster."""
+
+    def __init__(self, http: KubeHttp, node_name: str, every: float = 0.2) -> None:
+        self.http = http
+        self.node_name = node_name
+        self.every = every
+        self.bound: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="na-binder", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                self.bind_pending()
+
+    def bind_pending(self) -> None:
+        response = self.http.get("/api/v1/pods", fieldSelector="spec.nodeName=")
+        if response.status != 200:
+            return
+        for pod in response.json()["items"]:
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            binding = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": meta["name"], "uid": meta["uid"]},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name},
+            }
+            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding"
+            if self.http.post(path, binding).status == 201:
+                self.bound.append(f"{meta['namespace']}/{meta['name']}")
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+
+
+# -- the node as a test sees it ---------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Leftovers:
+    """What a node keeps of its pods: none of it may outlive them."""
+
+    links: tuple[str, ...]  # veths (and any link but the node's own and the bridges)
+    allocations: tuple[str, ...]  # host-local's, under /var/lib/cni/networks
+    records: tuple[str, ...]  # netattach's, under /var/lib/netattach/pods
+    netns: tuple[str, ...]  # under /run/netns
+    tables: tuple[str, ...]  # nft tables of netattach in the node's namespace
+
+
+@dataclasses.dataclass
+class RealNode:
+    name: str
+    base: Path
+    control: NodeControlPlane
+    namespaces: NodeNamespaces
+    containerd: NodeContainerd
+    kubelet: NodeKubelet
+    binder: Binder
+    api: RealKubeApi
+    pause_image: str
+    bridges: set[str] = dataclasses.field(default_factory=set)
+
+    @property
+    def netns(self) -> str:
+        return self.namespaces.netns
+
+    def fs(self, path: str) -> Path:
+        return self.namespaces.fs(path)
+
+    def kubectl(self, *args: str, timeout: float = 120.0) -> str:
+        done = subprocess.run(
+            [str(self.control.bin / "kubectl"), f"--kubeconfig={self.control.admin_kubeconfig}",
+             *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise NodeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    # -- pods ---------------------------------------------------------------------------------
+
+    def pod_object(
+        self,
+        namespace: str,
+        name: str,
+        networks: str | None = None,
+        *,
+        node_name: str | None = "",
+    ) -> dict[str, Any]:
+        """A pod of one pause container (the node's sandbox image, never pulled), on this node
+        unless `node_name` is None (then the binder places it)."""
+        meta: dict[str, Any] = {"name": name, "namespace": namespace}
+        if networks is not None:
+            meta["annotations"] = {"k8s.v1.cni.cncf.io/networks": networks}
+        spec: dict[str, Any] = {
+            "terminationGracePeriodSeconds": 5,
+            "automountServiceAccountToken": False,
+            "containers": [
+                {"name": "pause", "image": self.pause_image, "imagePullPolicy": "Never"}
+            ],
+        }
+        if node_name is not None:
+            spec["nodeName"] = node_name or self.name
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+    def create_namespace(self, name: str) -> None:
+        self.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+        wait_until(f"{name}'s default ServiceAccount",
+                   lambda: self.api.http.get(path).status == 200, 30.0)  # fmt: skip
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.api.get("Pod", name, namespace)
+
+    def wait_running(self, namespace: str, name: str, timeout: float = 90.0) -> dict[str, Any]:
+        def running() -> dict[str, Any] | None:
+            pod = self.pod(namespace, name)
+            if pod is not None and (pod.get("status") or {}).get("phase") == "Running":
+                return pod
+            return None
+
+        try:
+            found: dict[str, Any] = wait_until(f"{namespace}/{name} Running", running, timeout)
+        except NodeError as exc:
+            raise NodeError(f"{exc}\n{self.describe(namespace, name)}") from None
+        return found
+
+    def delete_pod(self, namespace: str, name: str, *, wait: bool = True) -> None:
+        """Delete gracefully (the kubelet tears the pod down, then the API forgets it)."""
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        self.api.http.request("DELETE", path)
+        if wait:
+            wait_until(f"{namespace}/{name} gone", lambda: self.pod(namespace, name) is None, 90.0)
+
+    def describe(self, namespace: str, name: str) -> str:
+        """The pod's status and Events, for a failure's message."""
+        pod = self.pod(namespace, name)
+        events = [
+            f"{e.get('reason')}: {e.get('message')}" for e in self.api.events_for(namespace, name)
+        ]
+        status = json.dumps((pod or {}).get("status"), indent=1)
+        return f"status: {status}\nevents:\n" + "\n".join(events[-15:])
+
+    def network_status(self, namespace: str, name: str) -> list[dict[str, Any]] | None:
+        pod = self.pod(namespace, name)
+        annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+        text = annotations.get("k8s.v1.cni.cncf.io/network-status")
+        if text is None:
+            return None
+        entries = json.loads(text)
+        assert isinstance(entries, list)
+        return entries
+
+    def sandbox_uid(self, pod: Mapping[str, Any]) -> str:
+        """The UID the kubelet gives containerd: a static pod's config hash, else the pod's."""
+        annotations = pod["metadata"].get("annotations") or {}
+        return str(annotations.get("kubernetes.io/config.mirror") or pod["metadata"]["uid"])
+
+    def pod_netns(self, pod: Mapping[str, Any]) -> str:
+        """The pod's network namespace, as the host reaches it (its ready sandbox's)."""
+        uid = self.sandbox_uid(pod)
+        for sandbox in self.containerd.cri.list():
+            if sandbox.uid == uid and sandbox.ready:
+                netns = self.containerd.cri.status(sandbox.id).netns
+                assert netns, f"the sandbox of {uid} has no netns"
+                return str(self.fs(netns))
+        raise NodeError(f"no ready sandbox for {uid}")
+
+    def pod_interfaces(self, pod: Mapping[str, Any]) -> dict[str, links.InterfaceState]:
+        found = links.read_interfaces(self.pod_netns(pod))
+        return {name: state for name, state in found.items() if name != "lo"}
+
+    # -- what must not leak -------------------------------------------------------------------
+
+    def leftovers(self) -> Leftovers:
+        own = {"lo", "na-eth0", "na-eth0p", "na-mv0", "na-mv0p"}
+        found = links.read_interfaces(self.netns)
+        extra = sorted(name for name in found if name not in own | self.bridges)
+        networks = self.fs("/var/lib/cni/networks")
+        allocations = sorted(
+            str(p.relative_to(networks))
+            for p in (networks.rglob("*") if networks.exists() else [])
+            if p.is_file() and not p.name.startswith(("last_reserved_ip", "lock"))
+        )
+        pods = self.fs("/var/lib/netattach/pods")
+        records = sorted(p.name for p in pods.glob("*")) if pods.exists() else []
+        netns_dir = self.fs("/run/netns")
+        netns = sorted(p.name for p in netns_dir.iterdir()) if netns_dir.exists() else []
+        listed = self.namespaces.run("nft", "list", "tables", check=False)
+        tables = sorted(line for line in listed.splitlines() if "netattach" in line)
+        return Leftovers(tuple(extra), tuple(allocations), tuple(records), tuple(netns),
+                         tuple(tables))  # fmt: skip
+
+    def wait_clean(self, timeout: float = 60.0) -> Leftovers:
+        """Leftovers once nothing is left (or what is left after `timeout`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = self.leftovers()
+            if left == Leftovers((), (), (), (), ()) or time.monotonic() > deadline:
+                return left
+            time.sleep(0.5)
+
+    # -- netattach ----------------------------------------------------------------------------
+
+    def daemon_pods(self) -> list[dict[str, Any]]:
+        return self.api.list("Pod", "kube-system", label_selector="app=netattach")
+
+    def wait_daemon_ready(self, timeout: float = 180.0, *, not_uid: str | None = None) -> str:
+        """The DaemonSet's pod Ready (another than `not_uid`); its UID."""
+
+        def ready() -> str | None:
+            for pod in self.daemon_pods():
+                if pod["metadata"]["uid"] == not_uid or pod["metadata"].get("deletionTimestamp"):
+                    continue
+                conditions = (pod.get("status") or {}).get("conditions") or []
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                    return str(pod["metadata"]["uid"])
+            return None
+
+        try:
+            uid: str = wait_until("the netattach pod Ready", ready, timeout)
+        except NodeError as exc:
+            pods = [p["metadata"]["name"] for p in self.daemon_pods()]
+            details = "\n".join(self.describe("kube-system", name) for name in pods)
+            raise NodeError(f"{exc}\n{details}\nkubelet:\n{self.kubelet.log_tail()}") from None
+        return uid
+
+    def deploy(self, image_archive: Path) -> str:
+        """The node image loaded into containerd under a name of the test's, and deploy/
+        applied by `kubectl apply -k` through an overlay setting that image; the daemon's
+        pod Ready and its conflist installed. The image's name."""
+        self.containerd.import_image(image_archive)
+        digest = self.containerd.ctr("images", "ls", f"name=={IMAGE_NAME}:0.1.0", "--quiet")
+        assert digest.strip(), f"{image_archive} holds no {IMAGE_NAME}:0.1.0"
+        tag = image_archive.stem.rsplit("-", 1)[-1][:16] or "test"
+        image = f"{TEST_IMAGE_REPOSITORY}:{tag}"
+        self.containerd.ctr("images", "tag", "--force", f"{IMAGE_NAME}:0.1.0", image)
+        overlay = self.base / "kustomize"
+        overlay.mkdir(exist_ok=True)
+        kustomization = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": [os.path.relpath(DEPLOY, overlay)],
+            "images": [{"name": IMAGE_NAME, "newName": TEST_IMAGE_REPOSITORY, "newTag": tag}],
+        }
+        (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+        self.kubectl("apply", "-k", str(overlay))
+        self.wait_daemon_ready()
+        conflist = self.fs("/etc/cni/net.d/00-netattach.conflist")
+        wait_until("00-netattach.conflist installed", conflist.exists, 30.0)
+        return image
+
+
+def write_cluster_network(node: NodeNamespaces, name: str, bridge: str, subnet: str) -> None:
+    """The cluster's default network (what a cluster's CNI installer puts on each node)."""
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": name,
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": bridge,
+                "isGateway": True,
+                "ipam": {
+                    "type": "host-local",
+                    "subnet": subnet,
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                },
+            }
+        ],
+    }
+    directory = node.fs("/etc/cni/net.d")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"10-{name}.conflist").write_text(json.dumps(conf, indent=1))
+
+
+def install_plugins(node: NodeNamespaces) -> None:
+    """The reference plugins in the node's /opt/cni/bin, real files (a delegate runs in the
+    daemon's container, where a symlink to /usr/lib/cni would not resolve)."""
+    target = node.fs("/opt/cni/bin")
+    target.mkdir(parents=True, exist_ok=True)
+    for plugin in sorted(CNI_PLUGINS.iterdir()):
+        if plugin.is_file():
+            shutil.copy2(plugin, target / plugin.name)
+
+
+@contextlib.contextmanager
+def real_node(
+    directory: Path,
+    *,
+    cluster_network: str = "cluster-default",
+    cluster_bridge: str = "na-cni0",
+    cluster_subnet: str = "10.85.0.0/24",
+) -> Iterator[RealNode]:
+    """The node of the module docstring, its kubelet registered and Ready (netattach not yet
+    deployed: `RealNode.deploy`)."""
+    bin_dir = build_dir()
+    reason = unavailable_reason()
+    if reason is not None:
+        raise NodeError(reason)
+    suffix = os.urandom(3).hex()
+    name = f"na-node-{suffix}"
+    base = directory
+    base.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        control = NodeControlPlane(base / "control", bin_dir)
+        (base / "control").mkdir()
+        stack.enter_context(control)
+        namespaces = NodeNamespaces(base / "node")
+        stack.callback(namespaces.close)
+        namespaces.start()
+        node_links(namespaces)
+        relay_log = (base / "relay.log").open("wb")
+        stack.callback(relay_log.close)
+        relay = subprocess.Popen(
+            [sys.executable, "-m", "tests.node.api_relay", f"--netns={namespaces.netns}",
+             f"--to=127.0.0.1:{control.api_port}", f"--listen=127.0.0.1:{control.api_port}",
+             f"--listen={SERVICE_IP}:443"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=relay_log,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        stack.callback(_end, relay, 5.0)
+        assert relay.stdout is not None
+        if relay.stdout.readline().strip() != b"ready":
+            raise NodeError(f"the API relay did not start: {_tail(base / 'relay.log')}")
+        cgroups = CgroupRoot(name)
+        stack.callback(cgroups.close)
+        cgroups.create()
+        install_plugins(namespaces)
+        write_cluster_network(namespaces, cluster_network, cluster_bridge, cluster_subnet)
+        namespaces.fs(STATIC_PODS).mkdir(parents=True, exist_ok=True)
+        pause = sandbox_image.build_pause(base / "pause")
+        pause_image = sandbox_image.write_image_archive(pause, base / "pause-image.tar")
+        containerd = NodeContainerd(base / "containerd", namespaces, pause_image)
+        stack.callback(containerd.close)
+        kubelet = NodeKubelet(
+            base=base,
+            bin_dir=bin_dir,
+            node=namespaces,
+            name=name,
+            kubeconfig=control.node_kubeconfig(name),
+            runtime_socket=containerd.socket,
+            cgroup_root=name,
+            client_ca=control.pki / "ca.crt",
+        )
+        # at exit: the kubelet first (it would recreate what is removed), then the sandboxes
+        # while the daemon's container still answers their DELs
+        stack.callback(containerd.remove_pod_sandboxes)
+        stack.callback(kubelet.stop)
+        containerd.start()
+        containerd.import_image(base / "pause-image.tar")
+        kubelet.start()
+        api = RealKubeApi(control.admin_kubeconfig)
+        binder = Binder(KubeHttp(connection_from_kubeconfig(control.admin_kubeconfig)), name)
+        stack.callback(binder.close)
+        binder.start()
+        node = RealNode(
+            name=name,
+            base=base,
+            control=control,
+            namespaces=namespaces,
+            containerd=containerd,
+            kubelet=kubelet,
+            binder=binder,
+            api=api,
+            pause_image=pause_image,
+            bridges={cluster_bridge},
+        )
+
+        def node_ready() -> bool:
+            if not kubelet.alive():
+                raise NodeError(f"the kubelet exited:\n{kubelet.log_tail()}")
+            stored = api.get("Node", name)
+            conditions = ((stored or {}).get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+        try:
+            wait_until("the Node Ready", node_ready, START_TIMEOUT)
+        except NodeError as exc:
+            raise NodeError(f"{exc}\n{kubelet.log_tail()}") from None
+        yield node
