@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from netattach.attach import delegate_check, delegate_keys, delegate_rules, globs
+from netattach.attach import admission_node, delegate_check, delegate_keys, delegate_rules, globs
 
 API_VERSION: Final = "admissionregistration.k8s.io/v1"
 DEFAULT_NAME: Final = "netattach-delegate-policy"
@@ -204,6 +204,7 @@ _CHECKS: Final[tuple[tuple[str, str, Render], ...]] = (
     ("pciBusID", "PCI address", _pci),
     ("dataDir", "dataDir", _data_dir),
     ("sysctl", "sysctl", _sysctl),
+    *admission_node.CHECKS,  # SEC-NODE: passthruMaster, gatewayBridge, reservedRanges
 )
 
 
@@ -262,6 +263,9 @@ def _rule_text(rules: delegate_rules.DelegateRules, key: str) -> str:
         "pciBusID": rules.pci_bus_id,
         "dataDir": rules.data_dir,
         "sysctl": rules.sysctl,
+        "passthruMaster": rules.passthru_master,
+        "gatewayBridge": rules.gateway_bridge,
+        "reservedRanges": globs.Patterns(rules.reserved_ranges),
     }
     return f"{rules.source}.{key} {listed[key]}"
 
