@@ -8,9 +8,11 @@ namespaces at teardown deletes everything the plugins made, even when the test f
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,24 @@ import pytest
 from netattach.runtime import chain, execute
 
 PLUGIN_DIR = Path(os.environ.get("NETATTACH_TEST_CNI_PATH", "/usr/lib/cni"))
+
+
+def plugin_versions() -> tuple[str, ...]:
+    """The CNI versions the plugins in PLUGIN_DIR speak, as `bridge` answers VERSION (Debian's
+    1.1.1: up to 1.0.0; v1.10.0 from scripts/build-cni-plugins.sh: 1.1.0 too); () without it."""
+    try:
+        done = subprocess.run(
+            [str(PLUGIN_DIR / "bridge")],
+            env={"CNI_COMMAND": "VERSION"},
+            input=b"{}",
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+        versions = json.loads(done.stdout)["supportedVersions"]
+    except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(str(v) for v in versions)
 
 
 def netns_unavailable_reason() -> str | None:
