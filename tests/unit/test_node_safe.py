@@ -327,11 +327,31 @@ def test_the_live_attachments_are_read_from_the_records(tmp_path: Path) -> None:
             )
         )
 
+    # A pod whose ADD is still running: no result yet, its config's static address is taken.
+    running = records.AttachmentRecord(
+        status_name="red/net-s",
+        ifname="net1",
+        is_default=False,
+        config={"type": "ptp", "ipam": static("10.7.0.3/24")},
+        capability_args={},
+    )
+    store_.save(
+        records.PodRecord(
+            container_id="c-run",
+            netns="/x",
+            namespace="red",
+            pod="job",
+            uid="v",
+            attachments=(running,),
+        )
+    )
+
     live = node_guard.live_attachments(store_, "c-self")
 
     assert live.addresses == {
         addr("10.9.0.7"): "red/net-a of pod red/db",
         addr("10.80.0.5"): "cluster-default of pod red/db",
+        addr("10.7.0.3"): "red/net-s of pod red/job",
     }
     assert live.host_interfaces == {"na-br", "veth9"}  # of the NADs' attachments only
 

@@ -96,7 +96,8 @@ async def node_facts(read: Callable[[], NodeFacts] | None = None) -> NodeFacts:
 
 
 def live_attachments(records: records_mod.PodRecords, container_id: str) -> LiveAttachments:
-    """What the records of every container but `container_id` hold."""
+    """What the records of every container but `container_id` hold: their results' addresses,
+    and the pod addresses the config of an attachment without a result yet claims."""
     held: dict[Address, str] = {}
     host_interfaces: set[str] = set()
     for other in records.container_ids():
@@ -115,6 +116,11 @@ def live_attachments(records: records_mod.PodRecords, container_id: str) -> Live
                 address = _ip_or_none(str(ip.get("address", "")).partition("/")[0])
                 if address is not None:
                     held.setdefault(address, who)
+            # An attachment still running has no result yet: the addresses its config claims.
+            claims, _ = delegate_node.claims(attachment.config) if result == {} else ([], [])
+            for claim in claims:
+                if claim.kind == delegate_node.POD:
+                    held.setdefault(claim.first, who)
             if not attachment.is_default:
                 for interface in _list(result.get("interfaces")):
                     name = interface.get("name")
