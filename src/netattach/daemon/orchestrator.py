@@ -25,6 +25,7 @@ from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import asyncio
     from typing import Any, Protocol, TypeGuard
 
 log = loggers.get("netattach.orchestrator")
@@ -35,6 +36,11 @@ POD_NAME = "K8S_POD_NAME"
 POD_UID = "K8S_POD_UID"
 
 SYNC_TIMEOUT = 10.0
+# How long a DEL waits, once its delegates are done, for the removal of the pod's
+# network-status: a healthy API answers well within it. Past it the removal goes on in the
+# background, retried within the sink's own budget, so no DEL waits on an API that is down
+# (KUBE-NADREAD, RT-NOAPI); a new ADD of that pod cancels it (its status is the one to keep).
+STATUS_REMOVAL_WAIT = 0.2
 
 
 # The seams the orchestrator is given, as the type checker sees them: `typing` stays off the
@@ -217,6 +223,8 @@ class Orchestrator:
         self.runtime = runtime
         self.records = records
         self.locks = locks
+        # Status removals DELs left running (under the daemon's loop only), by pod.
+        self._removals: dict[tuple[str, str], asyncio.Future[None]] = {}
 
     # -- ADD ------------------------------------------------------------------------------------
 
@@ -315,6 +323,7 @@ class Orchestrator:
         entries = status_entries(record, results) if ref.name else []
         publishing = None
         if ref.name:
+            self._cancel_status_removal(ref)
             publishing = offload.start(
                 self.sink.publish_status(ref.namespace, ref.name, entries, uid=ref.uid)
             )
@@ -593,18 +602,18 @@ class Orchestrator:
                 self.records.delete(call.container_id)
                 lock.discard()  # nothing of this container is left: neither is its lock file
                 if ref is not None and ref.name:
-                    await self._remove_status(ref)
+                    await self._settle_status_removal(self._start_status_removal(ref))
                 return
             call_log.note_record(record)
             ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
             # The status goes while the delegates run, not after them (an API round trip off
             # the DEL's path); Multus too clears it before its delegates' DEL.
-            clearing = offload.start(self._remove_status(ref)) if ref.name else None
+            clearing = self._start_status_removal(ref) if ref.name else None
             try:
                 failures = await self._delete_attachments(call, record)
             finally:
                 if clearing is not None:
-                    await clearing
+                    await self._settle_status_removal(clearing)
             if failures:
                 raise failures[-1]
             if self.policy is not None:
@@ -617,6 +626,57 @@ class Orchestrator:
             await self.sink.remove_status(ref.namespace, ref.name, uid=ref.uid)
         except (OSError, errors.CNIError) as exc:
             log.warning("%s cannot remove the network status: %s", ref.prefix(), exc)
+
+    def _start_status_removal(self, ref: PodRef) -> Awaitable[None]:
+        """The removal of the pod's network-status, begun: under the daemon's loop a task,
+        kept until it ends; without a loop (the thin plugin: a status file) a coroutine that
+        runs where `_settle_status_removal` awaits it."""
+        removal = offload.start(self._remove_status(ref))
+        if offload.loop_running():
+            import asyncio
+
+            self._cancel_status_removal(ref)
+            key = (ref.namespace, ref.name)
+            task = asyncio.ensure_future(removal)  # the task `offload.start` made
+            self._removals[key] = task
+            task.add_done_callback(lambda done: self._removal_ended(ref, done))
+        return removal
+
+    async def _settle_status_removal(self, removal: Awaitable[None]) -> None:
+        """Wait for a removal `_start_status_removal` began; under the daemon's loop
+        `STATUS_REMOVAL_WAIT` at most, the rest of it left to run in the background."""
+        if not offload.loop_running():
+            await removal
+            return
+        import asyncio
+
+        task = asyncio.ensure_future(removal)
+        await asyncio.wait({task}, timeout=STATUS_REMOVAL_WAIT)
+        if task.done() and not task.cancelled():
+            task.result()  # an unexpected failure fails the DEL, as it did when awaited
+
+    def _removal_ended(self, ref: PodRef, task: asyncio.Future[None]) -> None:
+        key = (ref.namespace, ref.name)
+        if self._removals.get(key) is task:
+            del self._removals[key]
+
+    def _cancel_status_removal(self, ref: PodRef) -> None:
+        """Stop a removal a DEL of this pod left running: what is published next is current."""
+        task = self._removals.pop((ref.namespace, ref.name), None)
+        if task is not None:
+            task.cancel()
+
+    async def finish_status_removals(self, timeout: float) -> None:
+        """At shutdown: let the removals DELs left running end, `timeout` at most, then stop
+        them (the sink's connections close next)."""
+        if not self._removals:
+            return
+        import asyncio
+
+        _, late = await asyncio.wait(set(self._removals.values()), timeout=timeout)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
 
     async def check(self, call: env.Environment) -> None:
         async with self.locks.hold(call.container_id):

@@ -39,6 +39,7 @@ log = logging.getLogger("netattach.daemon")
 CONFIG_NAME = "00-netattach.conflist"
 SWEEP_INTERVAL = 300.0
 SHUTDOWN_GRACE = 20.0  # below the DaemonSet's terminationGracePeriodSeconds (30)
+REMOVALS_GRACE = 2.0  # status removals DELs left running, after the calls in flight
 READINESS_POLL = 1.0
 
 
@@ -324,6 +325,7 @@ class Daemon:
         finally:
             # Stop taking calls, let the ones in flight finish (bounded), then stop the rest.
             await self.server.close(grace=SHUTDOWN_GRACE)
+            await self.orchestrator.finish_status_removals(REMOVALS_GRACE)
             for task in tasks:
                 task.cancel()
             await self.health.close()
