@@ -16,11 +16,14 @@ from typing import Any
 import pytest
 
 from netattach.netns import links
+from tests.e2e.daemon_harness import DaemonNode, daemon, shim_zipapp
 from tests.e2e.harness import Cluster, bridge_list, host_local
 from tests.e2e.test_delegate_policy import NS, grant, nic, nothing_attached, refused
 from tests.netns_fixtures import require_link_kind, unique
 
 pytestmark = pytest.mark.netns
+
+__all__ = ["daemon", "shim_zipapp"]  # the fixtures used here
 
 
 def ip(cluster: Cluster, *args: str) -> None:
@@ -244,3 +247,45 @@ def test_portmap_is_refused_until_types_lists_it(cluster: Cluster) -> None:
     refused(reply, "net-ports", "plugins[1].type", '"portmap"', "delegatePolicy.types [bridge,")
     nothing_attached(cluster, pod, before)
     assert node_state(cluster) == state
+
+
+@pytest.mark.req("SEC-NODE")
+def test_the_daemon_reads_the_node_and_refuses_its_gateway_as_a_ptp_host_side(
+    daemon: DaemonNode,
+) -> None:
+    """Through the daemon: the node read in a worker thread beside its event loop."""
+    cluster = daemon.cluster
+    uplink(cluster, "10.77.3.2/24", "10.77.3.1")
+    attack = {
+        "cniVersion": "1.0.0",
+        "type": "ptp",
+        "ipam": {
+            "type": "static",
+            "addresses": [{"address": "10.6.0.2/24", "gateway": "10.77.3.1"}],
+        },
+    }
+    cluster.add_nad(NS, "net-gw", attack)
+    plain = {"cniVersion": "1.0.0", "type": "ptp", "ipam": host_local(cluster.ipam, "10.6.1.0/24")}
+    cluster.add_nad(NS, "net-ptp", plain)
+    before, state = cluster.node_links(), node_state(cluster)
+    pod = cluster.pod(NS, "web", "net-gw")
+    daemon.start()
+
+    reply = daemon.shim("ADD", pod)
+
+    refused(
+        reply,
+        "net-gw",
+        "plugins[0].ipam.addresses[0].gateway",
+        '"10.77.3.1"',
+        "delegatePolicy.reservedRanges [node, ",
+    )
+    assert "is the node's default gateway 10.77.3.1" in reply.out["msg"]
+    nothing_attached(cluster, pod, before)
+    assert node_state(cluster) == state
+
+    fine = cluster.pod(NS, "ok", "net-ptp")
+    reply = daemon.shim("ADD", fine)
+    assert reply.rc == 0, (reply, daemon.log_text())
+    assert daemon.shim("DEL", fine).rc == 0
+    assert daemon.stop() == 0
