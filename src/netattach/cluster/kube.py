@@ -143,7 +143,7 @@ class KubeTiming:
     request_timeout: float = 10.0  # one list page, get, patch or create
     fetch_timeout: float = 5.0  # the direct read of a pod or NAD, on an ADD's path
     status_budget: float = 30.0  # publish_status, all attempts (the ADD waits for it)
-    remove_budget: float = 5.0  # remove_status, all attempts (the DEL waits: RT-NOAPI)
+    remove_budget: float = 5.0  # remove_status, all attempts (beside the DEL, not on its path)
     event_timeout: float = 5.0  # one Event
     watch_timeout: float = 300.0  # the server ends a watch after 1-2x this (client-go: 5-10 min)
     # No line at all (not even a bookmark) for this long: the connection is presumed dead.
