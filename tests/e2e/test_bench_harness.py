@@ -7,6 +7,9 @@ the run made may be left: no namespace or host link with its tag, no process of 
 fake API, runner, delegates), no work directory (which held every host-local allocation, record
 and cache file, all found empty by the harness before it removed them). Interrupted runs leave
 nothing either: SIGINT and SIGTERM are undone by the run itself, SIGKILL by the next run's sweep.
+
+A test that fails or times out stops the run it started (`bench_runs`), so no bench goes on
+beside the rest of the suite; every run gets SIGINT at its default, whatever pytest inherited.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +65,48 @@ def bench_env(tmp_path: Path) -> dict[str, str]:
         "NETATTACH_BENCH_PEER": str(Path(sys.executable).parent / "netattach-thin"),
         "NETATTACH_BENCH_PEER_CONF": str(template),
     }
+
+
+def default_sigint() -> None:
+    """For `preexec_fn`: SIGINT at its default in the run. A suite started in the background
+    (`make test &`, a CI job) ignores SIGINT, an ignored signal stays ignored across exec, and
+    Python then installs no KeyboardInterrupt handler: the run would never see the SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def bench_runs() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Where a test puts the runs it starts. Any still running at teardown (the test failed or
+    timed out) is stopped as an operator would stop it (SIGTERM: the run undoes what it made),
+    killed when it does not end, and what it left swept."""
+    runs: list[subprocess.Popen[bytes]] = []
+    yield runs
+    for proc in runs:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate(timeout=30)
+    if runs:
+        guard_mod.sweep_dead_runs()
+
+
+def start_run(
+    runs: list[subprocess.Popen[bytes]], tmp_path: Path, *options: str, stdout: int
+) -> subprocess.Popen[bytes]:
+    """`python -m bench OPTIONS` in a subprocess, as `make bench` runs it; put in `runs`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench", *options],
+        cwd=ROOT,
+        env=bench_env(tmp_path),
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,  # noqa: PLW1509 (one signal call, no locks taken)
+    )
+    runs.append(proc)
+    return proc
 
 
 def leftovers(tag: str) -> list[str]:
@@ -135,19 +181,13 @@ def check_summary(where: str, summary: dict[str, Any], n: int) -> None:
 @pytest.mark.req("RT-DEL")
 @pytest.mark.timeout(RUN_TIMEOUT + 60)
 def test_quick_run_measures_every_scenario_and_leaves_nothing(
-    netns_ready: None, tmp_path: Path
+    netns_ready: None, tmp_path: Path, bench_runs: list[subprocess.Popen[bytes]]
 ) -> None:
     out = tmp_path / "result.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--output", str(out)],
-        cwd=ROOT,
-        env=bench_env(tmp_path),
-        capture_output=True,
-        timeout=RUN_TIMEOUT,
-        check=False,
-    )
-    log = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
-    assert done.returncode == 0, log
+    proc = start_run(bench_runs, tmp_path, "--quick", "--output", str(out), stdout=subprocess.PIPE)
+    stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+    log = stdout.decode(errors="replace") + stderr.decode(errors="replace")
+    assert proc.returncode == 0, log
     result = json.loads(out.read_text())
 
     assert result["cleanup"] == {
@@ -214,20 +254,17 @@ def test_quick_run_measures_every_scenario_and_leaves_nothing(
     assert policy["set_elements"] > 0
     assert policy["per_peer_per_port_rules"] >= policy["allow_rules"] > 0
 
-    table = done.stdout.decode()
+    table = stdout.decode()
     for heading in ("pod ADD/DEL latency", "throughput", "daemon memory", "start-up", "targets"):
         assert heading in table
 
 
-def start_and_wait_for_latency(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_and_wait_for_latency(
+    runs: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> tuple[subprocess.Popen[bytes], str]:
     """A full-size run, once it has started measuring latency (everything set up); its tag."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench", "--output", str(tmp_path / "unused.json")],
-        cwd=ROOT,
-        env=bench_env(tmp_path),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    output = str(tmp_path / "unused.json")
+    proc = start_run(runs, tmp_path, "--output", output, stdout=subprocess.DEVNULL)
     assert proc.stderr is not None
     tag = ""
     seen = b""
@@ -246,11 +283,14 @@ def start_and_wait_for_latency(tmp_path: Path) -> tuple[subprocess.Popen[bytes],
     return proc, tag
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_interrupted_run_removes_everything(
-    netns_ready: None, tmp_path: Path, signum: signal.Signals
+    netns_ready: None,
+    tmp_path: Path,
+    signum: signal.Signals,
+    bench_runs: list[subprocess.Popen[bytes]],
 ) -> None:
-    proc, tag = start_and_wait_for_latency(tmp_path)
+    proc, tag = start_and_wait_for_latency(bench_runs, tmp_path)
     time.sleep(1.0)  # somewhere in the middle of a round
     children = descendants(proc.pid)
     assert len(children) >= 4  # two daemons, the fake API, the runner (and their nsenters)
@@ -261,9 +301,11 @@ def test_interrupted_run_removes_everything(
     assert alive(children) == set()
 
 
-def test_killed_run_is_swept_by_the_next(netns_ready: None, tmp_path: Path) -> None:
+def test_killed_run_is_swept_by_the_next(
+    netns_ready: None, tmp_path: Path, bench_runs: list[subprocess.Popen[bytes]]
+) -> None:
     fake_api_dirs = set(Path(tempfile.gettempdir()).glob("na-kapi-*"))
-    proc, tag = start_and_wait_for_latency(tmp_path)
+    proc, tag = start_and_wait_for_latency(bench_runs, tmp_path)
     children = descendants(proc.pid)
     proc.kill()
     proc.communicate(timeout=30)
