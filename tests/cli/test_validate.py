@@ -126,7 +126,9 @@ def test_the_apis_typed_lists_whose_items_carry_no_kind(tmp_path: Path) -> None:
     assert done.lines[-1] == "2 objects checked, 2 problems"
 
 
-def test_a_policy_manifest_without_uid_or_namespace_is_fine_with_a_warning(tmp_path: Path) -> None:
+def test_a_policy_manifest_without_uid_or_namespace_is_fine(tmp_path: Path) -> None:
+    # Neither is missing: kubectl gives the namespace, the API server (or the directory feed,
+    # from the policy's name) the uid.
     path = tmp_path / "policy.yaml"
     path.write_text(
         textwrap.dedent(
@@ -154,8 +156,6 @@ def test_a_policy_manifest_without_uid_or_namespace_is_fine_with_a_warning(tmp_p
 
     assert done.rc == 1
     assert done.lines == [
-        f"{path} MultiNetworkPolicy allow: warning: metadata.uid: none; the API server gives "
-        "one, but a directory feed skips a policy without it",
         f"{path} MultiNetworkPolicy #2: metadata.name: must be a string, got 7",
         f"{path} MultiNetworkPolicy #2: metadata.annotations['{POLICY_FOR}']: must be a "
         "string, got ['net-a']",
@@ -182,3 +182,43 @@ def test_parse_policy_reports_non_string_metadata_as_invalid(metadata: dict[str,
     }
     with pytest.raises(errors.InvalidNetworkConfigError):
         model.parse_policy(policy)  # type: ignore[arg-type]
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_shipped_examples_directory_validates_without_a_word() -> None:
+    done = netattach("validate", str(EXAMPLES))
+
+    assert done.rc == 0, done.lines
+    assert not any("warning" in line for line in done.lines), done.lines
+    checked = int(done.lines[-1].split()[0])
+    assert checked >= len(list(EXAMPLES.glob("policies/*.yaml"))) + 3  # settings, networks...
+
+
+def test_a_directory_stands_for_the_files_below_it_but_the_feeds_own(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "net.conflist").write_text(
+        json.dumps({"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "bridge"}]})
+    )
+    (tmp_path / "status" / "blue").mkdir(parents=True)
+    (tmp_path / "status" / "blue" / "web.json").write_text("[]")
+    (tmp_path / ".hidden.yaml").write_text("{not yaml")
+    (tmp_path / "notes.txt").write_text("{not yaml")
+
+    done = netattach("validate", str(tmp_path))
+
+    assert done.lines == ["1 objects checked, 0 problems"]
+    assert done.rc == 0
+
+
+def test_a_directory_with_nothing_to_check_is_unreadable(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("# nothing here")
+
+    done = netattach("validate", str(tmp_path))
+
+    assert done.rc == 2
+    assert done.lines == [
+        f"{tmp_path}: cannot read: a directory with no .yaml, .yml, .json, .conf or .conflist file",
+        "0 objects checked, 0 problems",
+    ]

@@ -56,7 +56,10 @@ def _add_operator_commands(commands: argparse._SubParsersAction, default: str) -
         help="check settings, NADs, pods, MultiNetworkPolicies and CNI configs",
     )
     validate.add_argument(
-        "files", nargs="+", metavar="FILE", help="YAML or JSON files to check; - reads stdin"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="YAML or JSON files to check, or directories of them; - reads stdin",
     )
     commands.add_parser("version", help="print the version")
 

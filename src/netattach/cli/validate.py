@@ -1,5 +1,8 @@
-"""`netattach validate FILE... [-]`: check manifests and configs before a node has to run them.
+"""`netattach validate FILE|DIR... [-]`: check manifests and configs before a node has to run them.
 
+A directory stands for every `.yaml`, `.yml`, `.json`, `.conf` and `.conflist` file below it, in
+name order (hidden ones and the directory feed's `status/` left out), so `netattach validate
+examples/` checks what the directory feed, the settings and the networks directory would read.
 Each file (`-` is standard input) holds YAML or JSON: one document, several separated by `---`,
 or a list as `kubectl get -o yaml` prints it (`kind: List`, or the API's `PodList`, ... whose
 items may omit their kind). Every document is checked as what it is:
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import TextIO
 
 from netattach.attach import delegate, delegate_check, delegate_rules, selection
-from netattach.cluster import documents, model
+from netattach.cluster import documents, files, model
 from netattach.cni import conf, errors
 from netattach.daemon import settings
 from netattach.policy import model as policy_model
@@ -44,6 +47,10 @@ _STDIN_LABEL = "<stdin>"
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_UNREADABLE = 2
+
+# What a directory named on the command line stands for: manifests as the directory feed reads
+# them, and CNI configs as a networks directory holds them.
+_CHECKED_SUFFIXES = files.MANIFEST_SUFFIXES | {".conf", ".conflist"}
 
 # Where each workload kind keeps the pod template whose annotations its pods get.
 _POD_TEMPLATES: dict[str, tuple[str, ...]] = {
@@ -120,8 +127,13 @@ def run(paths: Sequence[str], *, stdin: TextIO, stdout: TextIO) -> int:
         report.line("netattach validate: no input named (give files, or - for standard input)")
         return EXIT_UNREADABLE
     texts: list[tuple[str, str | None, str]] = []  # label, text (None: unreadable), why not
-    for path in paths:
+    for path in _expand(paths):
         label = _STDIN_LABEL if path == STDIN else path
+        if path != STDIN and Path(path).is_dir():
+            texts.append(
+                (label, None, "a directory with no .yaml, .yml, .json, .conf or .conflist file")
+            )
+            continue
         try:
             text = stdin.read() if path == STDIN else Path(path).read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
@@ -140,6 +152,29 @@ def run(paths: Sequence[str], *, stdin: TextIO, stdout: TextIO) -> int:
             _check_text(read, label, report)
     report.line(f"{report.checked} objects checked, {report.problems} problems")
     return report.exit_status()
+
+
+def _expand(paths: Sequence[str]) -> list[str]:
+    """`paths` with each directory replaced by the files below it that validate checks (the
+    directory itself when it holds none, to be reported)."""
+    expanded: list[str] = []
+    for path in paths:
+        directory = Path(path)
+        if path == STDIN or not directory.is_dir():
+            expanded.append(path)
+            continue
+        found = [
+            str(found)
+            for found in sorted(directory.rglob("*"))
+            if found.suffix in _CHECKED_SUFFIXES
+            and found.is_file()
+            and not any(
+                part.startswith(".") or part == files.STATUS_DIRECTORY
+                for part in found.relative_to(directory).parts
+            )
+        ]
+        expanded += found or [path]
+    return expanded
 
 
 def _read_context(texts: Sequence[str], report: _Report) -> None:
@@ -356,14 +391,10 @@ def _policy_problems(document: Mapping[str, object]) -> tuple[list[str], list[st
     warnings: list[str] = []
     filled = dict(metadata)
     # Before the API server has it, a manifest has no namespace (kubectl's) and no uid (the
-    # server's); the directory feed reads manifests as they are and needs the uid (POL-TAG).
+    # server's, or the directory feed's, derived from the policy's name): neither is missing.
     filled.setdefault("namespace", "default")
     if not filled.get("uid"):
         filled["uid"] = "validate-placeholder"
-        warnings.append(
-            "metadata.uid: none; the API server gives one, but a directory feed skips a "
-            "policy without it"
-        )
     policy: dict[str, object] = {**document, "metadata": filled}
     try:
         policy_model.parse_policy(policy)  # type: ignore[arg-type]  # the raw object, checked
