@@ -191,3 +191,24 @@ def test_label_escaping_round_trips_through_dot(lines: list[str]) -> None:
     unescaped = body.replace("\\\\", "").replace('\\"', "").replace("\\n", "")
     assert '"' not in unescaped
     assert "\\" not in unescaped
+
+
+def test_a_feed_directory_that_is_not_there_is_status_2_not_an_empty_picture(
+    directory_node: DirectoryNode, tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-manifests"
+    config = tmp_path / "settings.yaml"
+    config.write_text(f"clusterNetwork: {DEFAULT_NETWORK}\nfeed: {{directory: {str(missing)!r}}}\n")
+    out = tmp_path / "graph.dot"
+
+    done = netattach("graph", "--config", str(config), "-o", str(out))
+
+    assert done.rc == 2
+    assert done.stderr == (
+        f"netattach graph: settings {str(config)!r}: feed.directory {str(missing)!r} "
+        "does not exist\n"
+    )
+    assert not out.exists()
+    listed = netattach("status", "--config", str(config))
+    assert listed.rc == 2
+    assert "does not exist" in listed.stderr

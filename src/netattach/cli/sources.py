@@ -173,6 +173,10 @@ def _from_directory(path: Path, namespace: str, name: str) -> cluster_pods.Listi
             f"settings {str(path)!r} use the Kubernetes feed: read that cluster with "
             "--kubeconfig, or ask the node's daemon with --socket"
         )
+    if not cfg.feed.path.is_dir():
+        # Nothing to read is no empty cluster: a picture or a listing of it would say "no pods".
+        why = "does not exist" if not cfg.feed.path.exists() else "is not a directory"
+        raise SourceError(f"settings {str(path)!r}: feed.directory {str(cfg.feed.path)!r} {why}")
     view = store.ClusterStore()
     feed = files.DirectoryFeed(cfg.feed.path, view)
     manifest_problems = feed.load()
