@@ -15,7 +15,7 @@ from netattach import loggers, offload
 from netattach.attach import delegate, selection, status
 from netattach.cluster import model
 from netattach.cni import conf, env, errors, result, spec
-from netattach.daemon import call_log, delegate_guard, hotplug, node_guard, pod_identity
+from netattach.daemon import call_log, delegate_guard, hotplug, pod_identity
 from netattach.daemon import locks as locks_mod
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
@@ -452,6 +452,11 @@ class Orchestrator:
     ) -> None:
         """SEC-NODE: no NAD of the plan takes the node's addresses or another attachment's."""
         policy = self.settings.networks.delegate_policy
+        if not policy.enabled or all(planned.is_default for planned in plan):
+            return
+        # Imported only with a NAD to check: the thin plugin's every ADD would pay for it.
+        from netattach.daemon import node_guard
+
         await node_guard.check_plan(plan, policy, self.view, self.records, container_id)
 
     def _check_installed(self, plan: Sequence[plan_mod.PlannedAttachment]) -> None:
