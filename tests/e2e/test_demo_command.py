@@ -94,3 +94,52 @@ def test_install_cni_puts_an_executable_netattach_thin_in_the_bin_dir(tmp_path: 
     )
     assert add.returncode == 1, add.stderr
     assert json.loads(add.stdout)["code"] == 6
+
+
+@pytest.mark.usefixtures("netns_ready")
+def test_a_kept_demo_leaves_attached_pods_to_inspect_until_clean(tmp_path: Path) -> None:
+    picture = tmp_path / "demo.svg"
+    try:
+        done = subprocess.run(
+            [NETATTACH, "demo", "--keep", "--picture", str(picture)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[-1] == f"==> demo passed; the picture: {picture}"
+        assert not any(line.startswith("==> DEL ") for line in lines)
+        hint = lines.index(
+            "==> kept for inspection (the pods attached, the policy in force), "
+            "in /run/netattach-demo:"
+        )
+        assert "netattach demo --clean" in lines[-2]
+        assert hint < len(lines) - 2
+        pod_a = subprocess.run(
+            ["ip", "-n", "na-demo-pod-a", "-j", "addr"], capture_output=True, check=True
+        )
+        assert "10.92.0.10" in pod_a.stdout.decode()
+        status = subprocess.run(
+            [NETATTACH, "status", "--config", "/run/netattach-demo/settings.yaml"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert "demo/pod-b" in status.stdout, status
+        table = subprocess.run(
+            ["ip", "netns", "exec", "na-demo-pod-b", "nft", "list", "tables"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert table.stdout.strip()  # the policy that admits pod-a is in force
+    finally:
+        cleaned = subprocess.run(
+            [NETATTACH, "demo", "--clean"], capture_output=True, text=True, check=False
+        )
+    assert cleaned.returncode == 0, cleaned.stderr
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    assert "na-demo" not in netns.stdout
+    assert not Path("/run/netattach-demo").exists()

@@ -7,6 +7,11 @@ node; every call is the installed shim run exactly as a container runtime runs i
 delegates are Debian's reference plugins. Then a MultiNetworkPolicy written into the manifests
 blocks the data-plane ping, lets in one labelled pod only, and is deleted. The node namespace
 keeps every host-side effect off the real host.
+
+`--keep` ends the story before the pods' DEL, with the policy that admits pod-a in force: the
+namespaces, the pods' interfaces, their network-status files, the policy tables and the daemon's
+log stay to inspect (the steps printed at the end), until `netattach demo --clean` (or the next
+demo) removes them.
 """
 
 import contextlib
@@ -238,7 +243,7 @@ def _draw(picture: Path) -> None:
         raise DemoError(f"netattach graph failed: {done.stderr.strip()}")
 
 
-def _policy_story(addresses: dict[str, dict[str, str]], picture: Path) -> None:
+def _policy_story(addresses: dict[str, dict[str, str]], picture: Path, *, keep: bool) -> None:
     manifests = DEMO_ROOT / "manifests"
     b_dp, b_st = addresses["pod-b"]["demo/dataplane"], addresses["pod-b"]["demo/storage"]
     say("MultiNetworkPolicy server-dataplane: pod-b (app=server) isolated on demo/dataplane")
@@ -254,6 +259,8 @@ def _policy_story(addresses: dict[str, dict[str, str]], picture: Path) -> None:
     _expect_ping("pod-a", "pod-b", b_dp, "demo/dataplane", passes=True)
     _expect_ping("pod-c", "pod-b", b_dp, "demo/dataplane", passes=False)
     _draw(picture)
+    if keep:
+        return
     say("the policy is deleted")
     (manifests / "policy.yaml").unlink()
     _expect_ping("pod-c", "pod-b", b_dp, "demo/dataplane", passes=True)
@@ -261,7 +268,7 @@ def _policy_story(addresses: dict[str, dict[str, str]], picture: Path) -> None:
     detail("pod-b has no policy table any more")
 
 
-def _story(picture: Path) -> None:
+def _story(picture: Path, *, keep: bool) -> None:
     containers = {pod: f"demo-{pod}-{secrets.token_hex(4)}" for pod in PODS}
     say(f"start the node daemon in {NODE}: it installs its shim and CNI config when ready")
     with node_daemon() as daemon:
@@ -282,7 +289,11 @@ def _story(picture: Path) -> None:
                 if not ping("pod-a", target):
                     raise DemoError("no reply")
                 detail("reply received")
-            _policy_story(addresses, picture)
+            _policy_story(addresses, picture, keep=keep)
+            if keep:
+                # Attachments, status files and policy tables stay; the daemon stops (what it
+                # made does not need it): the node is as a runtime would leave running pods.
+                return
             for pod in PODS:
                 say(f"DEL {pod}, twice (DEL is idempotent)")
                 for _ in range(2):
@@ -299,10 +310,46 @@ def _story(picture: Path) -> None:
     detail("no interface, IP allocation, policy table or record left")
 
 
-def run(*, examples: Path = EXAMPLES, keep: bool = False, picture: Path = PICTURE) -> int:
+def _inspect_hint() -> None:
+    """What a kept demo leaves, and how to look at it and remove it."""
+    say(f"kept for inspection (the pods attached, the policy in force), in {DEMO_ROOT}:")
+    steps = (
+        ("ip netns list", f"{NODE} and the pods' {', '.join(PODS.values())}"),
+        (f"ip -n {PODS['pod-a']} addr", "pod-a's interfaces and addresses"),
+        (f"netattach status --config {DEMO_ROOT}/settings.yaml", "pods, networks, problems"),
+        (f"ls {DEMO_ROOT}/manifests/status/demo", "network-status, as the API would hold it"),
+        (f"ip netns exec {PODS['pod-b']} nft list ruleset", "pod-b's policy table"),
+        (f"less {DEMO_ROOT}/daemon.log", "what the daemon did"),
+        ("netattach demo --clean", "removes all of it (so does the next demo)"),
+    )
+    width = max(len(command) for command, _ in steps)
+    for command, why in steps:
+        detail(f"{command:{width}}  # {why}")
+
+
+def clean() -> None:
+    """Remove what a demo left (`--keep`, or one that was killed): its namespaces, which hold
+    every interface and bridge the delegates made, and its directory."""
+    for name in (*PODS.values(), NODE):
+        namespace.remove(name)
+    shutil.rmtree(DEMO_ROOT, ignore_errors=True)
+
+
+def run(
+    *,
+    examples: Path = EXAMPLES,
+    keep: bool = False,
+    picture: Path = PICTURE,
+    only_clean: bool = False,
+) -> int:
+    """The demo; with `only_clean`, only the removal of what an earlier one kept."""
     if os.geteuid() != 0:
         print("netattach demo needs root (it creates network namespaces)", file=sys.stderr)
         return 2
+    if only_clean:
+        clean()
+        say(f"removed the demo's namespaces and {DEMO_ROOT}")
+        return 0
     missing = [tool for tool in ("nsenter", "ping", "nft", "dot") if shutil.which(tool) is None]
     if missing or not Path("/usr/lib/cni/bridge").exists():
         print(
@@ -317,15 +364,15 @@ def run(*, examples: Path = EXAMPLES, keep: bool = False, picture: Path = PICTUR
     status = 0
     try:
         _prepare(examples)
-        _story(picture)
+        _story(picture, keep=keep)
     except DemoError as exc:
         print(f"    FAILED: {exc}", file=sys.stderr)
         status = 1
     finally:
         if not keep:
-            for name in (*PODS.values(), NODE):
-                namespace.remove(name)
-            shutil.rmtree(DEMO_ROOT, ignore_errors=True)
+            clean()
+    if keep:
+        _inspect_hint()
     if status == 0:
         say(f"demo passed; the picture: {picture}")
     else:

@@ -75,7 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="the node daemon attaches three pods to a bridge and a macvlan network; a policy"
         " blocks and admits traffic; a picture of it all",
     )
-    demo.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
+    kept = demo.add_mutually_exclusive_group()
+    kept.add_argument(
+        "--keep",
+        action="store_true",
+        help="stop before the pods' DEL and leave them attached, with the policy, to inspect",
+    )
+    kept.add_argument(
+        "--clean", action="store_true", help="only remove what an earlier `--keep` left"
+    )
     demo.add_argument(
         "--picture",
         default="/tmp/netattach-demo.svg",
@@ -175,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from netattach.cli import demo
 
-        return demo.run(keep=args.keep, picture=Path(args.picture))
+        return demo.run(keep=args.keep, picture=Path(args.picture), only_clean=args.clean)
     if args.command == "daemon":
         from netattach.cli import daemon as daemon_cmd
 
