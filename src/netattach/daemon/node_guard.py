@@ -62,7 +62,7 @@ class LiveAttachments(NamedTuple):
 
 def read_node_facts() -> NodeFacts:
     """The addresses and default gateways of this network namespace (the node's). Blocking."""
-    from netattach.netns import host  # pyroute2: only when a config hands out addresses
+    from netattach.netns import host  # only when a config hands out addresses
 
     addresses, gateways = host.read_addresses()
     return NodeFacts(
@@ -86,8 +86,8 @@ def forget_node_facts() -> None:
 
 
 async def node_facts(read: Callable[[], NodeFacts] | None = None) -> NodeFacts:
-    """The node's facts, read at most once per `NODE_FACTS_TTL` (in a worker thread under the
-    daemon's event loop: pyroute2 runs a loop of its own; inline in the thin plugin)."""
+    """The node's facts, read at most once per `NODE_FACTS_TTL` (a blocking netlink dump: in a
+    worker thread under the daemon's event loop, inline in the thin plugin)."""
     now = time.monotonic()
     if now - _CACHE.read_at >= NODE_FACTS_TTL:
         _CACHE.facts = await offload.to_thread(read or read_node_facts)
