@@ -231,6 +231,14 @@ ATTACKS: list[Attack] = [
         does="a node route sending node-to-pod traffic to the attacker's veth",
     ),
     Attack(
+        "ptp-static-live-pod-address",
+        {"type": "ptp", "ipam": {"type": "static", "addresses": [{"address": "10.77.0.7/24"}]}},
+        admission=False,
+        does="another pod's address (10.77.0.7, live on the node): a node route sending "
+        "node-to-pod traffic for it to the attacker's veth (refused at ADD only: a live "
+        "attachment's address is the node's fact)",
+    ),
+    Attack(
         "portmap",
         f'{{"cniVersion": "{CNI_VERSION}", "name": "attack", "plugins": ['
         '{"type": "bridge", "bridge": "br-data", "ipam": {"type": "host-local", '
