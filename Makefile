@@ -9,7 +9,12 @@ NATIVE_SHIM := src/netattach/shim/netattach-shim
 .PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench bench-memory clean shim image
 
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh test
+
+# The demo's packages only (no containerd, runc, mmdebstrap, umoci: those are the tests').
+.PHONY: deps-demo
+deps-demo:
+	@scripts/install-deps.sh demo
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,7 +42,7 @@ pytest: venv
 
 test: lint typecheck layers pytest
 
-demo: venv
+demo: deps-demo $(STAMP) $(NATIVE_SHIM)
 	$(BIN)/netattach demo
 
 .PHONY: bench-quick bench-breakdown bench-policy bench-policy-latency bench-policy-churn \
