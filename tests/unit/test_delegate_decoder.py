@@ -1,4 +1,4 @@
-"""The delegate policy against the plugins' own decoders (SEC-KEYS, SEC-DELEGATE, issue 27).
+"""The delegate policy against the plugins' own decoders (SEC-KEYS, SEC-DELEGATE, SEC-NODE).
 
 The policy reads a config's keys exactly; the reference plugins read theirs with Go's
 `encoding/json`, which takes a key for a field ignoring case and by Unicode simple folding (the
@@ -8,7 +8,9 @@ structs, as they do, and says what each plugin reads. The property: for generate
 config lists and `args.cni`, a pod's `cni-args`), whenever the daemon accepts a config, every
 plugin's reading is within the policy: each plugin run (netattach's and the IPAM plugin a main
 plugin runs) is a listed type, and its master, bridge, device, PCI address, dataDir and sysctls
-are allowed.
+are allowed; and of SEC-NODE's rules, those that need no node: a macvlan takes a master whole
+(passthru) only from `passthruMaster`, a gateway or NAT goes on a bridge of `gatewayBridge` only,
+and no address the IPAM plugin hands out lies in a CIDR of `reservedRanges`.
 
 The daemon's side is taken as the daemon takes it: `resolve_delegate` parses the spec.config
 text, `apply_selection` merges the `cni-args`, `delegate_guard.check_nad` judges the result; the
@@ -18,6 +20,7 @@ decoder gets what `runtime.chain.build_plugin_config` makes of each plugin, seri
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
@@ -30,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from netattach.attach import delegate, delegate_rules, globs
+from netattach.attach import delegate, delegate_node, delegate_rules, globs
 from netattach.cni import conf, errors
 from netattach.daemon import delegate_guard
 from netattach.runtime import chain
@@ -54,6 +57,9 @@ STRICT = delegate_rules.DelegateRules(
     data_dir=globs.Prefixes(("/var/lib/cni", "/run/cni")),
     sysctl=globs.Patterns(("net.ipv4.conf.*",)),
 )
+STRICT = STRICT._replace(
+    passthru_master=globs.Patterns(("na-ok1",)), gateway_bridge=globs.Patterns(("br-ok",))
+)
 NO_DEVICE = STRICT._replace(device=globs.Patterns(()), pci_bus_id=globs.Patterns(()))
 FRESH = delegate_rules.DelegateRules()  # a fresh install: no delegatePolicy key
 RULES = {"strict": STRICT, "no-device": NO_DEVICE, "fresh": FRESH}
@@ -62,6 +68,7 @@ RULES = {"strict": STRICT, "no-device": NO_DEVICE, "fresh": FRESH}
 DEFAULT_ROUTE = ("macvlan", "ipvlan")
 # bridge CNI's defaultBrName: where a bridge config without "bridge" (or with "") goes.
 BRIDGE_DEFAULT = "cni0"
+GATEWAY_FLAGS = ("isGateway", "isDefaultGateway", "ipMasq")
 
 
 # --- the daemon's side ---------------------------------------------------------------------
@@ -167,6 +174,26 @@ def outside_policy(
     for sysctl in reading.get("sysctl") or {}:
         if not rules.sysctl.allows(sysctl):
             found.append(f"sysctl {sysctl!r} not in sysctl {rules.sysctl}")
+    found.extend(_outside_node_rules(reading, rules))
+    return found
+
+
+def _outside_node_rules(reading: Reading, rules: delegate_rules.DelegateRules) -> list[str]:
+    """SEC-NODE's per-config rules on a reading: a master taken whole, a gateway or NAT on the
+    node."""
+    found: list[str] = []
+    exec_type = reading["exec"]
+    if exec_type == "macvlan" and reading.get("mode") == "passthru":
+        master, listed = reading.get("master") or "", rules.passthru_master
+        if not (listed.allows(master) if master else listed.allows_anything):
+            found.append(f"mode passthru takes master {master!r} whole, passthruMaster {listed}")
+    flags = [flag for flag in GATEWAY_FLAGS if reading.get(flag) is True]
+    if flags and exec_type == "bridge":
+        bridge = reading["bridge"] or BRIDGE_DEFAULT
+        if not rules.gateway_bridge.allows(bridge):
+            found.append(f"{flags} on bridge {bridge!r}, gatewayBridge {rules.gateway_bridge}")
+    elif flags and not rules.gateway_bridge.allows_anything:
+        found.append(f"{flags} outside a bridge, gatewayBridge {rules.gateway_bridge}")
     return found
 
 
@@ -180,7 +207,35 @@ def _outside_ipam(
     if kind and (conf.plugin_type_problem(kind) or not rules.types.allows(kind)):
         found.append(f"ipam type (read by {ipam['plugin']}) {kind!r} not in types {rules.types}")
     found.extend(_outside_data_dir("ipam dataDir", ipam.get("dataDir"), rules, protected))
+    reserved = delegate_node.reserved_networks(rules.reserved_ranges)
+    points = [a["address"] for a in ipam.get("addresses") or ()] + list(ipam.get("ips") or ())
+    for text in points:
+        address = _interface(text)
+        if address is not None and any(address.ip in network for network in reserved):
+            found.append(f"ipam hands out {text!r}, in reservedRanges {rules.reserved_ranges}")
+    for handed in ipam.get("ranges") or ():
+        subnet = _interface(handed["subnet"])
+        if subnet is None:
+            continue
+        start, end = _interface(handed["rangeStart"]), _interface(handed["rangeEnd"])
+        first = int(start.ip if start else subnet.network[0])
+        last = int(end.ip if end else subnet.network[-1])
+        for network in reserved:
+            if (
+                network.version == subnet.version
+                and first <= int(network[-1])
+                and last >= int(network[0])
+            ):
+                found.append(f"ipam range {handed} overlaps reservedRanges {network}")
     return found
+
+
+def _interface(text: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface | None:
+    """An address (with or without a prefix) as the plugin would read it; None: it would fail."""
+    try:
+        return ipaddress.ip_interface(text) if text else None
+    except ValueError:
+        return None
 
 
 def _outside_data_dir(
@@ -343,6 +398,7 @@ SYSCTL_NAMES = (
 )
 _SYSCTL_SETS = st.lists(st.sampled_from(SYSCTL_NAMES), min_size=1, max_size=2, unique=True)
 MODES = scalar("bridge", "l2", "passthru")
+FLAGS = scalar(True, False, False)
 MAIN_TYPES = ("macvlan", "ipvlan", "vlan", "bridge", "host-device", "ptp")
 META_TYPES = ("tuning", "portmap", "bandwidth")
 IPAM_TYPES = st.sampled_from(("host-local", "host-local", "static", "dhcp", "unlisted-ipam"))
@@ -353,12 +409,21 @@ def sysctl_object(draw: st.DrawFn, tricky: bool) -> str:
     return json_object([(json_string(draw, name), '"1"') for name in draw(_SYSCTL_SETS)])
 
 
+SUBNETS = scalar("10.1.0.0/24", "10.1.0.0/24", "10.1.0.0/24", "169.254.169.0/24")
+ADDRESSES = scalar("10.1.0.5/24", "10.1.0.5/24", "10.1.0.5/24", "169.254.169.254/24")
+IPS = st.sampled_from(['["10.1.0.9/24"]', '["10.1.0.9/24"]', '["169.254.169.254/24"]'])
+
+
+def static_addresses(draw: st.DrawFn, tricky: bool) -> str:
+    return "[" + obj(draw, [Entry("address", ADDRESSES)], tricky) + "]"
+
+
 def ipam_entries(kind: str) -> list[Entry]:
     entries = [Entry("type", literal(json.dumps(kind)))]
     if kind == "host-local":
-        entries.append(Entry("subnet", literal('"10.1.0.0/24"')))
+        entries.append(Entry("subnet", SUBNETS))
     if kind == "static":
-        entries.append(Entry("addresses", literal('[{"address":"10.1.0.5/24"}]')))
+        entries.append(Entry("addresses", static_addresses))
     return entries
 
 
@@ -373,7 +438,7 @@ ARGS_ENTRIES = st.lists(
     st.sampled_from(
         [
             Entry("sysctl", sysctl_object),
-            Entry("ips", literal('["10.1.0.9/24"]')),
+            Entry("ips", lambda draw, _tricky: draw(IPS)),
             Entry("mac", literal('"02:00:00:00:00:09"')),
         ]
     ),
@@ -393,7 +458,7 @@ PLUGIN_ENTRIES: dict[str, list[Entry]] = {
     "macvlan": [Entry("master", MASTERS), Entry("mode", MODES)],
     "ipvlan": [Entry("master", MASTERS), Entry("mode", MODES)],
     "vlan": [Entry("master", MASTERS), Entry("vlanId", literal("7"))],
-    "bridge": [Entry("bridge", BRIDGES)],
+    "bridge": [Entry("bridge", BRIDGES), *(Entry(flag, FLAGS) for flag in GATEWAY_FLAGS)],
     "host-device": [
         Entry("device", DEVICES),
         Entry("pciBusID", PCI),
@@ -401,7 +466,7 @@ PLUGIN_ENTRIES: dict[str, list[Entry]] = {
         Entry("kernelpath", literal('"/sys/devices/pci0000:00/0000:00:1f.6"')),
         Entry("runtimeConfig", nested([Entry("deviceID", PCI)])),
     ],
-    "ptp": [],
+    "ptp": [Entry("ipMasq", FLAGS)],
     "tuning": [Entry("sysctl", sysctl_object), Entry("dataDir", DATA_DIRS)],
     "portmap": [Entry("snat", literal("true"))],
     "bandwidth": [Entry("ingressRate", literal("1000")), Entry("ingressBurst", literal("1000"))],
@@ -463,7 +528,7 @@ def cni_args(draw: st.DrawFn) -> dict[str, object] | None:
     if draw(_COIN):
         chosen[spelled(draw, "sysctl", tricky)] = dict.fromkeys(draw(_SYSCTL_SETS), "1")
     if draw(_COIN):
-        chosen[spelled(draw, "ips", tricky)] = ["10.1.0.9/24"]
+        chosen[spelled(draw, "ips", tricky)] = json.loads(draw(IPS))
     if draw(_COIN):
         chosen[spelled(draw, "mac", tricky)] = "02:00:00:00:00:0a"
     return chosen or None
@@ -509,6 +574,7 @@ def _policy(rules: delegate_rules.DelegateRules) -> delegate_rules.DelegatePolic
 
 @pytest.mark.req("SEC-KEYS")
 @pytest.mark.req("SEC-DELEGATE")
+@pytest.mark.req("SEC-NODE")
 @settings(
     max_examples=BATCHES,
     deadline=None,
@@ -749,6 +815,7 @@ def test_a_repeated_key_reaches_no_plugin_twice(cnidecode: Decoder) -> None:
 # --- the decoder itself ----------------------------------------------------------------------
 
 
+@pytest.mark.req("SEC-KEYS")
 def test_the_declared_plugin_structs_match_the_plugins_source(cnidecode: Decoder) -> None:
     """cnidecode's copies of the plugins' config structs have every JSON name of the plugins'
     own, in order, with the same kind of Go type (go/ast against reflect)."""
