@@ -212,3 +212,48 @@ def test_a_feed_directory_that_is_not_there_is_status_2_not_an_empty_picture(
     listed = netattach("status", "--config", str(config))
     assert listed.rc == 2
     assert "does not exist" in listed.stderr
+
+
+def groups(path: Path, kind: str) -> list[tuple[str, ET.Element]]:
+    """The SVG groups of graph `kind` ("node", "edge"), each with its title."""
+    root = ET.parse(path).getroot()
+    found = []
+    for group in root.iter(f"{SVG}g"):
+        title = group.find(f"{SVG}title")
+        if group.get("class") == kind and title is not None:
+            found.append((title.text or "", group))
+    return found
+
+
+def test_each_interface_is_labelled_at_its_edge_and_a_selected_one_in_red(
+    directory_node: DirectoryNode,
+) -> None:
+    picture_fixture(directory_node)
+    out = directory_node.root / "networks.svg"
+
+    done = netattach("graph", "--config", str(directory_node.settings), "-o", str(out))
+
+    assert done.rc == 0, done.stderr
+    # Each attachment is a row of its pod's box, where its edge leaves: no label floats between
+    # the ranks, and the policy that selects blue/web on net-a is named in its row.
+    boxes = {
+        texts[0]: texts[1:]
+        for _, group in groups(out, "node")
+        if (texts := [t.text or "" for t in group.iter(f"{SVG}text")])
+    }
+    assert boxes["blue/web"] == [
+        "eth0",
+        "10.80.0.5/24",
+        "net1",
+        "10.81.0.5/24",
+        "fd00:81::5/64",
+        "policy: blue/deny",
+        "net2",
+    ]
+    assert boxes["red/db"] == ["eth0", "10.80.0.6/24", "net1", "10.82.0.6/24"]
+    edges = [group for _, group in groups(out, "edge")]
+    assert len(edges) == 5
+    assert all(list(edge.iter(f"{SVG}text")) == [] for edge in edges)
+    strokes = [path.get("stroke") for edge in edges for path in edge.iter(f"{SVG}path")]
+    assert strokes.count(GOVERNED_RED) == 1  # blue/web's net1, the one the policy selects
+    assert "MultiNetworkPolicy selects" in svg_texts(out)  # the legend says what red means

@@ -1,19 +1,24 @@
 """`netattach graph [--namespace NS] [source flags] -o FILE.svg|FILE.png|FILE.dot`
 
 A picture of pods (boxes) and the networks they are attached to (ellipses): one edge per
-attachment, labelled with the pod's interface name and addresses. A network that a
-MultiNetworkPolicy governs has a dashed red border and the policies' names; a legend says so.
+attachment, leaving the pod's box from a row of its own that names the interface and its
+addresses, so each label sits at its edge's end (edge labels between the ranks stacked in one
+column, out of reach of their edges). A network that a MultiNetworkPolicy governs has a dashed
+red border and the policies' names; an attachment a policy selects (its pod matches the
+policy's podSelector) has a red row naming the policy and a dashed red edge; a legend says so.
 The pods come from the same sources as `netattach status` (`netattach.cli.sources`).
 
 The picture is drawn by Graphviz's `dot` (Debian package `graphviz`) from DOT text built here;
 `.dot` (or `.gv`) writes that text instead. Every label is escaped for DOT: names come from
 manifests and CNI configs, and a quote, a backslash or a newline in one must not change the
-graph (or turn into a Graphviz escape such as `\\N`).
+graph (or turn into a Graphviz escape such as `\\N`); a pod's box is an HTML-like label, whose
+text is escaped as HTML (`html_text`).
 
 Exit status: 0 when the file is written, 2 when the source cannot be read, the file name has
 no known suffix, or `dot` is missing or fails.
 """
 
+import html
 import os
 import shutil
 import subprocess
@@ -23,6 +28,7 @@ from typing import TextIO
 
 from netattach import atomic
 from netattach.cli import cluster_pods, sources
+from netattach.daemon import introspect
 
 EXIT_OK = 0
 EXIT_FAILED = 2
@@ -45,6 +51,33 @@ def label(*lines: str) -> str:
         text = "".join(c if c.isprintable() else repr(c)[1:-1].replace("\\", "\\\\") for c in text)
         escaped.append(text)
     return '"' + "\\n".join(escaped) + '"'
+
+
+def html_text(line: str) -> str:
+    """`line` for an HTML-like label: every character shown as itself, a control character as
+    its Python escape (as `label` shows it)."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    return html.escape(shown, quote=True)
+
+
+def _pod_box(pod: introspect.PodReport) -> str:
+    """The pod's box: its name, then a row per attachment (port `a<N>`, where its edge leaves):
+    the interface, its addresses, and the policies that select it, in red."""
+    rows = [f'<TR><TD ALIGN="CENTER"><B>{html_text(pod.key)}</B></TD></TR>']
+    for index, att in enumerate(pod.attachments):
+        lines = [html_text(att.interface), *(html_text(ip) for ip in att.ips)]
+        if att.policies:
+            lines += [
+                f'<FONT COLOR="{_GOVERNED_COLOR}">{html_text("policy: " + name)}</FONT>'
+                for name in att.policies
+            ]
+        text = '<BR ALIGN="LEFT"/>'.join(lines) + '<BR ALIGN="LEFT"/>'
+        side = f' COLOR="{_GOVERNED_COLOR}"' if att.policies else ""
+        rows.append(f'<TR><TD PORT="a{index}" ALIGN="LEFT" SIDES="T"{side}>{text}</TD></TR>')
+    return (
+        f'<<TABLE BORDER="1" CELLBORDER="1" CELLSPACING="0" CELLPADDING="4" STYLE="ROUNDED" '
+        f'BGCOLOR="{_POD_FILL}">' + "".join(rows) + "</TABLE>>"
+    )
 
 
 def _attrs(**values: str) -> str:
@@ -94,7 +127,15 @@ def _legend() -> Iterable[str]:
         )
         + ";"
     )
-    yield "    legend_pod -- legend_network -- legend_governed [style=invis];"
+    selected = _attrs(
+        label=label("a pod's interface that a", "MultiNetworkPolicy selects"),
+        shape="box",
+        style='"rounded,dashed"',
+        color=f'"{_GOVERNED_COLOR}"',
+        fontcolor=f'"{_GOVERNED_COLOR}"',
+    )
+    yield f"    legend_selected {selected};"
+    yield "    legend_pod -- legend_network -- legend_governed -- legend_selected [style=invis];"
     yield "  }"
 
 
@@ -131,22 +172,14 @@ def build_dot(listing: cluster_pods.Listing, title: str) -> str:
         lines.append(f"  {node} {attrs};")
     for index, pod in enumerate(listing.pods):
         node = f"pod{index}"
-        lines.append(
-            f"  {node} "
-            + _attrs(
-                label=label(pod.key),
-                shape="box",
-                style='"rounded,filled"',
-                fillcolor=f'"{_POD_FILL}"',
-            )
-            + ";"
-        )
-        for att in pod.attachments:
-            edge = _attrs(
-                label=label(att.interface, *att.ips),
-                style="bold" if att.default else "solid",
-            )
-            lines.append(f"  {node} -- {networks[att.network]} {edge};")
+        lines.append(f"  {node} {_attrs(label=_pod_box(pod), shape='plain')};")
+        for port, att in enumerate(pod.attachments):
+            style = "bold" if att.default else "solid"
+            if att.policies:
+                edge = _attrs(style='"dashed,bold"', color=f'"{_GOVERNED_COLOR}"')
+            else:
+                edge = _attrs(style=style)
+            lines.append(f"  {node}:a{port}:e -- {networks[att.network]} {edge};")
     lines.extend(_legend())
     lines.append("}")
     return "\n".join(lines) + "\n"
