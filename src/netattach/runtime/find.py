@@ -23,5 +23,23 @@ def find_plugin(plugin_type: str, directories: Sequence[str]) -> Path:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
     raise errors.InvalidNetworkConfigError(
-        f"failed to find plugin {plugin_type!r} in path {list(directories)!r}"
+        f"failed to find plugin {plugin_type!r} in path {list(directories)!r}",
+        "; ".join(_dangling(plugin_type, directories)),
     )
+
+
+def _dangling(plugin_type: str, directories: Sequence[str]) -> list[str]:
+    """Why a plugin that is named in a directory is not there: a symlink that does not resolve.
+    In the daemon's container, a node's `/opt/cni/bin/bridge -> /usr/lib/cni/bridge` (Debian's
+    package) points at a path the container does not have."""
+    found: list[str] = []
+    for directory in directories:
+        candidate = Path(directory) / plugin_type if directory else None
+        if candidate is None or not candidate.is_symlink() or candidate.exists():
+            continue
+        found.append(
+            f"{str(candidate)!r} is a symlink to {os.readlink(candidate)!r}, which does not "
+            "exist here (the daemon runs delegates in its own container: the plugins must be "
+            "files in a directory mounted from the node, docs/deploy.md)"
+        )
+    return found
