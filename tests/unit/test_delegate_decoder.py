@@ -56,9 +56,8 @@ STRICT = delegate_rules.DelegateRules(
     pci_bus_id=globs.Patterns(("0000:00:01.0",)),
     data_dir=globs.Prefixes(("/var/lib/cni", "/run/cni")),
     sysctl=globs.Patterns(("net.ipv4.conf.*",)),
-)
-STRICT = STRICT._replace(
-    passthru_master=globs.Patterns(("na-ok1",)), gateway_bridge=globs.Patterns(("br-ok",))
+    passthru_master=globs.Patterns(("na-ok1",)),
+    gateway_bridge=globs.Patterns(("br-ok",)),
 )
 NO_DEVICE = STRICT._replace(device=globs.Patterns(()), pci_bus_id=globs.Patterns(()))
 FRESH = delegate_rules.DelegateRules()  # a fresh install: no delegatePolicy key
