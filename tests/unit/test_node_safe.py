@@ -161,6 +161,10 @@ def test_loopback_multicast_and_unspecified_are_never_handed_out() -> None:
     for address in ("127.0.0.2/8", "224.0.0.5/24", "0.0.0.0/24", "::1/128"):
         config = ipam_bridge({"type": "static", "addresses": [{"address": address}]})
         assert any("which no list can grant" in r for r in refusals(config, reservedRanges=[]))
+    # A range is judged whole, not by its ends.
+    wide = ipam_bridge({"type": "host-local", "subnet": "126.0.0.0/7"})
+    (refusal,) = refusals(wide, reservedRanges=[])
+    assert "(span 126.0.0.1-127.255.255.254) holds a loopback address" in refusal
 
 
 def test_an_address_that_is_no_address_is_refused() -> None:

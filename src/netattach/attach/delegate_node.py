@@ -56,6 +56,13 @@ ROUTE_DST: Final = "route"  # a route's destination, in the pod
 ROUTE_GW: Final = "route gateway"
 
 _RESERVED_BY: Final = "reserved by"
+# Never handed out, whatever the lists say.
+_SPECIAL: Final = (
+    ("a loopback address", ("127.0.0.0/8", "::1/128")),
+    ("a multicast address", ("224.0.0.0/4", "ff00::/8")),
+    ("the unspecified address", ("0.0.0.0/32", "::/128")),
+    ("the broadcast address", ("255.255.255.255/32",)),
+)
 
 
 class Claim(NamedTuple):
@@ -113,7 +120,8 @@ def check_config(
     for claim in found:
         special = _special(claim)
         if special:
-            why = f"is {special}, which no list can grant; see"
+            verb = "holds" if claim.kind in (SPAN, SUBNET) else "is"
+            why = f"{verb} {special}, which no list can grant; see"
             refusals.append(delegate_check.Refusal(claim.key, claim.shown(), rule, why))
             continue
         for network in ranges:
@@ -178,15 +186,9 @@ def _special(claim: Claim) -> str:
     """What makes an address no pod, range or node address may be, whatever the lists; ""."""
     if claim.kind in (ROUTE_DST, ROUTE_GW):
         return ""
-    for address in (claim.first, claim.last):
-        if address.is_loopback:
-            return "a loopback address"
-        if address.is_multicast:
-            return "a multicast address"
-        if address.is_unspecified:
-            return "the unspecified address"
-    if claim.first.version == 4 and claim.last == ipaddress.IPv4Address("255.255.255.255"):
-        return "the broadcast address"
+    for what, cidrs in _SPECIAL:
+        if any(claim.overlaps(ipaddress.ip_network(cidr)) for cidr in cidrs):
+            return what
     return ""
 
 
