@@ -172,6 +172,7 @@ def test_an_address_that_is_no_address_is_refused() -> None:
         {"type": "static", "addresses": [{"address": "10.1.0.500/24"}]},
         {"type": "host-local", "subnet": "10.1.0.0/33"},
         {"type": "host-local", "subnet": "10.1.0.0/24", "rangeStart": 5},
+        {"type": "host-local", "subnet": "10.1.0.0/24", "rangeEnd": "10.2.0.9"},
     ):
         (refusal,) = refusals(ipam_bridge(ipam))
         assert "is not a" in refusal, refusal

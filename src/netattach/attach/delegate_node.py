@@ -294,6 +294,9 @@ def _range(
         address = _address(obj[key], _join(path, key), unreadable)
         if address is None:
             return
+        if address not in subnet:  # host-local refuses it too; judged, it would mislead
+            unreadable.append(_unreadable(_join(path, key), obj[key], f"an address of {subnet}"))
+            return
         bounds.append(address)
     gateway = _gateway(obj, path, subnet, unreadable)
     where = _join(path, "subnet")
