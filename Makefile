@@ -40,11 +40,28 @@ layers: venv
 pytest: venv
 	$(BIN)/python -m pytest --req-report $(PYTEST_ARGS)
 
-test: lint typecheck layers pytest
+# The reference CNI plugins at their current release (github.com/containernetworking/plugins from
+# the Go module proxy; Debian's in /usr/lib/cni are 1.1.1), cached by version in build/cni-plugins/.
+cni-plugins:
+	@scripts/build-cni-plugins.sh
+
+# The tests whose outcome is what the plugins do (the runtime's matrix at every CNI version, 1.1.0
+# with STATUS and GC included; attach, CHECK, GC, capabilities, DEL, the node-safe refusals
+# through the thin plugin) again with that release: NETATTACH_TEST_CNI_PATH names its directory.
+# Why this subset: README.md (Tests).
+CNI_CURRENT_TESTS := tests/netns/test_plugins.py tests/netns/test_chain_failures.py \
+	tests/e2e/test_attach.py tests/e2e/test_gc_check.py tests/e2e/test_cni11_plugins.py \
+	tests/e2e/test_runtime_requests.py tests/e2e/test_node_safe.py tests/e2e/test_teardown.py
+pytest-cni-current: venv cni-plugins
+	NETATTACH_TEST_CNI_PATH="$$(scripts/build-cni-plugins.sh dir)" \
+		$(BIN)/python -m pytest -p no:cacheprovider $(CNI_CURRENT_TESTS)
+
+test: lint typecheck layers pytest pytest-cni-current
 
 demo: deps-demo $(STAMP) $(NATIVE_SHIM)
 	$(BIN)/netattach demo
 
+.PHONY: cni-plugins pytest-cni-current bench-side-by-side
 .PHONY: bench-quick bench-breakdown bench-policy bench-policy-latency bench-policy-churn \
 	bench-api-writes
 
@@ -52,13 +69,22 @@ bench-runtime: venv
 	$(BIN)/python -m bench.runtime_latency
 
 # Every scenario in one run (root, ~10 min on 2 cores): floor, thick (directory and Kubernetes
-# feeds), thin and NETATTACH_BENCH_PEER; prints a table, writes bench/results/<date>.json.
+# feeds), thin and NETATTACH_BENCH_PEER; then netattach beside Multus on a real API server (the
+# control plane scripts/build-k8s.sh builds); prints a table, writes bench/results/<date>.json.
 bench: venv shim
+	@scripts/build-k8s.sh
 	$(BIN)/python -m bench
 
-# The same with tiny sizes (a smoke run, ~1 min).
+# The same with tiny sizes (a smoke run, ~1.5 min).
 bench-quick: venv
+	@scripts/build-k8s.sh
 	$(BIN)/python -m bench --quick
+
+# netattach thick and thin beside Multus thin and thick (NETATTACH_BENCH_MULTUS) on a real API
+# server, alone (root, ~3 min; docs/performance.md).
+bench-side-by-side: venv shim
+	@scripts/build-k8s.sh
+	$(BIN)/python -m bench.side_by_side
 
 # Where thick mode's time goes: the daemon under timing probes, without fsync, and under strace.
 bench-breakdown: venv shim
