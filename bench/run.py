@@ -31,6 +31,7 @@ from bench import (
     node,
     policy_scale,
     shim_startup,
+    side_by_side,
     stats,
     throughput,
     topology,
@@ -337,6 +338,15 @@ def scenarios(guard: guard_mod.Guard, options: Options, result: dict[str, Any]) 
     result["policy"] = policy_scale.measure(
         options.policies, options.policy_pods, options.policy_repeats
     )
+
+    # netattach beside Multus on a real API server (bench/side_by_side.py), bridge pods.
+    try:
+        part = side_by_side.measure(guard, side_by_side.Options(options.runs, options.counts))
+    except side_by_side.UnavailableError as exc:
+        result["notes"].append(f"side by side on a real API server: skipped ({exc})")
+    else:
+        result["side_by_side"] = part
+        result["leaks"] += [f"side by side: {leak}" for leak in part["leaks"]]
 
 
 def phase(text: str) -> None:

@@ -135,6 +135,37 @@ def policy(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def side_by_side_part(part: dict[str, Any]) -> list[str]:
+    """`bench.side_by_side`'s figures: p50/p90 per pod shape, and p50 as a multiple of the
+    baseline's (Multus thick, or netattach thick when Multus did not run)."""
+    base = part["baseline"]
+    lines = [
+        "",
+        f"side by side on a real API server ({part['server_version']}; {part['control_plane']}),"
+        f" {part['kind']} networks, {part['runs']} rounds, ms; x = p50 / {base}'s p50",
+        f"  {'networks':12}{'contender':14}{'ADD p50':>9}{'p90':>8}{'DEL p50':>10}{'p90':>8}"
+        f"{'ADD x':>8}{'DEL x':>8}",
+    ]
+    for count, shape in part["pods"].items():
+        label = "default" if count == "0" else f"default + {count}"
+        for who, ops in shape["summary"].items():
+            ratio = shape["ratio_to_baseline"][who]
+            lines.append(
+                f"  {label:12}{who:14}{ops['add']['p50']:9.1f}{ops['add']['p90']:8.1f}"
+                f"{ops['del']['p50']:10.1f}{ops['del']['p90']:8.1f}"
+                f"{ratio['add_p50']:8.2f}{ratio['del_p50']:8.2f}"
+            )
+            label = ""
+    lines += [f"  note: {note}" for note in part["notes"]]
+    lines += [f"  leak: {leak}" for leak in part["leaks"]]
+    return lines
+
+
+def side_by_side(result: dict[str, Any]) -> list[str]:
+    part = result.get("side_by_side")
+    return side_by_side_part(part) if part is not None else []
+
+
 def footer(result: dict[str, Any]) -> list[str]:
     lines = [""]
     lines += [f"note: {note}" for note in result["notes"]]
@@ -207,5 +238,5 @@ def targets(result: dict[str, Any]) -> list[str]:
 
 
 def render(result: dict[str, Any]) -> str:
-    sections = [header, latency, throughput, memory, shim, policy, targets, footer]
+    sections = [header, latency, throughput, memory, shim, policy, side_by_side, targets, footer]
     return "\n".join(line for section in sections for line in section(result))
