@@ -80,6 +80,9 @@ CHECKED_KEYS: Final = frozenset(
         "hostIP",
         "snat",
         "externalSetMarkChain",
+        # host paths the policy does not judge (docs/security.md), spelled one way all the same
+        "resolvConf",
+        "daemonSocketPath",
     }
 )
 

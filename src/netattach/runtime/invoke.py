@@ -166,6 +166,9 @@ class Invoker:
         """Run ADD; the result comes back in the config's own `cniVersion` (as libcni does).
         The plugin reads its config only once `gate` completes (`execute.PluginExec`)."""
         conf_version = str(config.get("cniVersion", "0.1.0"))
+        # Serialised from the parsed config, never the text as written (SEC-KEYS): Go merges a
+        # repeated object key into one (`"ipam": {...}, "ipam": {...}`), which the policy, like
+        # Python's parser, reads as the last only; once parsed, each key reaches a plugin once.
         outcome = await self._run(plugin, path, json.dumps(config).encode(), call, gate)
         if outcome.returncode != 0:
             raise self._error(plugin, call.command, outcome)
