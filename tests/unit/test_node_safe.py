@@ -13,7 +13,8 @@ import pytest
 
 from netattach.attach import delegate_check, delegate_node, delegate_rules
 from netattach.cluster import store
-from netattach.daemon import delegate_guard, node_guard, records, settings
+from netattach.cni import conf
+from netattach.daemon import delegate_guard, node_guard, plan, records, settings
 from tests.unit.test_delegate_policy import build, call, nad, pod
 
 pytestmark = pytest.mark.req("SEC-NODE")
@@ -419,3 +420,51 @@ def test_a_config_that_hands_out_nothing_never_reads_the_node(
 
     assert plugins.commands() == [("bridge", "ADD"), ("macvlan", "ADD")]
     assert list(orch.records.container_ids()) == ["c1"]
+
+
+def planned(status_name: str, config: dict[str, Any]) -> plan.PlannedAttachment:
+    network = conf.parse_any({"cniVersion": "1.0.0", "name": "n", **config}, source="test")
+    return plan.PlannedAttachment(
+        status_name=status_name,
+        ifname="net1",
+        is_default=False,
+        network=network,
+        capability_args={},
+    )
+
+
+def test_two_adds_at_once_cannot_both_claim_one_address(tmp_path: Path) -> None:
+    """The first ADD's claims count from its check until its record is on disk (the daemon runs
+    ADDs side by side)."""
+    store_ = records.PodRecords(tmp_path)
+    policy = delegate_rules.DelegatePolicy(rules=rules(reservedRanges=[]))
+    config = {"type": "ptp", "ipam": static("10.5.0.9/24", gateway="10.5.0.254")}
+    first, second = [planned("blue/net-a", config)], [planned("red/net-b", config)]
+
+    asyncio.run(node_guard.check_plan(first, policy, None, store_, "c-first"))
+    with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
+        asyncio.run(node_guard.check_plan(second, policy, None, store_, "c-second"))
+    assert "held by the live attachment blue/net-a of container c-first (being added)" in (
+        caught.value.msg
+    )
+    # Its own retry is not refused by its own claim.
+    asyncio.run(node_guard.check_plan(first, policy, None, store_, "c-first"))
+
+    # Once recorded (before any plugin runs), the record's config holds the address.
+    attachment = records.AttachmentRecord(
+        status_name="blue/net-a", ifname="net1", is_default=False, config=config, capability_args={}
+    )
+    store_.save(
+        records.PodRecord(
+            container_id="c-first",
+            netns="/x",
+            namespace="blue",
+            pod="web",
+            uid="u",
+            attachments=(attachment,),
+        )
+    )
+    with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
+        asyncio.run(node_guard.check_plan(second, policy, None, store_, "c-second"))
+    assert "held by the live attachment blue/net-a of pod blue/web" in caught.value.msg
+    node_guard.forget_node_facts()

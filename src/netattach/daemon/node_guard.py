@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 # netlink dump, and an address added to the node counts within a second.
 NODE_FACTS_TTL: Final = 1.0
 LIVE_RULE: Final = "SEC-NODE (an address is one attachment's)"
+# How long an ADD's claims count before its record is on disk (it is written at once).
+PENDING_TTL: Final = 30.0
 _JUDGED: Final = (delegate_node.POD, delegate_node.HOST, delegate_node.SPAN, delegate_node.SUBNET)
 
 
@@ -81,8 +83,9 @@ _CACHE: Final = _Cache()
 
 
 def forget_node_facts() -> None:
-    """The next ADD reads the node again (tests; a daemon that knows its addresses changed)."""
+    """The next ADD reads the node again, and no ADD's claims are pending (tests)."""
     _CACHE.read_at = float("-inf")
+    _PENDING.claims.clear()
 
 
 async def node_facts(read: Callable[[], NodeFacts] | None = None) -> NodeFacts:
@@ -100,7 +103,9 @@ def live_attachments(records: records_mod.PodRecords, container_id: str) -> Live
     and the pod addresses the config of an attachment without a result yet claims."""
     held: dict[Address, str] = {}
     host_interfaces: set[str] = set()
+    recorded: set[str] = set()
     for other in records.container_ids():
+        recorded.add(other)
         if other == container_id:
             continue
         try:
@@ -126,6 +131,8 @@ def live_attachments(records: records_mod.PodRecords, container_id: str) -> Live
                     name = interface.get("name")
                     if not interface.get("sandbox") and isinstance(name, str):
                         host_interfaces.add(name)
+    for address, who in _PENDING.held(recorded, container_id).items():
+        held.setdefault(address, who)
     return LiveAttachments(addresses=held, host_interfaces=frozenset(host_interfaces))
 
 
@@ -194,22 +201,70 @@ async def check_plan(
     another attachment's. Before anything of the plan is recorded or run."""
     if not policy.enabled:
         return
-    live: LiveAttachments | None = None
+    judged = []
     for planned in plan:
         if planned.is_default:
             continue  # the operator's own network
         namespace = planned.status_name.partition("/")[0]
         rules = policy.rules_for(namespace, delegate_guard.namespace_labels(view, namespace))
         claims, _ = delegate_node.claims(planned.network.raw)  # unreadable: refused before
-        if not claims:
-            continue
-        if live is None:
-            live = live_attachments(records, container_id)
-        wanted = delegate_rules.NODE_RANGE in rules.reserved_ranges
-        facts = await node_facts(read) if wanted else None
-        found = refusals(claims, rules, facts, live)
+        if claims:
+            judged.append((planned.status_name, rules, claims))
+    if not judged:
+        return
+    wanted = any(delegate_rules.NODE_RANGE in rules.reserved_ranges for _, rules, _ in judged)
+    facts = await node_facts(read) if wanted else None
+    # From here on nothing awaits: under the daemon's event loop, no other ADD can claim an
+    # address between this check and the claims noted as pending below.
+    live = live_attachments(records, container_id)
+    for name, rules, claims in judged:
+        node = facts if delegate_rules.NODE_RANGE in rules.reserved_ranges else None
+        found = refusals(claims, rules, node, live)
         if found:
-            raise delegate_guard.refused(planned.status_name, found)
+            raise delegate_guard.refused(name, found)
+    _PENDING.note(container_id, judged)
+
+
+class _Pending:
+    """The pod addresses ADDs that passed the check claim, until their record is on disk (it
+    is written before any plugin runs) or `PENDING_TTL` passes: two ADDs running at once may not
+    both claim one address (the daemon runs many; each thin plugin is alone in its process)."""
+
+    def __init__(self) -> None:
+        self.claims: dict[str, tuple[float, dict[Address, str]]] = {}
+
+    def note(
+        self, container_id: str, judged: Iterable[tuple[str, object, Iterable[delegate_node.Claim]]]
+    ) -> None:
+        held: dict[Address, str] = {}
+        for name, _, claims in judged:
+            for claim in claims:
+                if (
+                    claim.kind in (delegate_node.POD, delegate_node.HOST)
+                    and claim.first == claim.last
+                ):
+                    held.setdefault(
+                        claim.first, f"{name} of container {container_id[:12]} (being added)"
+                    )
+        if held:
+            self.claims[container_id] = (time.monotonic(), held)
+
+    def held(self, recorded: set[str], container_id: str) -> dict[Address, str]:
+        """What the other containers' ADDs without a record yet claim; forgets the rest."""
+        now = time.monotonic()
+        for other in [
+            c for c, (at, _) in self.claims.items() if c in recorded or now - at > PENDING_TTL
+        ]:
+            del self.claims[other]
+        found: dict[Address, str] = {}
+        for other, (_, held) in self.claims.items():
+            if other != container_id:
+                for address, who in held.items():
+                    found.setdefault(address, who)
+        return found
+
+
+_PENDING: Final = _Pending()
 
 
 def _list(value: object) -> list[Mapping[str, object]]:
