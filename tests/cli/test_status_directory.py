@@ -137,8 +137,9 @@ def test_the_policy_column_names_the_policies_governing_each_interface(
     blue(directory_node)
     directory_node.write_status("blue", "web", WEB_STATUS)
     directory_node.add_pod("blue", "other", "net-a", labels={"app": "other"})
+    other_default = entry(DEFAULT_NETWORK, "eth0", ["10.80.0.6/24"], default=True)
     directory_node.write_status(
-        "blue", "other", [WEB_STATUS[0], entry("blue/net-a", "net1", ["10.81.0.6/24"])]
+        "blue", "other", [other_default, entry("blue/net-a", "net1", ["10.81.0.6/24"])]
     )
     directory_node.add_policy("blue", "deny-web", "net-a", DENY_WEB)
 
@@ -269,3 +270,32 @@ def test_sources_that_cannot_be_read_are_status_2(directory_node: DirectoryNode)
         f"netattach status: cannot reach the netattach daemon at {str(socket)!r}: "
     )
     assert "give its socket with --socket" in done.stderr
+
+
+def test_two_pods_holding_one_address_on_one_network_are_a_problem(
+    directory_node: DirectoryNode,
+) -> None:
+    # What a daemon pod recreated without host-local's state mounted leads to: the address is
+    # handed out again on the same bridge.
+    blue(directory_node)
+    directory_node.add_pod("blue", "db", "net-a")
+    directory_node.write_status("blue", "web", WEB_STATUS)
+    directory_node.write_status(
+        "blue",
+        "db",
+        [
+            entry(DEFAULT_NETWORK, "eth0", ["10.80.0.6/24"], default=True),
+            entry("blue/net-a", "net1", ["10.81.0.5/24"]),  # web's address
+        ],
+    )
+
+    rc, lines, _ = status(directory_node)
+
+    assert rc == 1
+    (problem,) = [line for line in lines if line.startswith("problem: ")]
+    assert problem.startswith("problem: address 10.81.0.5 on network 'blue/net-a' is held by ")
+    assert sorted(problem.split(" is held by ")[1].split(" and ")) == [
+        "blue/db (net1)",
+        "blue/web (net1)",
+    ]
+    assert lines[-1].startswith("2 pods, 1 problem ")

@@ -6,11 +6,15 @@ problems; `-o json` and `-o yaml` print the same as data. Where the pods come fr
 and, from the daemon, whether they are enforced: `applied: ns/p`, `not applied: ns/p`, or
 `governed: ns/p` when the source cannot tell; `-` when none governs it.
 
+Besides each pod's own problems, the listing's: two attachments on one network holding the same
+address (host-local state lost with a daemon's container, a static address given twice).
+
 Exit status: 0 when nothing is wrong, 1 when a pod or the listing has a problem (or the pod
 asked for is not there), 2 when the source cannot be read (the daemon unreachable, a kubeconfig
 or settings file unusable).
 """
 
+import ipaddress
 import json
 from collections.abc import Sequence
 from typing import TextIO
@@ -92,6 +96,27 @@ def _print_pod(report: introspect.PodReport, out: TextIO) -> None:
         print(f"  problem: {_cell(problem)}", file=out)
 
 
+def duplicate_addresses(pods: Sequence[introspect.PodReport]) -> list[str]:
+    """A problem for each address that two attachments on one network hold (network status
+    names compared: two networks may well reuse a range)."""
+    holders: dict[tuple[str, str], list[str]] = {}
+    for pod in pods:
+        for att in pod.attachments:
+            for ip in att.ips:
+                try:
+                    address = str(ipaddress.ip_interface(ip).ip)
+                except ValueError:
+                    continue  # not an address: the pod's own check says so
+                holders.setdefault((att.network, address), []).append(
+                    f"{pod.key} ({att.interface})"
+                )
+    return [
+        f"address {address} on network {network!r} is held by {' and '.join(held)}"
+        for (network, address), held in holders.items()
+        if len(held) > 1
+    ]
+
+
 def problem_count(listing: cluster_pods.Listing) -> int:
     return len(listing.problems) + sum(len(pod.problems) for pod in listing.pods)
 
@@ -145,5 +170,6 @@ def run(
         return EXIT_UNREADABLE
     if pod and not listing.pods:
         listing.problems.append(f"pod {ns}/{pod}: not found in {source.describe()}")
+    listing.problems.extend(duplicate_addresses(listing.pods))
     render(listing, source, output, stdout)
     return EXIT_PROBLEMS if problem_count(listing) else EXIT_OK
