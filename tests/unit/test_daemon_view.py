@@ -43,3 +43,38 @@ def test_a_pod_written_after_the_last_poll_is_found_on_a_miss(
     assert found["metadata"]["name"] == "web"
     assert daemon.view.lookup_pod("blue", "web") is not None
     assert asyncio.run(daemon.view.fetch_pod("blue", "gone")) is None
+
+
+@pytest.mark.req("KUBE-NADREAD")
+def test_a_nad_written_after_the_last_poll_is_found_on_a_miss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NODE_NAME", "node-1")
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    cfg = settings.parse_settings(
+        {
+            "clusterNetwork": "cluster-default",
+            "networksDir": str(tmp_path / "networks"),
+            "stateDir": str(tmp_path / "state"),
+            "feed": {"directory": str(manifests)},
+        },
+        source="test",
+    )
+    daemon = service.Daemon(cfg)
+    assert isinstance(daemon.feed, files.DirectoryFeed)
+    daemon.feed.load()
+    nad = {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": "net-a", "namespace": "blue"},
+        "spec": {"config": json.dumps({"cniVersion": "1.0.0", "type": "macvlan"})},
+    }
+    (manifests / "net-a.json").write_text(json.dumps(nad))  # after the feed's last read
+
+    assert isinstance(daemon.view, service.DirectoryView)
+    found = asyncio.run(daemon.view.fetch_nad("blue", "net-a"))
+
+    assert found is not None
+    assert daemon.view.lookup_nad("blue", "net-a") is not None
+    assert asyncio.run(daemon.view.fetch_nad("blue", "gone")) is None

@@ -68,6 +68,22 @@ class DirectoryView(store.ClusterStore):
             )
         return pod
 
+    async def fetch_nad(self, namespace: str, name: str) -> model.KubeObject | None:
+        """The NAD after a re-read (KUBE-NADREAD: one written since the last poll is no 101);
+        a NAD still missing while manifests were skipped names them."""
+        if self.reload is None:
+            return self.lookup_nad(namespace, name)
+        problems = self.reload()  # on the loop thread, as `fetch_pod` says why
+        for problem in problems:
+            log.warning("manifest skipped: %s", problem)
+        nad = self.lookup_nad(namespace, name)
+        if nad is None and problems:
+            raise errors.AttachmentNotFoundError(
+                f"NetworkAttachmentDefinition {namespace}/{name} not found",
+                "the directory feed skipped: " + "; ".join(str(p) for p in problems),
+            )
+        return nad
+
 
 class Daemon:
     def __init__(self, cfg: settings.Settings, *, shim: Path | None = None) -> None:
