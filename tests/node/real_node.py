@@ -50,7 +50,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,26 @@ IMAGE_NAME = "ghcr.io/netattach/netattach"  # deploy/daemonset.yaml's, set by ku
 TEST_IMAGE_REPOSITORY = "localhost/na-test/netattach"
 STATIC_PODS = "/etc/kubernetes/manifests"
 CGROUPS = Path("/sys/fs/cgroup")
+# The NADs of the tests and the bench: a bridge, a macvlan over the node's veth end `na-mv0`,
+# another bridge; host-local addresses
+NADS: dict[str, dict[str, Any]] = {
+    "net-a": {
+        "type": "bridge",
+        "bridge": "na-br-a",
+        "ipam": {"type": "host-local", "subnet": "10.86.0.0/24"},
+    },
+    "net-b": {
+        "type": "macvlan",
+        "master": "na-mv0",
+        "mode": "bridge",
+        "ipam": {"type": "host-local", "subnet": "10.87.0.0/24"},
+    },
+    "net-c": {
+        "type": "bridge",
+        "bridge": "na-br-c",
+        "ipam": {"type": "host-local", "subnet": "10.88.0.0/24"},
+    },
+}
 
 
 class NodeError(RuntimeError):
@@ -144,6 +164,16 @@ def _end(proc: subprocess.Popen[bytes] | None, grace: float = 15.0) -> None:
 
 class NodeControlPlane(LocalCluster):
     """`LocalCluster` with the controllers a node's pods live by (module docstring)."""
+
+    # kube-apiserver 1.37 refuses a loopback --advertise-address with the default endpoint
+    # reconciler; the node reaches the server through api_relay, never through the
+    # `kubernetes` Service's endpoints, so none are kept
+    EXTRA_FLAGS: Mapping[str, Sequence[str]] = {
+        "kube-apiserver": ("--endpoint-reconciler-type=none",),
+    }
+
+    def _spawn(self, name: str, args: Sequence[str]) -> None:
+        super()._spawn(name, [*args, *self.EXTRA_FLAGS.get(name, ())])
 
     def _controller_manager(self) -> None:
         self._spawn(
@@ -616,6 +646,21 @@ class RealNode:
         wait_until(f"{name}'s default ServiceAccount",
                    lambda: self.api.http.get(path).status == 200, 30.0)  # fmt: skip
 
+    def add_nads(self, namespace: str) -> None:
+        """`NADS` in `namespace`; their bridges are the node's from now on (a bridge stays)."""
+        for name, plugin in NADS.items():
+            config = {"cniVersion": "1.0.0", "name": name, "plugins": [plugin]}
+            self.api.create(
+                {
+                    "apiVersion": "k8s.cni.cncf.io/v1",
+                    "kind": "NetworkAttachmentDefinition",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "spec": {"config": json.dumps(config)},
+                }
+            )
+            if plugin["type"] == "bridge":
+                self.bridges.add(plugin["bridge"])
+
     def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.api.get("Pod", name, namespace)
 
@@ -880,8 +925,9 @@ def real_node(
         def node_ready() -> bool:
             if not kubelet.alive():
                 raise NodeError(f"the kubelet exited:\n{kubelet.log_tail()}")
-            stored = api.get("Node", name)
-            conditions = ((stored or {}).get("status") or {}).get("conditions") or []
+            response = api.http.get(f"/api/v1/nodes/{name}")
+            stored = response.json() if response.status == 200 else {}
+            conditions = (stored.get("status") or {}).get("conditions") or []
             return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
         try:

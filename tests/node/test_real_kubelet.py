@@ -1,0 +1,202 @@
+"""KUBE-NODE through a real kubelet: deploy/'s DaemonSet on a node the kubelet registered with the
+real API server (tests/node/real_node.py), pods driven through the API only.
+
+The module's node: the control plane of tests/kube/cluster.py (with the DaemonSet controller,
+garbage collection and ServiceAccount tokens), the kubelet (cgroupfs) and containerd
+(`restrict_oom_score_adj = true`) in namespaces of their own, `make image`'s image loaded and
+`kubectl apply -k` of an overlay of deploy/ setting it. The cluster's default network is a bridge
+`na-cni0`; the NADs are a bridge `na-br-a`, a macvlan over the veth end `na-mv0` and a bridge
+`na-br-c`, all with host-local. After every scenario, nothing of the pods is left on the node:
+no link (veth), allocation, record, netns or netattach nft table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.netns_fixtures import netns_unavailable_reason
+from tests.node import containerd, real_node
+from tests.node.node_image import node_image_archive
+from tests.node.real_node import Leftovers, RealNode, wait_until
+
+pytestmark = [pytest.mark.netns, pytest.mark.req("KUBE-NODE")]
+
+NS = "na-blue"
+CLUSTER_NETWORK = "cluster-default"
+CLEAN = Leftovers((), (), (), (), ())
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNode]:
+    reason = (
+        netns_unavailable_reason()
+        or containerd.unavailable_reason()
+        or real_node.unavailable_reason()
+    )
+    if reason is not None:
+        if os.environ.get("NETATTACH_REQUIRE_NETNS") == "1":
+            pytest.fail(f"NETATTACH_REQUIRE_NETNS=1 but the real node cannot run: {reason}")
+        pytest.skip(reason)
+    with real_node.real_node(tmp_path_factory.mktemp("na-real-node")) as made:
+        made.deploy(node_image_archive())
+        made.create_namespace(NS)
+        made.add_nads(NS)
+        yield made
+
+
+@pytest.fixture
+def clean_node(node: RealNode) -> Iterator[RealNode]:
+    """The node; at teardown, the test's pods deleted (if it failed) and nothing left of them."""
+    yield node
+    for pod in node.api.list("Pod", NS):
+        with contextlib.suppress(real_node.NodeError):
+            node.delete_pod(NS, pod["metadata"]["name"])
+    assert node.wait_clean() == CLEAN
+
+
+def assert_attached(node: RealNode, name: str, networks: list[str]) -> dict[str, Any]:
+    """The pod Running, its network-status naming the default network then `networks`, each
+    entry's interface, addresses and MAC those of its netns, and nothing more there."""
+    pod = node.wait_running(NS, name)
+    status = wait_until(f"{name}'s network-status", lambda: node.network_status(NS, name), 30.0)
+    assert [entry["name"] for entry in status] == [
+        CLUSTER_NETWORK,
+        *(f"{NS}/{network}" for network in networks),
+    ]
+    assert [entry["interface"] for entry in status] == [
+        "eth0",
+        *(f"net{index}" for index in range(1, len(networks) + 1)),
+    ]
+    kernel = node.pod_interfaces(pod)
+    assert sorted(kernel) == sorted(entry["interface"] for entry in status)
+    for entry in status:
+        state = kernel[entry["interface"]]
+        # the standard's form, CIDR (its §4.1.2.1 example); the kernel's link-local IPv6 aside
+        assert set(entry["ips"]) == {a for a in state.addresses if not a.startswith("fe80:")}
+        assert entry["mac"].lower() == state.mac.lower()
+    assert status[0]["default"] is True
+    assert pod["status"]["podIP"] == status[0]["ips"][0].split("/")[0]
+    return pod
+
+
+def test_pods_with_0_1_and_3_networks_run_with_the_network_status_of_their_netns(
+    clean_node: RealNode,
+) -> None:
+    node = clean_node
+    wanted = {"zero": [], "one": ["net-a"], "three": ["net-a", "net-b", "net-c"]}
+    for name, networks in wanted.items():
+        node.api.create(node.pod_object(NS, name, ",".join(networks) or None))
+    for name, networks in wanted.items():
+        assert_attached(node, name, networks)
+    for name in wanted:
+        node.delete_pod(NS, name)
+    assert node.wait_clean() == CLEAN
+
+
+def test_a_static_pod_from_the_manifest_directory_attaches(clean_node: RealNode) -> None:
+    node = clean_node
+    manifest = node.fs(real_node.STATIC_PODS) / "na-static.yaml"
+    pod = node.pod_object(NS, "static", "net-a", node_name=None)
+    manifest.write_text(yaml.safe_dump(pod))
+    mirror = f"static-{node.name}"
+    try:
+        found = assert_attached(node, mirror, ["net-a"])
+        annotations = found["metadata"]["annotations"]
+        assert annotations["kubernetes.io/config.source"] == "file"
+        assert annotations["kubernetes.io/config.mirror"] != found["metadata"]["uid"]
+    finally:
+        manifest.unlink(missing_ok=True)
+    wait_until("the mirror pod gone", lambda: node.pod(NS, mirror) is None, 90.0)
+    assert node.wait_clean() == CLEAN
+
+
+def test_the_netattach_pod_deleted_and_recreated_while_pods_exist_and_one_is_created(
+    clean_node: RealNode,
+) -> None:
+    node = clean_node
+    node.api.create(node.pod_object(NS, "before", "net-a,net-b"))
+    assert_attached(node, "before", ["net-a", "net-b"])
+    (old,) = [pod["metadata"] for pod in node.daemon_pods()]
+    node.delete_pod("kube-system", old["name"], wait=False)
+    # while the daemon's pod is terminating, or its replacement not yet Ready
+    node.api.create(node.pod_object(NS, "during", "net-c"))
+    node.wait_daemon_ready(not_uid=old["uid"])
+    assert_attached(node, "during", ["net-c"])
+    assert_attached(node, "before", ["net-a", "net-b"])
+    node.api.create(node.pod_object(NS, "after", "net-a"))
+    assert_attached(node, "after", ["net-a"])
+    for name in ("before", "during", "after"):
+        node.delete_pod(NS, name)
+    assert node.wait_clean() == CLEAN
+
+
+def test_the_kubelet_and_containerd_restart_under_running_pods(clean_node: RealNode) -> None:
+    node = clean_node
+    node.api.create(node.pod_object(NS, "kept", "net-a"))
+    before = assert_attached(node, "kept", ["net-a"])
+    status = node.network_status(NS, "kept")
+
+    node.kubelet.restart()
+    node.api.create(node.pod_object(NS, "after-kubelet", "net-b"))
+    assert_attached(node, "after-kubelet", ["net-b"])
+
+    node.containerd.restart()
+    node.api.create(node.pod_object(NS, "after-containerd", "net-c"))
+    assert_attached(node, "after-containerd", ["net-c"])
+    node.wait_daemon_ready()
+
+    kept = assert_attached(node, "kept", ["net-a"])
+    assert kept["metadata"]["uid"] == before["metadata"]["uid"]
+    assert node.network_status(NS, "kept") == status
+    for name in ("kept", "after-kubelet", "after-containerd"):
+        node.delete_pod(NS, name)
+    assert node.wait_clean() == CLEAN
+
+
+def test_a_node_drain_tears_every_pod_down(clean_node: RealNode) -> None:
+    node = clean_node
+    names = ["drained-0", "drained-1", "drained-2"]
+    for name in names:
+        node.api.create(node.pod_object(NS, name, "net-a,net-c"))
+    for name in names:
+        assert_attached(node, name, ["net-a", "net-c"])
+    try:
+        node.kubectl(
+            "drain", node.name, "--ignore-daemonsets", "--force", "--grace-period=5",
+            "--timeout=120s", timeout=180,
+        )  # fmt: skip
+        assert node.api.list("Pod", NS) == []
+        assert node.wait_clean() == CLEAN
+        # the daemon's pod stays (DaemonSet pods are not drained)
+        node.wait_daemon_ready()
+    finally:
+        node.kubectl("uncordon", node.name)
+
+
+def test_pods_created_at_once_each_get_their_own_addresses(clean_node: RealNode) -> None:
+    node = clean_node
+    names = [f"burst-{index}" for index in range(6)]
+    threads = [
+        threading.Thread(target=node.api.create, args=(node.pod_object(NS, name, "net-a,net-b"),))
+        for name in names
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    addresses: list[str] = []
+    for name in names:
+        assert_attached(node, name, ["net-a", "net-b"])
+        addresses += [ip for entry in node.network_status(NS, name) or [] for ip in entry["ips"]]
+    assert len(addresses) == len(set(addresses)) == 3 * len(names)
+    for name in names:
+        node.delete_pod(NS, name, wait=False)
+    wait_until("the pods gone", lambda: node.api.list("Pod", NS) == [], 90.0)
+    assert node.wait_clean() == CLEAN
