@@ -232,6 +232,29 @@ def test_ptp_takes_no_node_address_and_a_plain_ptp_network_attaches_twice(
 
 
 @pytest.mark.req("SEC-NODE")
+def test_a_range_in_the_service_cidr_is_refused_and_no_bridge_is_made(cluster: Cluster) -> None:
+    grant(cluster, reservedRanges=["node", "10.96.0.0/12"])
+    services = bridge_list(None, host_local(cluster.ipam, "10.100.0.0/24"))
+    cluster.add_nad(NS, "net-svc", services)
+    before, state = cluster.node_links(), node_state(cluster)
+    pod = cluster.pod(NS, "web", "net-svc")
+
+    reply = cluster.add(pod)
+
+    refused(
+        reply,
+        "net-svc",
+        "plugins[0].ipam.subnet",
+        '"10.100.0.0/24" (span 10.100.0.1-10.100.0.254)',
+        "delegatePolicy.reservedRanges [node, 10.96.0.0/12]",
+    )
+    assert "overlaps 10.96.0.0/12, reserved by" in reply.out["msg"]
+    nothing_attached(cluster, pod, before)
+    assert services["plugins"][0]["bridge"] not in cluster.node_links()
+    assert node_state(cluster) == state
+
+
+@pytest.mark.req("SEC-NODE")
 def test_portmap_is_refused_until_types_lists_it(cluster: Cluster) -> None:
     portmap = {"type": "portmap", "capabilities": {"portMappings": True}}
     ipam = host_local(cluster.ipam, "10.98.5.0/24")
