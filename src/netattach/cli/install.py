@@ -8,10 +8,10 @@ beside and renamed over, so a runtime executing the old plugin at that moment ne
 half-written file.
 
 The launcher blocks no module. It once set `sys.modules['ssl'] = None` to keep TLS (~5 ms) off
-every call, and so broke every ADD with `default-route` (999): pyroute2 0.9 imports `ssl`
-(`pyroute2/netlink/rtnl/probe_msg.py`). A dependency's imports are its own; that a call without
-default-route imports neither `ssl` nor pyroute2 is checked on the installed launcher instead
-(tests/e2e/test_installed_thin.py).
+every call, and so broke every ADD with `default-route` (999): the route work used pyroute2, and
+pyroute2 0.9 imports `ssl` (`pyroute2/netlink/rtnl/probe_msg.py`). A dependency's imports are its
+own; the route work is now a plain rtnetlink socket (`netns.routes`), and that no call imports
+`ssl` or pyroute2 is checked on the installed launcher instead (tests/e2e/test_installed_thin.py).
 """
 
 import sys

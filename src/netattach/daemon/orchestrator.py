@@ -533,15 +533,14 @@ class Orchestrator:
     ) -> None:
         for planned in plan:
             if planned.gateways:
-                # pyroute2 costs ~70 ms to import: only a pod asking for default-route pays it,
-                # not every thin-plugin start.
+                # Only a pod asking for default-route imports it (a few small stdlib modules).
                 from netattach.netns import routes
 
                 try:
                     await offload.to_thread(
                         routes.apply_default_route, netns, planned.ifname, planned.gateways
                     )
-                except Exception as exc:  # pyroute2's NetlinkError is no OSError
+                except (OSError, LookupError) as exc:  # the kernel's refusal, no such ifname
                     raise errors.IOFailureError(
                         f"cannot set the default route via {planned.ifname}", str(exc)
                     ) from exc
