@@ -6,7 +6,8 @@ Writes bench/results/<YYYY-MM-DD>.json (or FILE): every series' summary and samp
 machine, the git commit. Exit status 1 when a scenario failed or when anything the run made was
 left behind (it is removed and checked however the run ends). A peer meta-plugin joins with
 NETATTACH_BENCH_PEER=/path/to/binary NETATTACH_BENCH_PEER_CONF=/path/to/conf.json (see
-bench/peer-multus.example.json).
+bench/peer-multus.example.json). The last phase runs netattach beside Multus on a real API server
+(bench/side_by_side.py; Multus from NETATTACH_BENCH_MULTUS=DIR).
 """
 
 from __future__ import annotations
