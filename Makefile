@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The static C shim, built beside its source: the daemon installs it when --shim names none.
 NATIVE_SHIM := src/netattach/shim/netattach-shim
 
-.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench bench-memory clean shim image
+.PHONY: deps venv test lint typecheck layers pytest demo bench-runtime bench bench-memory clean shim image k8s
 
 deps:
 	@scripts/install-deps.sh test
@@ -37,7 +37,12 @@ typecheck: venv
 layers: venv
 	$(BIN)/lint-imports
 
-pytest: venv
+# The real Kubernetes parts tests/kube runs on (kube-apiserver, etcd, ...), built from the Go
+# module proxy; cached by version in build/k8s/ (docs/development.md).
+k8s:
+	@scripts/build-k8s.sh
+
+pytest: venv k8s
 	$(BIN)/python -m pytest --req-report $(PYTEST_ARGS)
 
 # The reference CNI plugins at their current release (github.com/containernetworking/plugins from

@@ -30,6 +30,10 @@ STAGING_VERSION="v0.${KUBERNETES_VERSION#v1.}"
 OUT="${NETATTACH_K8S_BUILD:-$ROOT/build/k8s}/${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}"
 KUBE_CMDS=(kube-apiserver kubelet kube-controller-manager kubectl)
 
+command -v go >/dev/null 2>&1 || {
+  echo "build-k8s.sh: needs the go command (Go 1.26 or later) and the Go module proxy" >&2
+  exit 1
+}
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-buildvcs=false"
 export CGO_ENABLED=0
 
