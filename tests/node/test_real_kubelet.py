@@ -86,6 +86,7 @@ def assert_attached(node: RealNode, name: str, networks: list[str]) -> dict[str,
     return pod
 
 
+@pytest.mark.req("KUBE-DEPLOY")
 def test_pods_with_0_1_and_3_networks_run_with_the_network_status_of_their_netns(
     clean_node: RealNode,
 ) -> None:
@@ -100,6 +101,7 @@ def test_pods_with_0_1_and_3_networks_run_with_the_network_status_of_their_netns
     assert node.wait_clean() == CLEAN
 
 
+@pytest.mark.req("RT-STATIC")
 def test_a_static_pod_from_the_manifest_directory_attaches(clean_node: RealNode) -> None:
     node = clean_node
     manifest = node.fs(real_node.STATIC_PODS) / "na-static.yaml"
