@@ -60,7 +60,8 @@ def config_text(attack: Attack | Mapping[str, Any] | str) -> str:
     config = attack.config if isinstance(attack, Attack) else attack
     if isinstance(config, str):
         return config
-    return json.dumps({"cniVersion": CNI_VERSION, "name": "attack", **config})
+    # Non-ASCII characters as they are (the long s, not its escape: an escape is refused apart).
+    return json.dumps({"cniVersion": CNI_VERSION, "name": "attack", **config}, ensure_ascii=False)
 
 
 def _grant(value: str, **rules: Any) -> dict[str, Any]:
@@ -157,6 +158,18 @@ ATTACKS: list[Attack] = [
     ),
     Attack("Sysctl", {"type": "tuning", "Sysctl": KERNEL_SYSCTL}, does="a node-wide sysctl"),
     Attack(f"{LONG_S}ysctl", {"type": "tuning", f"{LONG_S}ysctl": KERNEL_SYSCTL}),
+    Attack(
+        "master-spelt-with-escape-u017f",
+        f'{{"cniVersion": "{CNI_VERSION}", "name": "attack", "type": "macvlan", '
+        '"master": "eth1", "ma\\u017fter": "eth0"}',
+        MASTER,
+        does="the same key spelt with a JSON escape",
+    ),
+    Attack(
+        "Sysctl-spelt-with-escape-u0053",
+        f'{{"cniVersion": "{CNI_VERSION}", "name": "attack", "type": "tuning", '
+        '"\\u0053ysctl": {"kernel.core_pattern": "|/tmp/x"}}',
+    ),
     Attack("args-cni-Sysctl", {"type": "tuning", "args": {"cni": {"Sysctl": KERNEL_SYSCTL}}}),
     Attack(
         "cni-args-Sysctl",

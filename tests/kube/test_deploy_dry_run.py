@@ -1,6 +1,8 @@
-"""`kubectl apply -k deploy/` as a user runs it, server-side dry-run on a real API server (named by
-NETATTACH_TEST_KUBECONFIG): every object of the kustomization is admitted, nothing is created.
-The in-repo fake serves no discovery or OpenAPI, which kubectl needs, so this needs a real one."""
+"""`kubectl apply -k deploy/` as a user runs it, server-side dry-run on a real API server (the
+tier's, tests/kube/cluster.py, or NETATTACH_TEST_KUBECONFIG's): every object of the kustomization
+is admitted, nothing is created. kubectl is the one `make k8s` built beside the server (else the
+one on PATH). The in-repo fake serves no discovery or OpenAPI, which kubectl needs, so this needs a
+real server."""
 
 from __future__ import annotations
 
@@ -11,22 +13,31 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.kube.real_api import kubeconfig_from_env
+from tests.kube.cluster import build_dir
+from tests.kube.conftest import real_kubeconfig
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
+def kubectl() -> str:
+    built = build_dir() / "kubectl"
+    if built.is_file():
+        return str(built)
+    found = shutil.which("kubectl")
+    if found is None:
+        pytest.fail("no kubectl: run `make k8s` (scripts/build-k8s.sh)")
+    return found
+
+
 @pytest.mark.req("KUBE-DEPLOY")
-@pytest.mark.skipif(
-    kubeconfig_from_env() is None, reason="needs a real API server (NETATTACH_TEST_KUBECONFIG)"
-)
-def test_kubectl_apply_k_deploy_passes_a_server_side_dry_run() -> None:
-    kubeconfig = kubeconfig_from_env()
-    assert kubeconfig is not None
-    if shutil.which("kubectl") is None:
-        pytest.fail("NETATTACH_TEST_KUBECONFIG is set but kubectl is not installed")
+def test_kubectl_apply_k_deploy_passes_a_server_side_dry_run(
+    request: pytest.FixtureRequest,
+) -> None:
+    kubeconfig = real_kubeconfig(request)
+    if kubeconfig is None:
+        pytest.skip("needs a real API server: the in-repo fake serves no OpenAPI")
     rendered = subprocess.run(
-        ["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, check=True
+        [kubectl(), "kustomize", str(DEPLOY)], capture_output=True, text=True, check=True
     ).stdout
     wanted = sorted(
         f"{doc['kind'].lower()}/{doc['metadata']['name']}"
@@ -36,7 +47,7 @@ def test_kubectl_apply_k_deploy_passes_a_server_side_dry_run() -> None:
 
     done = subprocess.run(
         [
-            "kubectl",
+            kubectl(),
             "--kubeconfig",
             str(kubeconfig),
             "apply",
