@@ -79,6 +79,7 @@ CONTROLLERS = (
 )
 NODE_IP = "10.99.0.10"
 NODE_GATEWAY = "10.99.0.1"
+CLUSTER_SUBNET = "10.85.0.0/24"  # the default network's (a bridge `na-cni0`)
 SERVICE_IP = "10.0.0.1"  # the first address of tests/kube/cluster.py's SERVICE_CIDR
 # What kubelet's setupKernelTunables wants (pkg/kubelet/cm/container_manager_linux.go)
 KERNEL_TUNABLES = {
@@ -842,7 +843,7 @@ def real_node(
     *,
     cluster_network: str = "cluster-default",
     cluster_bridge: str = "na-cni0",
-    cluster_subnet: str = "10.85.0.0/24",
+    cluster_subnet: str = CLUSTER_SUBNET,
 ) -> Iterator[RealNode]:
     """The node of the module docstring, its kubelet registered and Ready (netattach not yet
     deployed: `RealNode.deploy`)."""

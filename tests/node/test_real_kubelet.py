@@ -13,7 +13,9 @@ no link (veth), allocation, record, netns or netattach nft table.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
+import shutil
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -26,7 +28,8 @@ from tests.node import containerd, real_node
 from tests.node.node_image import node_image_archive
 from tests.node.real_node import Leftovers, RealNode, wait_until
 
-pytestmark = [pytest.mark.netns, pytest.mark.req("KUBE-NODE")]
+# the first test's set-up starts the node, building the image when the tree changed
+pytestmark = [pytest.mark.netns, pytest.mark.req("KUBE-NODE"), pytest.mark.timeout(900)]
 
 NS = "na-blue"
 CLUSTER_NETWORK = "cluster-default"
@@ -201,4 +204,35 @@ def test_pods_created_at_once_each_get_their_own_addresses(clean_node: RealNode)
     for name in names:
         node.delete_pod(NS, name, wait=False)
     wait_until("the pods gone", lambda: node.api.list("Pod", NS) == [], 90.0)
+    assert node.wait_clean() == CLEAN
+
+
+@pytest.mark.req("KUBE-DEPLOY")
+def test_uninstalled_as_docs_deploy_says_pods_start_on_the_default_network_alone(
+    clean_node: RealNode,
+) -> None:
+    """The module's last test: the node has no daemon afterwards."""
+    node = clean_node
+    node.kubectl(
+        "-n", "kube-system", "delete", "daemonset/netattach", "configmap/netattach",
+        "serviceaccount/netattach",
+    )  # fmt: skip
+    node.kubectl("delete", "clusterrole/netattach", "clusterrolebinding/netattach")
+    # the DaemonSet's pod goes through the garbage collector (kubectl deletes in background)
+    wait_until("the daemon's pod deleted", lambda: node.daemon_pods() == [], 90.0)
+    conflist = node.fs("/etc/cni/net.d/00-netattach.conflist")
+    assert conflist.exists()  # deploy/configmap.yaml's cleanupOnExit: false
+    # what docs/deploy.md says to remove on each node
+    conflist.unlink()
+    node.fs("/opt/cni/bin/netattach").unlink()
+    shutil.rmtree(node.fs("/var/lib/netattach"))
+
+    node.api.create(node.pod_object(NS, "plain", "net-a"))
+    pod = node.wait_running(NS, "plain")
+    # the runtime's next config, the default network's own: no netattach, no status
+    assert sorted(node.pod_interfaces(pod)) == ["eth0"]
+    subnet = ipaddress.ip_network(real_node.CLUSTER_SUBNET)
+    assert ipaddress.ip_address(pod["status"]["podIP"]) in subnet
+    assert node.network_status(NS, "plain") is None
+    node.delete_pod(NS, "plain")
     assert node.wait_clean() == CLEAN
