@@ -16,11 +16,21 @@ deps:
 deps-demo:
 	@scripts/install-deps.sh demo
 
-$(STAMP): pyproject.toml
+# Every Python package at the version constraints.txt pins: pip first (the one that knows
+# --build-constraint), then netattach with its test extra, built by the pinned setuptools.
+CONSTRAINTS := constraints.txt
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) --upgrade pip
+	$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) \
+		--build-constraint $(CONSTRAINTS) -e '.[test]'
 	@touch $(STAMP)
+
+# constraints.txt afresh: the newest releases pyproject.toml allows, resolved and frozen in a
+# clean virtualenv of $(PYTHON) (scripts/lock-deps.sh); `make venv` then installs them.
+.PHONY: lock
+lock:
+	@PYTHON=$(PYTHON) scripts/lock-deps.sh
 
 $(NATIVE_SHIM): src/netattach/shim/netattach-shim.c scripts/build-shim.sh
 	@scripts/build-shim.sh native $@

@@ -22,6 +22,7 @@ BUILD_SCRIPT = ROOT / "scripts" / "build-image.sh"
 # Everything the image's bytes depend on (Debian's packages aside).
 INPUTS = (
     "pyproject.toml",
+    "constraints.txt",
     "README.md",
     "src",
     "scripts/build-image.sh",
