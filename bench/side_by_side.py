@@ -389,6 +389,7 @@ def measure(guard: guard_mod.Guard, options: Options) -> dict[str, Any]:
     scene = SideBySide(guard, options)
     baseline = BASELINE if any(c.name == BASELINE for c in scene.contenders) else "thick"
     out: dict[str, Any] = {
+        "tag": guard.tag,
         "control_plane": scene.api.version,
         "server_version": scene.api.cluster.version().get("gitVersion", ""),
         "kind": KIND,
