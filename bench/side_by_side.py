@@ -206,6 +206,30 @@ def multus_config(
     }
 
 
+# multus-daemon reads the API through the in-cluster configuration only (a pod's service-account
+# files and KUBERNETES_SERVICE_*): they are given to it in a mount namespace of its own, a tmpfs on
+# /run/secrets there; the host gets at most the empty directory as a mount point, removed after.
+SECRETS = Path("/run/secrets")
+IN_CLUSTER = "kubernetes.io/serviceaccount"
+MOUNT_CREDENTIALS = (
+    'mount -t tmpfs -o mode=0755 tmpfs "$1" && mkdir -p "$1/$2" && cp "$3"/* "$1/$2/"'
+    ' && shift 3 && exec "$@"'
+)
+
+
+def in_cluster_credentials(guard: guard_mod.Guard, api: NodeControlPlane, directory: Path) -> Path:
+    """The files rest.InClusterConfig reads (token, ca.crt, namespace) for the cluster-admin token
+    of `api`, in `directory`; the mount point made when the host lacks it."""
+    directory.mkdir(parents=True)
+    (directory / "token").write_text(api.cluster.token)
+    (directory / "ca.crt").write_bytes((api.cluster.pki / "ca.crt").read_bytes())
+    (directory / "namespace").write_text(topology.NAMESPACE)
+    if not SECRETS.exists():
+        SECRETS.mkdir()
+        guard.on_undo(f"remove the mount point {SECRETS}", SECRETS.rmdir)
+    return directory
+
+
 def start_multus_daemon(
     guard: guard_mod.Guard,
     binaries: Path,
@@ -213,19 +237,23 @@ def start_multus_daemon(
     node_name: str,
     config: dict[str, Any],
     root: Path,
+    api: NodeControlPlane,
 ) -> dict[str, Any]:
     """`multus-daemon -config FILE` in the node namespace (docs/thick-plugin.md: the server's
-    keys beside the CNI config's); the shim's config once its socket is there."""
+    keys beside the CNI config's), with the in-cluster credentials of `api`; the shim's config
+    once its socket is there. A mount namespace of its own, a slave of the host's, so that the
+    pods' namespaces bound under /run/netns after it started are seen by its delegates."""
     socket_dir = root / "run"
     socket_dir.mkdir(parents=True)
     conf_dir = root / "net.d"
     conf_dir.mkdir()
+    credentials = in_cluster_credentials(guard, api, root / "serviceaccount")
     shim_file = root / "00-multus.conf"
     shim = {
         "cniVersion": config["cniVersion"],
         "name": config["name"],
         "type": "multus-shim",
-        "socketDir": str(socket_dir),
+        "daemonSocketDir": str(socket_dir),
         "logLevel": "error",
     }
     shim_file.write_text(json.dumps(shim))
@@ -242,13 +270,21 @@ def start_multus_daemon(
     with (root / "stdout.log").open("ab") as log:
         proc = guard.spawn(
             [
-                *("nsenter", f"--net={node_path}", "--", str(binaries / "multus-daemon")),
-                *("-config", str(server_file)),
+                *("nsenter", f"--net={node_path}", "--"),
+                *("unshare", "--mount", "--propagation", "slave", "--"),
+                *("sh", "-c", MOUNT_CREDENTIALS, "sh"),
+                *(str(SECRETS), IN_CLUSTER, str(credentials)),
+                *(str(binaries / "multus-daemon"), "-config", str(server_file)),
             ],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={"PATH": contenders_mod.RUNTIME_PATH, "MULTUS_NODE_NAME": node_name},
+            env={
+                "PATH": contenders_mod.RUNTIME_PATH,
+                "MULTUS_NODE_NAME": node_name,
+                "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                "KUBERNETES_SERVICE_PORT": str(api.cluster.api_port),
+            },
         )
     deadline = time.monotonic() + READY_TIMEOUT
     while not (socket_dir / "multus.sock").exists():
@@ -339,7 +375,7 @@ class SideBySide:
         )
         config = multus_config(self.topo, self.api.kubeconfig, self.state["multus-thick"], "multus")
         shim_config = start_multus_daemon(
-            guard, binaries, self.path, self.node_name, config, work / "multus-thick"
+            guard, binaries, self.path, self.node_name, config, work / "multus-thick", self.api
         )
         found.append(
             contenders_mod.MetaPlugin(
