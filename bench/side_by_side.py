@@ -43,7 +43,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,18 +102,6 @@ def node_launchers(built: Path, directory: Path, node_path: str) -> Path:
     return directory
 
 
-class BenchCluster(cluster_mod.LocalCluster):
-    """LocalCluster, its API server without the endpoint reconciler: kube-apiserver 1.37 refuses
-    a loopback --advertise-address with it, and nothing here reads the `kubernetes` Service's
-    endpoints (as tests/node/real_node.py does)."""
-
-    def _spawn(self, name: str, args: Sequence[str]) -> None:
-        flag = "--endpoint-reconciler-type=none"
-        if name == "kube-apiserver" and flag not in args:
-            args = [*args, flag]
-        super()._spawn(name, args)
-
-
 class NodeControlPlane:
     """tests/kube's LocalCluster run in the node namespace, reachable from both namespaces at
     the same address (`bench.forward` on the host side)."""
@@ -126,7 +113,7 @@ class NodeControlPlane:
             raise UnavailableError(f"{', '.join(missing)} not built in {built}: run `make k8s`")
         self.version = built.name
         launchers = node_launchers(built, guard.work / "kube-bin", node_path)
-        self.cluster = BenchCluster(guard.work / "kube", launchers)
+        self.cluster = cluster_mod.LocalCluster(guard.work / "kube", launchers)
         port = self.cluster.api_port
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
