@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 samples[shape]["start"].append(start_one(node, http, name, networks) * 1e3)
                 samples[shape]["delete"].append(delete_one(node, name) * 1e3)
         left = node.wait_clean()
-        assert left == real_node.Leftovers((), (), (), (), ()), left
+        assert left == real_node.Leftovers(), left
         version = node.control.version().get("gitVersion", "?")
     results: dict[str, Any] = {
         "runs": args.runs,

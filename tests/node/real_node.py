@@ -42,6 +42,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import os
 import shutil
@@ -575,11 +576,12 @@ class Binder:
 class Leftovers:
     """What a node keeps of its pods: none of it may outlive them."""
 
-    links: tuple[str, ...]  # veths (and any link but the node's own and the bridges)
-    allocations: tuple[str, ...]  # host-local's, under /var/lib/cni/networks
-    records: tuple[str, ...]  # netattach's, under /var/lib/netattach/pods
-    netns: tuple[str, ...]  # under /run/netns
-    tables: tuple[str, ...]  # nft tables of netattach in the node's namespace
+    links: tuple[str, ...] = ()  # veths (and any link but the node's own and the bridges)
+    addresses: tuple[str, ...] = ()  # on the node's links, but its own and na-cni0's gateway
+    allocations: tuple[str, ...] = ()  # host-local's, under /var/lib/cni/networks
+    records: tuple[str, ...] = ()  # netattach's, under /var/lib/netattach/pods
+    netns: tuple[str, ...] = ()  # under /run/netns
+    tables: tuple[str, ...] = ()  # nft tables of netattach in the node's namespace
 
 
 @dataclasses.dataclass
@@ -729,6 +731,15 @@ class RealNode:
         own = {"lo", "na-eth0", "na-eth0p", "na-mv0", "na-mv0p"}
         found = links.read_interfaces(self.netns)
         extra = sorted(name for name in found if name not in own | self.bridges)
+        gateway = ipaddress.ip_interface(CLUSTER_SUBNET).network[1]
+        expected = {"127.0.0.1/8", "::1/128", f"{SERVICE_IP}/32", f"{NODE_IP}/24"}
+        expected.add(f"{gateway}/{ipaddress.ip_network(CLUSTER_SUBNET).prefixlen}")
+        addresses = sorted(
+            f"{state.name} {address}"
+            for state in found.values()
+            for address in state.addresses
+            if address not in expected and not address.startswith("fe80:")
+        )
         networks = self.fs("/var/lib/cni/networks")
         allocations = sorted(
             str(p.relative_to(networks))
@@ -741,15 +752,21 @@ class RealNode:
         netns = sorted(p.name for p in netns_dir.iterdir()) if netns_dir.exists() else []
         listed = self.namespaces.run("nft", "list", "tables", check=False)
         tables = sorted(line for line in listed.splitlines() if "netattach" in line)
-        return Leftovers(tuple(extra), tuple(allocations), tuple(records), tuple(netns),
-                         tuple(tables))  # fmt: skip
+        return Leftovers(
+            links=tuple(extra),
+            addresses=tuple(addresses),
+            allocations=tuple(allocations),
+            records=tuple(records),
+            netns=tuple(netns),
+            tables=tuple(tables),
+        )
 
     def wait_clean(self, timeout: float = 60.0) -> Leftovers:
         """Leftovers once nothing is left (or what is left after `timeout`)."""
         deadline = time.monotonic() + timeout
         while True:
             left = self.leftovers()
-            if left == Leftovers((), (), (), (), ()) or time.monotonic() > deadline:
+            if left == Leftovers() or time.monotonic() > deadline:
                 return left
             time.sleep(0.5)
 

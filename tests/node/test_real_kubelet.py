@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.netns, pytest.mark.req("KUBE-NODE"), pytest.mark.timeo
 
 NS = "na-blue"
 CLUSTER_NETWORK = "cluster-default"
-CLEAN = Leftovers((), (), (), (), ())
+CLEAN = Leftovers()
 
 
 @pytest.fixture(scope="module")
