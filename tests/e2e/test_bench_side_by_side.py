@@ -4,12 +4,16 @@ The control plane `make k8s` builds runs inside the run's own node namespace; th
 have every contender's ADD and DEL summary for each pod shape, ratios to the baseline (netattach
 thick while the Go module proxy does not serve Multus, and the note that says so), the server's
 version, no leak; and nothing of the run may be left: no namespace or process with its tag (etcd,
-kube-apiserver and the controller manager included), no work directory.
+kube-apiserver and the controller manager included), no work directory. With Multus given by
+hand (NETATTACH_BENCH_MULTUS; stand-ins here, each checking what the real binary needs: the
+kubeconfig, the in-cluster credentials and node name, the daemon's socket), both Multus contenders
+run and Multus thick is the baseline.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -41,6 +45,14 @@ def leftovers(tag: str) -> list[str]:
     if Path(work).exists():
         found.append(f"directory {work}")
     return found
+
+
+def wait_no_leftovers(tag: str, timeout: float = 20.0) -> list[str]:
+    """`leftovers(tag)` once empty, or as it is after `timeout` (processes take a moment to go)."""
+    deadline = time.monotonic() + timeout
+    while (left := leftovers(tag)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 30)
@@ -80,7 +92,94 @@ def test_quick_side_by_side_on_a_real_api_server_leaves_nothing(
                 assert len(shape["samples_ms"][who][op]) == options.runs
         assert shape["ratio_to_baseline"][part["baseline"]]["add_p50"] == pytest.approx(1.0)
     assert "side by side on a real API server" in done.stdout
-    deadline = time.monotonic() + 20
-    while (left := leftovers(part["tag"])) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert left == []
+    assert wait_no_leftovers(part["tag"]) == []
+
+
+# Stand-ins for Multus's three binaries, to prove the harness runs them as it says (the Go module
+# proxy does not serve Multus): each checks what the real one needs and answers as a meta-plugin.
+THIN_STANDIN = """\
+#!{python}
+import json, os, sys
+conf = json.load(sys.stdin)
+assert conf["type"] == "multus" and os.path.isfile(conf["kubeconfig"]), conf
+if os.environ["CNI_COMMAND"] == "ADD":
+    print(json.dumps({{"cniVersion": conf["cniVersion"], "interfaces": [{{"name": "eth0"}}]}}))
+"""
+DAEMON_STANDIN = """\
+#!{python}
+import json, os, socket, sys
+# What rest.InClusterConfig reads, as the harness gives it.
+secrets = "/run/secrets/kubernetes.io/serviceaccount"
+assert open(secrets + "/token").read() and open(secrets + "/ca.crt").read()
+assert os.environ["KUBERNETES_SERVICE_HOST"] == "127.0.0.1", os.environ
+assert os.environ["MULTUS_NODE_NAME"]
+config = json.load(open(sys.argv[sys.argv.index("-config") + 1]))
+server = socket.socket(socket.AF_UNIX)
+server.bind(os.path.join(config["socketDir"], "multus.sock"))
+server.listen(8)
+while True:
+    conn, _ = server.accept()
+    with conn, conn.makefile("rw") as stream:
+        request = json.loads(stream.readline())
+        reply = {{"cniVersion": request["cniVersion"], "interfaces": [{{"name": "eth0"}}]}}
+        stream.write(json.dumps(reply if request["command"] == "ADD" else {{}}) + "\\n")
+"""
+SHIM_STANDIN = """\
+#!{python}
+import json, os, socket, sys
+conf = json.load(sys.stdin)
+client = socket.socket(socket.AF_UNIX)
+client.connect(os.path.join(conf["daemonSocketDir"], "multus.sock"))
+with client, client.makefile("rw") as stream:
+    command = os.environ["CNI_COMMAND"]
+    stream.write(json.dumps({{"command": command, "cniVersion": conf["cniVersion"]}}) + "\\n")
+    stream.flush()
+    reply = json.loads(stream.readline())
+if command == "ADD":
+    print(json.dumps(reply))
+"""
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 30)
+def test_multus_given_by_hand_runs_thin_and_thick_and_is_the_baseline(
+    netns_ready: None, tmp_path: Path
+) -> None:
+    missing = cluster.missing_binaries(cluster.build_dir())
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not built: run `make k8s`")
+    binaries = tmp_path / "multus"
+    binaries.mkdir()
+    for name, source in (
+        ("multus", THIN_STANDIN),
+        ("multus-daemon", DAEMON_STANDIN),
+        ("multus-shim", SHIM_STANDIN),
+    ):
+        (binaries / name).write_text(source.format(python=sys.executable))
+        (binaries / name).chmod(0o755)
+    out = tmp_path / "side.json"
+    secrets_before = side_by_side.SECRETS.exists()
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.side_by_side", "--quick", "--output", str(out)],
+        cwd=ROOT,
+        env={**os.environ, side_by_side.MULTUS_ENV: str(binaries)},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    part = json.loads(out.read_text())
+    assert part["contenders"] == ["floor", "thick", "thin", "multus-thin", "multus-thick"]
+    assert part["baseline"] == "multus-thick"
+    for shape in part["pods"].values():
+        ratio = shape["ratio_to_baseline"]
+        assert ratio["multus-thick"]["add_p50"] == pytest.approx(1.0)
+        thick, multus = shape["summary"]["thick"], shape["summary"]["multus-thick"]
+        assert ratio["thick"]["add_p50"] == pytest.approx(
+            thick["add"]["p50"] / multus["add"]["p50"]
+        )
+    assert part["leaks"] == []
+    assert side_by_side.SECRETS.exists() == secrets_before  # its mount point, if made, is gone
+    assert wait_no_leftovers(part["tag"]) == []
