@@ -171,10 +171,6 @@ def invalid(res: Resource, name: str, causes: list[Cause]) -> ApiStatusError:
 
 
 _FINISHED = ("Succeeded", "Failed")
-_NAMESPACE_PURGING = (
-    "The system is ensuring all content is removed from this namespace.  Upon completion, this "
-    "namespace will automatically be purged by the system."
-)
 PAGE_NOT_FOUND = "404 page not found\n"
 """Go's http.NotFound body: what a path no API group/version serves gets (text/plain)."""
 
@@ -1067,7 +1063,9 @@ class FakeKubeApi:
         then, as the namespace controller, its objects and itself are deleted, unless the fake
         runs without one (`set_namespace_controller(False)`: Terminating forever)."""
         if old["metadata"].get("deletionTimestamp"):
-            raise conflict(NAMESPACES, key[1], _NAMESPACE_PURGING)
+            # kube-apiserver 1.37 answers a namespace already Terminating as it is (200); 1.28
+            # answered 409 "The system is ensuring all content is removed from this namespace".
+            return old
         terminating = self._mark_deleted(NAMESPACES, key, old, 0)
         if not self._namespace_controller:
             return terminating

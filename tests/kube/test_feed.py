@@ -211,6 +211,9 @@ def test_objects_are_trimmed_to_the_fields_netattach_reads(
 
 
 @pytest.mark.req("KUBE-CACHE")
+@pytest.mark.needs_fake(
+    "bookmarks every 0.1 s and the request log (set_bookmark_interval, requests)"
+)
 def test_watches_ask_for_bookmarks_and_a_rewatch_resumes_from_the_bookmarks_version(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -251,6 +254,7 @@ def test_watches_ask_for_bookmarks_and_a_rewatch_resumes_from_the_bookmarks_vers
 
 
 @pytest.mark.req("KUBE-CACHE")
+@pytest.mark.needs_fake("restarts the API server mid-watch (restart)")
 def test_an_api_server_restart_mid_watch_is_survived(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -273,6 +277,9 @@ def test_an_api_server_restart_mid_watch_is_survived(
 
 
 @pytest.mark.req("KUBE-CACHE")
+@pytest.mark.needs_fake(
+    "stops the API server and compacts its history to force a 410 (stop, compact)"
+)
 def test_410_gone_relists_and_the_store_ends_equal_to_the_server(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -319,6 +326,7 @@ def test_410_gone_relists_and_the_store_ends_equal_to_the_server(
 
 
 @pytest.mark.req("KUBE-CACHE")
+@pytest.mark.needs_fake("fails the first lists (inject_error) and reads the request log")
 def test_a_failing_first_list_is_retried_with_backoff_before_the_view_syncs(
     fake_api: KubeApi, kubeconfig: Path
 ) -> None:
@@ -339,6 +347,7 @@ def test_a_failing_first_list_is_retried_with_backoff_before_the_view_syncs(
 
 
 @pytest.mark.req("KUBE-CACHE")
+@pytest.mark.needs_fake("fails the NAD list (inject_error) and reads the request log")
 def test_the_view_is_not_synced_until_every_kind_has_listed(
     fake_api: KubeApi, kubeconfig: Path
 ) -> None:
@@ -356,6 +365,9 @@ def test_the_view_is_not_synced_until_every_kind_has_listed(
 
 
 @pytest.mark.req("KUBE-CACHE", "KUBE-BOOKMARK")
+@pytest.mark.needs_fake(
+    "uninstalls a CRD (set_crd_installed): on the shared server, every test's policies go"
+)
 def test_a_crd_that_is_not_installed_does_not_keep_the_view_from_syncing(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -410,6 +422,7 @@ def test_a_pod_the_cache_has_not_seen_is_read_directly_and_kept(
 
 
 @pytest.mark.req("KUBE-CACHE")
+@pytest.mark.needs_fake("stops the API server (stop)")
 def test_a_direct_read_is_bounded_and_says_try_again_when_the_api_is_down(
     fake_api: KubeApi, kubeconfig: Path
 ) -> None:

@@ -90,6 +90,7 @@ def test_events_go_out_in_order_and_a_repeat_is_counted_not_duplicated(
 
 
 @pytest.mark.req("KUBE-EVENTS")
+@pytest.mark.needs_fake("stops the API server (stop)")
 def test_record_event_returns_at_once_and_never_raises_when_the_api_is_down(
     fake_api: KubeApi, kubeconfig: Path
 ) -> None:

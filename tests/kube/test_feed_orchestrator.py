@@ -49,6 +49,9 @@ def call(command: str, namespace: str, uid: str) -> env.Environment:
 
 
 @pytest.mark.req("KUBE-CACHE", "KUBE-STATUS", "KUBE-EVENTS", "RT-NOAPI")
+@pytest.mark.needs_fake(
+    "fails lists, restarts and stops the API server (inject_error, restart, stop)"
+)
 def test_add_reads_a_new_pod_directly_and_del_and_check_need_no_api(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, tmp_path: Path
 ) -> None:

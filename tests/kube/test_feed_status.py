@@ -46,6 +46,7 @@ def annotations_of(api: KubeApi, name: str, namespace: str) -> dict[str, str]:
 
 
 @pytest.mark.req("KUBE-STATUS")
+@pytest.mark.needs_fake("reads the PATCH the feed sent (requests)")
 def test_publish_status_is_one_merge_patch_of_that_annotation_alone(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -76,6 +77,7 @@ def test_publish_status_is_one_merge_patch_of_that_annotation_alone(
 
 
 @pytest.mark.req("KUBE-STATUS")
+@pytest.mark.needs_fake("answers a 409 and a 503 (inject_error)")
 def test_publish_status_is_retried_after_a_conflict_and_an_unavailable_server(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -97,6 +99,7 @@ def test_publish_status_is_retried_after_a_conflict_and_an_unavailable_server(
 
 
 @pytest.mark.req("KUBE-STATUS")
+@pytest.mark.needs_fake("answers a 429 with Retry-After (inject_error)")
 def test_publish_status_honours_retry_after_on_429(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -119,6 +122,7 @@ def test_publish_status_honours_retry_after_on_429(
 
 
 @pytest.mark.req("KUBE-STATUS")
+@pytest.mark.needs_fake("answers 503 past the budget (inject_error)")
 def test_publish_status_gives_up_within_its_budget_with_try_again_later(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -142,6 +146,7 @@ def test_publish_status_gives_up_within_its_budget_with_try_again_later(
 
 
 @pytest.mark.req("KUBE-STATUS")
+@pytest.mark.needs_fake("answers a 403 (inject_error)")
 def test_publish_status_refused_for_good_fails_at_once(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -207,6 +212,7 @@ def test_a_status_with_the_pods_uid_never_lands_on_a_recreated_pod_of_that_name(
 
 
 @pytest.mark.req("KUBE-STATUS")
+@pytest.mark.needs_fake("reads the PATCH the feed sent (requests)")
 def test_remove_status_sets_the_annotation_to_null_and_leaves_the_others(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -233,6 +239,7 @@ def test_remove_status_sets_the_annotation_to_null_and_leaves_the_others(
 
 
 @pytest.mark.req("RT-NOAPI", "KUBE-STATUS")
+@pytest.mark.needs_fake("stops the API server (stop)")
 def test_del_of_a_pod_the_cache_knows_is_gone_needs_no_api(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -258,6 +265,7 @@ def test_del_of_a_pod_the_cache_knows_is_gone_needs_no_api(
 
 
 @pytest.mark.req("KUBE-STATUS")
+@pytest.mark.needs_fake("rotates the server's token (set_token)")
 def test_a_rotated_token_is_read_again_from_its_file(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, tmp_path: Path
 ) -> None:
@@ -291,6 +299,7 @@ def test_a_rotated_token_is_read_again_from_its_file(
 
 
 @pytest.mark.req("KUBE-STATUS")
+@pytest.mark.needs_fake("shows that no PATCH was sent (requests)")
 def test_status_entries_that_are_not_json_are_an_internal_error(
     fake_api: KubeApi, kubeconfig: Path
 ) -> None:

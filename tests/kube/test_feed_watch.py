@@ -17,7 +17,7 @@ import pytest
 from netattach.cluster import model
 from tests import logging_state
 from tests.kube import objects
-from tests.kube.api import NEEDS_FAKE, KubeApi
+from tests.kube.api import KubeApi
 from tests.kube.test_feed import FAST, eventually, node_name, run_bounded, running_feed
 
 KUBE_LOGGER = "netattach.cluster.kube"
@@ -28,6 +28,9 @@ def pod_watches(api: KubeApi) -> int:
 
 
 @pytest.mark.req("KUBE-BOOKMARK", "KUBE-CACHE")
+@pytest.mark.needs_fake(
+    "bookmarks every 0.1 s (set_bookmark_interval): a real server sends one about a minute"
+)
 def test_skeleton_bookmarks_advance_the_resource_version_without_breaking_the_watch(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -59,13 +62,12 @@ def test_skeleton_bookmarks_advance_the_resource_version_without_breaking_the_wa
 
 
 @pytest.mark.req("KUBE-BOOKMARK")
+@pytest.mark.needs_fake(
+    "serves an object the client cannot decode (version skew): a real server stores valid ones"
+)
 def test_an_object_the_client_cannot_decode_is_logged_once_and_skipped(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    if not fake_api.is_fake:
-        # A real server stores only what its schema accepts; an object this client cannot
-        # decode comes from version skew, which the fake's hooks can stand in for.
-        pytest.skip(NEEDS_FAKE)
     ns, node = kube_namespace, node_name()
     caplog.set_level(logging.DEBUG, logger=KUBE_LOGGER)
 
@@ -114,11 +116,12 @@ def test_at_debug_the_feed_shows_its_decisions_and_not_the_http_clients_requests
 
 
 @pytest.mark.req("KUBE-BOOKMARK")
+@pytest.mark.needs_fake(
+    "serves an object the client cannot decode (version skew): a real server stores valid ones"
+)
 def test_an_undecodable_object_in_a_list_is_skipped_and_the_view_still_syncs(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    if not fake_api.is_fake:
-        pytest.skip(NEEDS_FAKE)  # as above: a real server stores no such object
     ns, node = kube_namespace, node_name()
     for name in ("a", "b", "c", "d"):
         fake_api.create(objects.pod(name, ns, node_name=node))
@@ -143,6 +146,9 @@ def test_an_undecodable_object_in_a_list_is_skipped_and_the_view_still_syncs(
 
 
 @pytest.mark.req("KUBE-CACHE")
+@pytest.mark.needs_fake(
+    "uninstalls a watched CRD (set_crd_installed): on the shared server, every test's policies go"
+)
 def test_a_crd_deleted_while_watched_empties_its_kind_until_it_is_served_again(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -88,6 +88,9 @@ def add_after_an_api_restart(
 
 
 @pytest.mark.req("KUBE-NADREAD", "KUBE-CACHE")
+@pytest.mark.needs_fake(
+    "fails the NAD list and restarts the API server (inject_error, restart), reads the request log"
+)
 def test_the_first_add_after_an_api_restart_reads_a_nad_the_cache_lacks(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, tmp_path: Path
 ) -> None:
@@ -101,6 +104,7 @@ def test_the_first_add_after_an_api_restart_reads_a_nad_the_cache_lacks(
 
 
 @pytest.mark.req("KUBE-NADREAD")
+@pytest.mark.needs_fake("counts the reads the daemon made (requests)")
 def test_a_nad_the_api_lacks_too_is_101_after_one_read(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, tmp_path: Path
 ) -> None:
