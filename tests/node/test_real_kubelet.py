@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import os
 import shutil
 import threading
@@ -34,6 +35,7 @@ pytestmark = [pytest.mark.netns, pytest.mark.req("KUBE-NODE"), pytest.mark.timeo
 NS = "na-blue"
 CLUSTER_NETWORK = "cluster-default"
 CLEAN = Leftovers()
+NADS_LATE_IPAM = {"type": "host-local", "subnet": "10.89.0.0/24"}
 
 
 @pytest.fixture(scope="module")
@@ -204,6 +206,69 @@ def test_pods_created_at_once_each_get_their_own_addresses(clean_node: RealNode)
     for name in names:
         node.delete_pod(NS, name, wait=False)
     wait_until("the pods gone", lambda: node.api.list("Pod", NS) == [], 90.0)
+    assert node.wait_clean() == CLEAN
+
+
+@pytest.mark.req("NAD-RESOLVE")
+def test_a_pod_created_before_its_nad_waits_with_an_event_then_starts_with_it(
+    clean_node: RealNode,
+) -> None:
+    node = clean_node
+    node.api.create(node.pod_object(NS, "early", "net-a,net-late"))
+
+    def refused() -> list[dict[str, Any]]:
+        events = node.api.events_for(NS, "early")
+        return [e for e in events if e.get("reason") == "NetworkAttachmentDefinitionNotFound"]
+
+    (event, *_) = wait_until("a NetworkAttachmentDefinitionNotFound Event", refused, 60.0)
+    assert event["type"] == "Warning"
+    assert f"{NS}/net-late" in event["message"]
+    pending = node.pod(NS, "early")
+    assert pending is not None
+    assert pending["status"]["phase"] == "Pending"
+    late = {"type": "bridge", "bridge": "na-br-late", "ipam": NADS_LATE_IPAM}
+    node.api.create(
+        {
+            "apiVersion": "k8s.cni.cncf.io/v1",
+            "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": "net-late", "namespace": NS},
+            "spec": {"config": json.dumps({"cniVersion": "1.0.0", "plugins": [late]})},
+        }
+    )
+    node.bridges.add("na-br-late")
+    # the kubelet's next sandbox, after its back-off
+    assert_attached(node, "early", ["net-a", "net-late"])
+    node.delete_pod(NS, "early")
+    assert node.wait_clean() == CLEAN
+
+
+@pytest.mark.req("RT-HOTPLUG")
+def test_a_running_pods_selection_edited_through_the_api_adds_and_removes_attachments(
+    clean_node: RealNode,
+) -> None:
+    node = clean_node
+    node.api.create(node.pod_object(NS, "edited", "net-a"))
+    pod = assert_attached(node, "edited", ["net-a"])
+
+    def selected(networks: str) -> None:
+        patch = {"metadata": {"annotations": {"k8s.v1.cni.cncf.io/networks": networks}}}
+        node.api.patch("Pod", "edited", patch, NS)
+
+    def shown() -> list[tuple[str, str]]:
+        status = node.network_status(NS, "edited") or []
+        return [(entry["name"], entry["interface"]) for entry in status]
+
+    selected("net-a,net-c")
+    added = [(CLUSTER_NETWORK, "eth0"), (f"{NS}/net-a", "net1"), (f"{NS}/net-c", "net2")]
+    wait_until("net-c hot-plugged", lambda: shown() == added, 60.0)
+    assert sorted(node.pod_interfaces(pod)) == ["eth0", "net1", "net2"]
+    selected("net-c")
+    left = [(CLUSTER_NETWORK, "eth0"), (f"{NS}/net-c", "net2")]
+    wait_until("net-a unplugged", lambda: shown() == left, 60.0)
+    assert sorted(node.pod_interfaces(pod)) == ["eth0", "net2"]
+    # one allocation each for eth0 and net2: net-a's address is back in its pool
+    assert len(node.leftovers().allocations) == 2
+    node.delete_pod(NS, "edited")
     assert node.wait_clean() == CLEAN
 
 
