@@ -293,6 +293,7 @@ class LocalCluster:
             self._wait(f"{url} served", "kube-apiserver", lambda u=url: http.get(u).status == 200)
 
     def start(self) -> LocalCluster:
+        self.dir.mkdir(parents=True, exist_ok=True)
         self._certificates()
         admin_credentials = {
             "client-certificate-data": _b64(self.pki / "admin.crt"),
@@ -366,5 +367,13 @@ def local_cluster(directory: Path, bin_dir: Path | None = None) -> Iterator[Loca
         raise ClusterError(
             f"{', '.join(missing)} not built in {bin_dir}: run `make k8s` (scripts/build-k8s.sh)"
         )
-    with LocalCluster(directory, bin_dir) as cluster:
+    # One more try on a failed start: a loopback port chosen free can be taken before a
+    # component binds it (other suites run beside this one).
+    try:
+        cluster = LocalCluster(directory / "1", bin_dir).start()
+    except ClusterError:
+        cluster = LocalCluster(directory / "2", bin_dir).start()
+    try:
         yield cluster
+    finally:
+        cluster.stop()

@@ -186,3 +186,22 @@ def test_under_a_steady_load_events_still_go_out_late(
 
     run_bounded(body())
     assert [e["reason"] for e in ours(fake_api.events_for(ns, "web"))] == ["AddedInterface"]
+
+
+@pytest.mark.req("KUBE-REAL")
+def test_the_feed_authenticates_with_a_client_certificate(
+    admin_kubeconfig: Path, fake_api: KubeApi, kube_namespace: str
+) -> None:
+    """The local cluster's client-certificate kubeconfig (certificate and key embedded as data,
+    no token): the feed lists, watches and writes as that identity."""
+    ns, node = kube_namespace, node_name()
+    fake_api.create(objects.pod("web", ns, node_name=node))
+
+    async def body() -> None:
+        async with running_feed(admin_kubeconfig, node) as (feed, view):
+            assert view.lookup_pod(ns, "web") is not None
+            await feed.record_event(ns, "web", reason="AddedInterface", message="Add net1 []")
+            assert await feed.flush_events(5.0)
+
+    run_bounded(body())
+    assert [e["reason"] for e in ours(fake_api.events_for(ns, "web"))] == ["AddedInterface"]
