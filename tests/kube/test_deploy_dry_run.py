@@ -1,8 +1,8 @@
-"""`kubectl apply -k deploy/` as a user runs it, server-side dry-run on a real API server (the
-tier's, tests/kube/cluster.py, or NETATTACH_TEST_KUBECONFIG's): every object of the kustomization
-is admitted, nothing is created. kubectl is the one `make k8s` built beside the server (else the
-one on PATH). The in-repo fake serves no discovery or OpenAPI, which kubectl needs, so this needs a
-real server."""
+"""`kubectl apply -k deploy/` (and `deploy-before-1.30/`) as a user runs it, server-side dry-run
+on a real API server (the tier's, tests/kube/cluster.py, or NETATTACH_TEST_KUBECONFIG's): every
+object of the kustomization is admitted, nothing is created. kubectl is the one `make k8s` built
+beside the server (else the one on PATH). The in-repo fake serves no discovery or OpenAPI, which
+kubectl needs, so this needs a real server."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import yaml
 from tests.kube.cluster import build_dir
 from tests.kube.conftest import real_kubeconfig
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+ROOT = Path(__file__).resolve().parents[2]
+KUSTOMIZATIONS = ("deploy", "deploy-before-1.30")
 
 
 def kubectl() -> str:
@@ -30,14 +31,16 @@ def kubectl() -> str:
 
 
 @pytest.mark.req("KUBE-DEPLOY")
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS)
 def test_kubectl_apply_k_deploy_passes_a_server_side_dry_run(
-    request: pytest.FixtureRequest,
+    request: pytest.FixtureRequest, directory: str
 ) -> None:
+    deploy = ROOT / directory
     kubeconfig = real_kubeconfig(request)
     if kubeconfig is None:
         pytest.skip("needs a real API server: the in-repo fake serves no OpenAPI")
     rendered = subprocess.run(
-        [kubectl(), "kustomize", str(DEPLOY)], capture_output=True, text=True, check=True
+        [kubectl(), "kustomize", str(deploy)], capture_output=True, text=True, check=True
     ).stdout
     wanted = sorted(
         f"{doc['kind'].lower()}/{doc['metadata']['name']}"
@@ -52,7 +55,7 @@ def test_kubectl_apply_k_deploy_passes_a_server_side_dry_run(
             str(kubeconfig),
             "apply",
             "-k",
-            str(DEPLOY),
+            str(deploy),
             "--dry-run=server",
             "-o",
             "name",
