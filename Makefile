@@ -85,20 +85,17 @@ bench-runtime: venv
 
 # Every scenario in one run (root, ~10 min on 2 cores): floor, thick (directory and Kubernetes
 # feeds), thin and NETATTACH_BENCH_PEER; then netattach beside Multus on a real API server (the
-# control plane scripts/build-k8s.sh builds); prints a table, writes bench/results/<date>.json.
-bench: venv shim
-	@scripts/build-k8s.sh
+# control plane `make k8s` builds); prints a table, writes bench/results/<date>.json.
+bench: venv shim k8s
 	$(BIN)/python -m bench
 
 # The same with tiny sizes (a smoke run, ~1.5 min).
-bench-quick: venv
-	@scripts/build-k8s.sh
+bench-quick: venv k8s
 	$(BIN)/python -m bench --quick
 
 # netattach thick and thin beside Multus thin and thick (NETATTACH_BENCH_MULTUS) on a real API
 # server, alone (root, ~3 min; docs/performance.md).
-bench-side-by-side: venv shim
-	@scripts/build-k8s.sh
+bench-side-by-side: venv shim k8s
 	$(BIN)/python -m bench.side_by_side
 
 # Where thick mode's time goes: the daemon under timing probes, without fsync, and under strace.
