@@ -468,3 +468,23 @@ def test_two_adds_at_once_cannot_both_claim_one_address(tmp_path: Path) -> None:
         asyncio.run(node_guard.check_plan(second, policy, None, store_, "c-second"))
     assert "held by the live attachment blue/net-a of pod blue/web" in caught.value.msg
     node_guard.forget_node_facts()
+
+
+def test_an_address_given_back_by_del_is_free_for_the_next_pod(tmp_path: Path) -> None:
+    """A pod deleted and made again with its static address (the bench's pods, a StatefulSet's)
+    is not refused by the claim of its own finished ADD: an ADD's claims end with it."""
+    node_guard.forget_node_facts()
+    view = store.ClusterStore()
+    config = {"type": "macvlan", "master": "eth1", "ipam": static("10.6.0.9/24")}
+    view.replace_all([pod("blue", "net-a"), nad("blue", "net-a", config)])
+    view.mark_synced()
+    orch, _, plugins = build(tmp_path, view, {"reservedRanges": []})
+
+    asyncio.run(orch.add(call("blue"), {"cniVersion": "1.0.0"}))
+    asyncio.run(orch.delete(call("blue")._replace(command="DEL")))
+    again = call("blue")._replace(container_id="c2")
+    asyncio.run(orch.add(again, {"cniVersion": "1.0.0"}))
+
+    assert plugins.commands().count(("macvlan", "ADD")) == 2
+    assert list(orch.records.container_ids()) == ["c2"]
+    node_guard.forget_node_facts()

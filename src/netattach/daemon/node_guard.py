@@ -82,6 +82,11 @@ class _Cache:
 _CACHE: Final = _Cache()
 
 
+def release(container_id: str) -> None:
+    """`container_id`'s ADD is over: what it claimed is in its record now, or was given up."""
+    _PENDING.claims.pop(container_id, None)
+
+
 def forget_node_facts() -> None:
     """The next ADD reads the node again, and no ADD's claims are pending (tests)."""
     _CACHE.read_at = float("-inf")

@@ -9,6 +9,7 @@ record alone (RT-NOAPI). One operation per container at a time (RT-SERIAL).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Awaitable, Mapping, Sequence
 
 from netattach import loggers, offload
@@ -229,84 +230,89 @@ class Orchestrator:
     # -- ADD ------------------------------------------------------------------------------------
 
     async def add(self, call: env.Environment, netconf: Mapping[str, Any]) -> result.Result:
-        ref = pod_ref(call) or PodRef(namespace="", name="", uid="")
         async with self.locks.hold(call.container_id):
-            await self._undo_earlier_add(call)
             try:
-                plan, pod = await self._plan(call, netconf, ref)
-            except errors.CNIError as exc:
-                log.error("%s", exc)  # refused before any plugin ran; the message names the pod
-                await self._event(ref, failure_reason(exc), str(exc), "Warning")
-                raise
-            # The API pod's UID: a static pod's status and Events go to its mirror (RT-STATIC).
-            ref = ref._replace(uid=(model.uid_of(pod) if pod else "") or ref.uid)
-            record = records_mod.PodRecord(
-                container_id=call.container_id,
-                netns=call.netns,
-                namespace=ref.namespace,
-                pod=ref.name,
-                uid=ref.uid,
-                selection=None if pod is None else hotplug.selection_text(pod),
-            )
-            intents: list[records_mod.AttachmentRecord] = []
-            made: list[records_mod.AttachmentRecord] = []
-            results: list[result.Result] = []
+                return await self._add(call, netconf)
+            finally:
+                # SEC-NODE: the addresses this ADD claimed are in its record now, or nowhere.
+                _release_claims(call.container_id)
+
+    async def _add(self, call: env.Environment, netconf: Mapping[str, Any]) -> result.Result:
+        ref = pod_ref(call) or PodRef(namespace="", name="", uid="")
+        await self._undo_earlier_add(call)
+        try:
+            plan, pod = await self._plan(call, netconf, ref)
+        except errors.CNIError as exc:
+            log.error("%s", exc)  # refused before any plugin ran; the message names the pod
+            await self._event(ref, failure_reason(exc), str(exc), "Warning")
+            raise
+        # The API pod's UID: a static pod's status and Events go to its mirror (RT-STATIC).
+        ref = ref._replace(uid=(model.uid_of(pod) if pod else "") or ref.uid)
+        record = records_mod.PodRecord(
+            container_id=call.container_id,
+            netns=call.netns,
+            namespace=ref.namespace,
+            pod=ref.name,
+            uid=ref.uid,
+            selection=None if pod is None else hotplug.selection_text(pod),
+        )
+        intents: list[records_mod.AttachmentRecord] = []
+        made: list[records_mod.AttachmentRecord] = []
+        results: list[result.Result] = []
+        current = ""
+        write_ahead: Awaitable[object] | None = None
+        try:
+            for planned in plan:
+                current = planned.status_name
+                intents.append(self._intent(planned, intents))
             current = ""
-            write_ahead: Awaitable[object] | None = None
-            try:
-                for planned in plan:
-                    current = planned.status_name
-                    intents.append(self._intent(planned, intents))
-                current = ""
-                call_log.note_record(record, intents)
-                # One durable write names every attachment before the first plugin reads its
-                # config: after a crash at any point, DEL finds all that may hold resources (a
-                # DEL of one that never ran is a DEL of nothing, which every plugin must
-                # accept). Its fsyncs run in a worker thread while the first plugin starts up:
-                # the plugin is gated, and reads its config only once the record is durable.
-                write_ahead = offload.start(
-                    offload.to_thread(
-                        self.records.save, record._replace(attachments=tuple(intents))
-                    )
+            call_log.note_record(record, intents)
+            # One durable write names every attachment before the first plugin reads its
+            # config: after a crash at any point, DEL finds all that may hold resources (a
+            # DEL of one that never ran is a DEL of nothing, which every plugin must
+            # accept). Its fsyncs run in a worker thread while the first plugin starts up:
+            # the plugin is gated, and reads its config only once the record is durable.
+            write_ahead = offload.start(
+                offload.to_thread(self.records.save, record._replace(attachments=tuple(intents)))
+            )
+            gate: Awaitable[object] | None = write_ahead
+            for planned, intent in zip(plan, intents, strict=True):
+                current = planned.status_name
+                made.append(intent)
+                # The pod record saved above is the write-ahead record: no second one.
+                res = await self.runtime.add_network_list(
+                    planned.network,
+                    _runtime_conf(call, call.netns, made[-1]),
+                    record_intent=False,
+                    gate=gate,
                 )
-                gate: Awaitable[object] | None = write_ahead
-                for planned, intent in zip(plan, intents, strict=True):
-                    current = planned.status_name
-                    made.append(intent)
-                    # The pod record saved above is the write-ahead record: no second one.
-                    res = await self.runtime.add_network_list(
-                        planned.network,
-                        _runtime_conf(call, call.netns, made[-1]),
-                        record_intent=False,
-                        gate=gate,
-                    )
-                    gate = None
-                    delegate.verify_result(
-                        res,
-                        ifname=planned.ifname,
-                        ips=planned.ips,
-                        mac=planned.mac,
-                        network=planned.status_name,
-                    )
-                    made[-1] = made[-1]._replace(result=res.to_raw())
-                    results.append(res)
-                current = ""
-                await write_ahead  # done already, unless no plugin ran
-                await self._apply_default_route(call.netns, plan)
-                record = record._replace(attachments=tuple(made), complete=True)
-                await self._added(ref, pod, plan, record, results)
-            except Exception as exc:
-                failed = await self._add_failed(ref, current, exc, write_ahead)
-                await self._undo(call, record._replace(attachments=tuple(made)))
-                await self._event(
-                    ref,
-                    FAILURE_REASONS.get(failed.code, "FailedAttachNetwork"),
-                    str(failed),
-                    "Warning",
+                gate = None
+                delegate.verify_result(
+                    res,
+                    ifname=planned.ifname,
+                    ips=planned.ips,
+                    mac=planned.mac,
+                    network=planned.status_name,
                 )
-                raise failed from exc
-            want = str(netconf.get("cniVersion", spec.CURRENT_VERSION))
-            return result.convert(results[0], want)
+                made[-1] = made[-1]._replace(result=res.to_raw())
+                results.append(res)
+            current = ""
+            await write_ahead  # done already, unless no plugin ran
+            await self._apply_default_route(call.netns, plan)
+            record = record._replace(attachments=tuple(made), complete=True)
+            await self._added(ref, pod, plan, record, results)
+        except Exception as exc:
+            failed = await self._add_failed(ref, current, exc, write_ahead)
+            await self._undo(call, record._replace(attachments=tuple(made)))
+            await self._event(
+                ref,
+                FAILURE_REASONS.get(failed.code, "FailedAttachNetwork"),
+                str(failed),
+                "Warning",
+            )
+            raise failed from exc
+        want = str(netconf.get("cniVersion", spec.CURRENT_VERSION))
+        return result.convert(results[0], want)
 
     async def _added(
         self,
@@ -792,6 +798,7 @@ class Orchestrator:
             record, made, failures = await self._plug(call, ref, record, change)
             record = record._replace(attachments=_replugged(record, change, made))
             self.records.save(record)
+            _release_claims(container_id)
             if self.policy is not None and (made or removed):
                 try:
                     await self.policy.enforce(record, pod)
@@ -1000,3 +1007,12 @@ def _shown_ips(entries: Sequence[Mapping[str, object]], ifname: str) -> str:
             ips = entry.get("ips", [])
             return ", ".join(str(ip) for ip in ips) if isinstance(ips, list) else ""
     return ""
+
+
+def _release_claims(container_id: str) -> None:
+    """Forget the addresses `container_id`'s ADD claimed while it had no record (SEC-NODE),
+    once its record holds them or it failed. node_guard is imported only by an ADD with a NAD to
+    check (the thin plugin's path stays without it): not loaded, nothing was claimed."""
+    guard = sys.modules.get("netattach.daemon.node_guard")
+    if guard is not None:
+        guard.release(container_id)
