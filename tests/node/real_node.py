@@ -535,6 +535,7 @@ class Binder:
         self.every = every
         self.bound: list[str] = []
         self._stop = threading.Event()
+        self._held = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="na-binder", daemon=True)
 
     def start(self) -> None:
@@ -542,8 +543,20 @@ class Binder:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
+            if self._held.is_set():
+                continue
             with contextlib.suppress(OSError, ValueError, KeyError):
                 self.bind_pending()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """No pod bound meanwhile: a DaemonSet's replacement pod stays Pending (unscheduled),
+        as on a node the scheduler cannot place it on yet."""
+        self._held.set()
+        try:
+            yield
+        finally:
+            self._held.clear()
 
     def bind_pending(self) -> None:
         response = self.http.get("/api/v1/pods", fieldSelector="spec.nodeName=")

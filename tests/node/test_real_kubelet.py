@@ -130,13 +130,30 @@ def test_the_netattach_pod_deleted_and_recreated_while_pods_exist_and_one_is_cre
     node = clean_node
     node.api.create(node.pod_object(NS, "before", "net-a,net-b"))
     assert_attached(node, "before", ["net-a", "net-b"])
+    node.api.create(node.pod_object(NS, "leaving", "net-c"))
+    assert_attached(node, "leaving", ["net-c"])
     (old,) = [pod["metadata"] for pod in node.daemon_pods()]
-    node.delete_pod("kube-system", old["name"], wait=False)
-    # while the daemon's pod is terminating, or its replacement not yet Ready
-    node.api.create(node.pod_object(NS, "during", "net-c"))
+    with node.binder.held():  # its replacement unscheduled: no daemon on the node meanwhile
+        node.delete_pod("kube-system", old["name"])
+        node.api.create(node.pod_object(NS, "during", "net-c"))
+        node.delete_pod(NS, "leaving", wait=False)
+
+        def failed_sandbox() -> list[dict[str, Any]]:
+            events = node.api.events_for(NS, "during")
+            return [e for e in events if e.get("reason") == "FailedCreatePodSandBox"]
+
+        (event, *_) = wait_until("the sandbox refused for want of a daemon", failed_sandbox, 60.0)
+        assert "connect failed" in event["message"]
+        during = node.pod(NS, "during")
+        assert during is not None
+        assert during["status"]["phase"] == "Pending"
+        leaving = node.pod(NS, "leaving")  # its DEL waits for a daemon (kubelet retries it)
+        assert leaving is not None
+        assert leaving["metadata"].get("deletionTimestamp")
     node.wait_daemon_ready(not_uid=old["uid"])
     assert_attached(node, "during", ["net-c"])
     assert_attached(node, "before", ["net-a", "net-b"])
+    wait_until("the pod deleted meanwhile gone", lambda: node.pod(NS, "leaving") is None, 90.0)
     node.api.create(node.pod_object(NS, "after", "net-a"))
     assert_attached(node, "after", ["net-a"])
     for name in ("before", "during", "after"):
