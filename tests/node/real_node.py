@@ -608,6 +608,7 @@ class RealNode:
     binder: Binder
     api: RealKubeApi
     pause_image: str
+    cgroups: CgroupRoot
     bridges: set[str] = dataclasses.field(default_factory=set)
 
     @property
@@ -783,6 +784,46 @@ class RealNode:
                 return left
             time.sleep(0.5)
 
+    # -- a reboot -----------------------------------------------------------------------------
+
+    def reboot(self) -> None:
+        """What a reboot does to a node, then the kubelet and containerd started again: every
+        process of the node ends (the kubelet, containerd, its shims, every container), every
+        link but the node's own goes (its bridges too), what lives in memory is lost (/run, the
+        pod namespaces, containerd's state, the kubelet's tmpfs volumes) and what is on disk stays
+        (/var/lib/cni, /var/lib/netattach, /var/lib/kubelet, containerd's root, /etc/cni)."""
+        self.kubelet.stop()
+        self.containerd.stop()
+        for _ in range(50):
+            left = set(self.containerd.shim_pids()) | self.cgroups.pids()
+            if not left:
+                break
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+        own = {"lo", "na-eth0", "na-eth0p", "na-mv0", "na-mv0p"}
+        for name in links.read_interfaces(self.netns):
+            if name not in own:
+                self.namespaces.run("ip", "link", "del", name, check=False)
+        state = str(self.containerd.state)
+        mounts = Path(f"/proc/{self.namespaces.pid}/mountinfo").read_text().splitlines()
+        points = [line.split()[4] for line in mounts]
+        lost = [
+            point for point in points if point.startswith((state + "/", "/var/lib/kubelet/pods/"))
+        ]
+        for point in sorted(lost, key=len, reverse=True):
+            self.namespaces.run("umount", "-l", point, check=False)
+        self.namespaces.run(
+            "sh", "-c",
+            "umount -R -l /run && mount -t tmpfs -o mode=0755 na-node-run /run"
+            " && mkdir -p /run/netns && mount --make-rshared /run",
+        )  # fmt: skip
+        shutil.rmtree(self.containerd.state, ignore_errors=True)
+        self.containerd.state.mkdir()
+        self.containerd.start()
+        self.kubelet.start()
+
     # -- netattach ----------------------------------------------------------------------------
 
     def daemon_pods(self) -> list[dict[str, Any]]:
@@ -950,6 +991,7 @@ def real_node(
             binder=binder,
             api=api,
             pause_image=pause_image,
+            cgroups=cgroups,
             bridges={cluster_bridge},
         )
 

@@ -226,6 +226,41 @@ def test_pods_created_at_once_each_get_their_own_addresses(clean_node: RealNode)
     assert node.wait_clean() == CLEAN
 
 
+def test_a_reboot_of_the_node_restarts_its_pods_with_their_networks_and_frees_the_old(
+    clean_node: RealNode,
+) -> None:
+    node = clean_node
+    node.api.create(node.pod_object(NS, "rebooted", "net-a,net-b"))
+    before = assert_attached(node, "rebooted", ["net-a", "net-b"])
+    assert len(node.leftovers().allocations) == 3  # eth0, net1 (net-b's macvlan: net2 too)
+
+    node.reboot()
+
+    node.wait_daemon_ready()
+
+    def restarted() -> dict[str, Any] | None:
+        pod = node.pod(NS, "rebooted")
+        statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or [{}]
+        return pod if statuses[0].get("restartCount", 0) >= 1 else None
+
+    wait_until("the pod's container started again", restarted, 120.0)
+    after = assert_attached(node, "rebooted", ["net-a", "net-b"])
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    # the sandbox before the reboot had its DEL (kubelet's KillPodSandbox of the dead sandbox):
+    # its addresses are back in their pools, its record gone
+
+    def freed() -> bool:
+        found = node.leftovers()
+        return (len(found.allocations), len(found.records)) == (3, 1)
+
+    try:
+        wait_until("the old sandbox's allocations and record freed", freed, 60.0)
+    except real_node.NodeError as exc:
+        pytest.fail(f"{exc}: {node.leftovers()}")
+    node.delete_pod(NS, "rebooted")
+    assert node.wait_clean() == CLEAN
+
+
 @pytest.mark.req("NAD-RESOLVE")
 def test_a_pod_created_before_its_nad_waits_with_an_event_then_starts_with_it(
     clean_node: RealNode,
