@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tests.cli.harness import DirectoryNode, directory_node
 from tests.e2e.conftest import cluster
-from tests.e2e.daemon_harness import daemon, shim_zipapp
+from tests.e2e.daemon_harness import daemon, native_shim
 from tests.kube.conftest import fake_api, kubeconfig
 
 __all__ = [
@@ -20,5 +20,5 @@ __all__ = [
     "directory_node",
     "fake_api",
     "kubeconfig",
-    "shim_zipapp",
+    "native_shim",
 ]

@@ -8,9 +8,10 @@ mode needs:
                   feed is the cluster's manifests dir; daemonSocket, cniConfDir and cniBinDir
                   live under a short directory of /tmp (sun_path is 107 bytes at most); metrics
                   listen on 127.0.0.1:<port> *inside the node namespace*
-    start()       `nsenter --net=<node> .venv/bin/netattach daemon --config FILE --shim ZIPAPP`,
-                  so every delegate the daemon runs is in the node namespace too; waits for the
-                  socket and (unless told not to) for /readyz to answer 200
+    start()       `nsenter --net=<node> .venv/bin/netattach daemon --config FILE`, so every
+                  delegate the daemon runs is in the node namespace too; waits for the socket
+                  and (unless told not to) for /readyz to answer 200, then checks that what the
+                  daemon put in cniBinDir is the shim it was meant to install
     stop()/kill() SIGTERM (then SIGKILL after a grace period) / SIGKILL; the fixture always stops
                   the daemon at teardown, whatever the test did
     shim()        one CNI call as the container runtime makes it: the *installed* shim
@@ -20,9 +21,13 @@ mode needs:
                   injected (libcni's view of a one-plugin list)
     http()        GET on the metrics listener, from inside the node namespace
 
-The shim is the zipapp `scripts/build-shim.sh zipapp` builds (once per session): the single-file
-form a daemon can copy. The runtime's PATH is a kubelet's (`/usr/sbin:/usr/bin:/sbin:/bin`), so
-its `#!/usr/bin/env python3` runs the host's python3, not the venv's.
+The shim is what the daemon installs on a node (RT-INSTALLED): with no `--shim`, the static C
+program built with the package (`shim_install.NATIVE_SHIM`, which `make venv` builds in place and
+the `native_shim` fixture rebuilds when its source is newer), copied into cniBinDir by the daemon
+itself. A test of another form names it (`DaemonNode(cluster, shim=...)`, the daemon's `--shim`):
+the zipapp of `scripts/build-shim.sh zipapp` (`shim_zipapp`), whose `#!/usr/bin/env python3` runs
+on the runtime's PATH, a kubelet's (`/usr/sbin:/usr/bin:/sbin:/bin`): the host's python3, not the
+venv's.
 """
 
 from __future__ import annotations
@@ -46,14 +51,16 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from netattach.daemon import shim_install
 from tests.e2e.harness import CALL_TIMEOUT, ROOT, Cluster, Pod, Reply
 from tests.netns_fixtures import PLUGIN_DIR
 
 DAEMON = ROOT / ".venv" / "bin" / "netattach"
 BUILD_SCRIPT = ROOT / "scripts" / "build-shim.sh"
 SHIM_NAME = "netattach"
+NATIVE_SOURCES = (ROOT / "src" / "netattach" / "shim" / "netattach-shim.c", BUILD_SCRIPT)
 CONFLIST_NAME = "00-netattach.conflist"
-# A kubelet's PATH: `/usr/bin/env python3` in the zipapp's shebang finds the host's python3.
+# A kubelet's PATH: `/usr/bin/env python3` in a zipapp's shebang finds the host's python3.
 RUNTIME_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # The shim's whole exchange with the daemon, bounded well below the call timeout.
 SHIM_TIMEOUT = "45"
@@ -122,11 +129,12 @@ class HttpReply:
 class DaemonNode:
     """A `netattach daemon` for `cluster`, with its socket, CNI dirs and installed shim."""
 
-    def __init__(self, cluster: Cluster, zipapp: Path, *, default_shim: bool = False) -> None:
-        """`default_shim`: start without `--shim`, so the daemon installs its default one."""
+    def __init__(self, cluster: Cluster, shim: Path | None = None) -> None:
+        """`shim`: the file `--shim` names, for a test of that option or of a form the daemon
+        does not pick by itself (the zipapp); None, as on a node: the daemon installs its
+        default, the static C shim."""
         self.cluster = cluster
-        self.zipapp = zipapp
-        self.default_shim = default_shim
+        self.named_shim = shim
         self.root = Path(tempfile.mkdtemp(prefix="na-d-"))
         self.socket = self.root / "run" / "netattach.sock"
         self.conf_dir = self.root / "net.d"
@@ -166,7 +174,7 @@ class DaemonNode:
                     "daemon",
                     "--config",
                     str(self.settings_path),
-                    *([] if self.default_shim else ["--shim", str(self.zipapp)]),
+                    *([] if self.named_shim is None else ["--shim", str(self.named_shim)]),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=stream,
@@ -176,6 +184,17 @@ class DaemonNode:
         wait_for("the daemon's socket", self._serving, START_TIMEOUT)
         if ready:
             wait_for("/readyz to answer 200", lambda: self.http("/readyz").status == 200, 10.0)
+            # Ready means installed: every later call of shim() runs the daemon's copy of it.
+            assert self.installed_shim.read_bytes() == self.shim_source.read_bytes(), (
+                f"{self.installed_shim} is not the shim the daemon was to install"
+                f" ({self.shim_source})"
+            )
+
+    @property
+    def shim_source(self) -> Path:
+        """The file the daemon copies to cniBinDir/netattach: the one named, else the static C
+        shim built with the package."""
+        return self.named_shim or shim_install.NATIVE_SHIM
 
     def _serving(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
@@ -333,9 +352,42 @@ class DaemonNode:
         return self.metrics().get(key)
 
 
+def native_shim_stale() -> str | None:
+    """Why the static C shim the daemon would install is not the one its sources build (None
+    when it is): missing, or older than netattach-shim.c or the build script (make's rule)."""
+    native = shim_install.NATIVE_SHIM
+    if not (native.is_file() and os.access(native, os.X_OK)):
+        return f"{native} is not built"
+    built = native.stat().st_mtime
+    newer = [source.name for source in NATIVE_SOURCES if source.stat().st_mtime > built]
+    return f"{', '.join(newer)} changed since {native} was built" if newer else None
+
+
+@pytest.fixture(scope="session")
+def native_shim() -> Path:
+    """The static C shim the daemon installs when `--shim` names none, as it is on a node: built
+    in place as `make venv` builds it (`scripts/build-shim.sh native`) when it is missing or
+    older than its sources, so the tiers never run a shim other than the one src/ makes."""
+    stale = native_shim_stale()
+    if stale is not None:
+        done = subprocess.run(
+            ["bash", str(BUILD_SCRIPT), "native", str(shim_install.NATIVE_SHIM)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.fail(
+                f"{stale}; scripts/build-shim.sh native failed:\n{done.stdout}{done.stderr}"
+            )
+    assert shim_install.NATIVE_SHIM.read_bytes().startswith(b"\x7fELF")
+    return shim_install.NATIVE_SHIM
+
+
 @pytest.fixture(scope="session")
 def shim_zipapp(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shim as a zipapp, built once per session from src/."""
+    """The shim as a zipapp, built once per session from src/ (tests of that form name it)."""
     out = tmp_path_factory.mktemp("shim") / "netattach-shim.pyz"
     done = subprocess.run(
         ["bash", str(BUILD_SCRIPT), "zipapp", str(out)],
@@ -351,9 +403,10 @@ def shim_zipapp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def daemon(cluster: Cluster, shim_zipapp: Path) -> Iterator[DaemonNode]:
-    """A daemon for the test's cluster, not started yet; always stopped at teardown."""
-    node = DaemonNode(cluster, shim_zipapp)
+def daemon(cluster: Cluster, native_shim: Path) -> Iterator[DaemonNode]:
+    """A daemon for the test's cluster, not started yet, installing the static C shim as on a
+    node; always stopped at teardown."""
+    node = DaemonNode(cluster)
     try:
         yield node
     finally:

@@ -744,9 +744,10 @@ def node_and_pods(root: Path) -> Iterator[Cluster]:
 
 
 @contextlib.contextmanager
-def policy_daemon(cluster: Cluster, zipapp: Path) -> Iterator[DaemonNode]:
-    """`netattach daemon` for `cluster` with policy enabled, not started; stopped at the end."""
-    daemon = DaemonNode(cluster, zipapp)
+def policy_daemon(cluster: Cluster, shim: Path | None = None) -> Iterator[DaemonNode]:
+    """`netattach daemon` for `cluster` with policy enabled, not started; stopped at the end.
+    It installs `shim`, else its default (the static C shim, as on a node)."""
+    daemon = DaemonNode(cluster, shim)
     daemon.settings["policy"] = {"enabled": True}
     try:
         yield daemon

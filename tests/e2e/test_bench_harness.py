@@ -32,12 +32,12 @@ from bench import breakdown
 from bench import guard as guard_mod
 
 from netattach.netns import namespace
-from tests.e2e.daemon_harness import RUNTIME_PATH, SHIM_TIMEOUT, DaemonNode, daemon, shim_zipapp
+from tests.e2e.daemon_harness import RUNTIME_PATH, SHIM_TIMEOUT, DaemonNode, daemon, native_shim
 from tests.e2e.harness import ROOT
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["daemon", "shim_zipapp"]  # the fixtures this module uses
+__all__ = ["daemon", "native_shim"]  # the fixtures this module uses
 
 RUN_TIMEOUT = 280.0
 PEER_TEMPLATE = {

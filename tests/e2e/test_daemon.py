@@ -8,6 +8,7 @@ import json
 import stat
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from tests.e2e.daemon_harness import (
     DaemonNode,
     FileWatcher,
     daemon,
+    native_shim,
     shim_zipapp,
 )
 from tests.e2e.harness import (
@@ -31,7 +33,7 @@ from tests.e2e.harness import (
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["daemon", "shim_zipapp"]  # the fixtures this module uses
+__all__ = ["daemon", "native_shim", "shim_zipapp"]  # the fixtures this module uses
 
 
 def fixed_mac_bridge(cluster: Cluster, name: str) -> None:
@@ -114,7 +116,7 @@ def test_install_copies_the_shim_and_writes_the_conflist_atomically(
     daemon: DaemonNode, cleanup: bool
 ) -> None:
     daemon.settings["cleanupOnExit"] = cleanup
-    shim_bytes = daemon.zipapp.read_bytes()
+    shim_bytes = daemon.shim_source.read_bytes()
     expected = {
         "cniVersion": "1.0.0",
         "name": "netattach",
@@ -134,7 +136,7 @@ def test_install_copies_the_shim_and_writes_the_conflist_atomically(
     assert watcher.seen == {daemon.conflist: {conflist_bytes}, daemon.installed_shim: {shim_bytes}}
     assert sorted(p.name for p in daemon.conf_dir.iterdir()) == [CONFLIST_NAME]
     assert sorted(p.name for p in daemon.bin_dir.iterdir()) == [SHIM_NAME]
-    # The installed copy runs on the host's python3 and answers VERSION without the daemon.
+    # The installed copy answers VERSION without the daemon.
     version = daemon.shim("VERSION")
     assert version.rc == 0, version
     assert version.out["cniVersion"] == "1.0.0"
@@ -186,16 +188,16 @@ def test_with_the_daemon_down_the_shim_answers_11_and_a_later_del_frees_everythi
     assert cluster.leftovers() == NOTHING
 
 
-@pytest.mark.req("KUBE-INSTALL")
+@pytest.mark.req("KUBE-INSTALL", "RT-INSTALLED")
 def test_without_shim_the_daemon_installs_the_static_shim_and_pods_attach_through_it(
     daemon: DaemonNode,
 ) -> None:
-    """The default form: no `--shim`, and the runtime runs the static C program the daemon put
-    in cniBinDir; it carries a pod's ADD and DEL like any other form."""
+    """The default form, and the one every test of this tier runs: no `--shim`, and the runtime
+    runs the static C program the daemon put in cniBinDir, not a build of the test's own."""
     cluster = daemon.cluster
     cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.82.0.0/24")))
     pod = cluster.pod("blue", "web", "net-a")
-    daemon.default_shim = True
+    assert daemon.named_shim is None
     daemon.start()
     installed = daemon.installed_shim.read_bytes()
 
@@ -205,9 +207,36 @@ def test_without_shim_the_daemon_installs_the_static_shim_and_pods_attach_throug
 
     assert installed == shim_install.NATIVE_SHIM.read_bytes()
     assert installed.startswith(b"\x7fELF")
+    assert "no native shim" not in daemon.log_text()  # the zipapp fallback was not taken
     assert sorted(p.name for p in daemon.bin_dir.iterdir()) == [SHIM_NAME]
     assert added.rc == 0, (added, daemon.log_text())
     assert attached == ["eth0", "net1"]
     assert deleted.rc == 0, deleted
     assert cluster.leftovers() == NOTHING
     assert daemon.requests("ADD", "0") == 1.0
+
+
+@pytest.mark.req("KUBE-INSTALL")
+def test_the_zipapp_named_by_shim_is_installed_and_pods_attach_through_it(
+    cluster: Cluster, shim_zipapp: Path
+) -> None:
+    """`--shim` names another form, here the Python zipapp (for a host whose operator wants it):
+    the daemon installs that file instead, and the runtime's python3 runs it."""
+    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.82.0.0/24")))
+    pod = cluster.pod("blue", "web", "net-a")
+    daemon = DaemonNode(cluster, shim_zipapp)
+    try:
+        daemon.start()
+        installed = daemon.installed_shim.read_bytes()
+        added = daemon.shim("ADD", pod)
+        attached = sorted(cluster.interfaces(pod.netns))
+        deleted = daemon.shim("DEL", pod)
+    finally:
+        daemon.close()
+
+    assert installed == shim_zipapp.read_bytes()
+    assert installed.startswith(b"#!/usr/bin/env python3\n")
+    assert added.rc == 0, (added, daemon.log_text())
+    assert attached == ["eth0", "net1"]
+    assert deleted.rc == 0, deleted
+    assert cluster.leftovers() == NOTHING

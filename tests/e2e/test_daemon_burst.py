@@ -15,8 +15,8 @@ from tests.e2e.daemon_harness import (
     daemon,
     install_trace,
     most_at_once,
+    native_shim,
     plugin_processes,
-    shim_zipapp,
     trace_spans,
     wait_for,
 )
@@ -35,7 +35,7 @@ from tests.netns_fixtures import PLUGIN_DIR
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["daemon", "shim_zipapp"]  # the fixtures this module uses
+__all__ = ["daemon", "native_shim"]  # the fixtures this module uses
 
 BURST = 100
 LIMIT = 4

@@ -12,12 +12,12 @@ import pytest
 
 from netattach import wire
 from netattach.shim.main import parse_http_reply
-from tests.e2e.daemon_harness import DaemonNode, HttpReply, daemon, shim_zipapp
+from tests.e2e.daemon_harness import DaemonNode, HttpReply, daemon, native_shim
 from tests.e2e.harness import DEFAULT_NETWORK, NOTHING
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["daemon", "shim_zipapp"]  # the fixtures this module uses
+__all__ = ["daemon", "native_shim"]  # the fixtures this module uses
 
 SEED = 20261122
 PAYLOADS = 200

@@ -15,14 +15,14 @@ from tests.e2e.daemon_harness import (
     FileWatcher,
     HttpReply,
     daemon,
-    shim_zipapp,
+    native_shim,
     wait_for,
 )
 from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Pod
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["daemon", "shim_zipapp"]  # the fixtures this module uses
+__all__ = ["daemon", "native_shim"]  # the fixtures this module uses
 
 DEFAULT_FILE = "00-default.conflist"
 NOT_READY = HttpReply(503, "not ready: waiting for the default network\n")
@@ -80,9 +80,12 @@ def test_wait_installs_the_conflist_only_once_the_default_network_exists(
         daemon.start(ready=False)
         assert daemon.http("/readyz") == NOT_READY
         assert daemon.http("/healthz") == HttpReply(200, "ok\n")
-        # No conflist, so no runtime would call us; the shim (run from its build) still reaches
-        # the daemon, which holds the call back with "try again later".
-        assert_try_again(daemon, "ADD", pod, program=daemon.zipapp, config=daemon.fallback_config())
+        # No conflist, so no runtime would call us; the shim the daemon is to install (run from
+        # where it was built) still reaches the daemon, which holds the call back with "try again
+        # later".
+        assert_try_again(
+            daemon, "ADD", pod, program=daemon.shim_source, config=daemon.fallback_config()
+        )
         time.sleep(1.5)  # more than one readiness poll: still nothing installed
         assert not daemon.conflist.exists()
         assert daemon.http("/readyz") == NOT_READY

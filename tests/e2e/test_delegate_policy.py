@@ -15,7 +15,7 @@ import pytest
 
 from netattach.attach import delegate_rules
 from netattach.netns import links
-from tests.e2e.daemon_harness import DaemonNode, daemon, shim_zipapp, wait_for
+from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, wait_for
 from tests.e2e.harness import NOTHING, Cluster, Pod, Reply, bridge_list, host_local
 from tests.e2e.kube_harness import RemoteKubeApi
 from tests.e2e.test_kube_daemon import WATCH_TIMEOUT, api_pod, kube_api, kube_daemon, wait_events
@@ -24,7 +24,7 @@ from tests.netns_fixtures import require_link_kind, unique
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["daemon", "kube_api", "kube_daemon", "shim_zipapp"]  # the fixtures used here
+__all__ = ["daemon", "kube_api", "kube_daemon", "native_shim"]  # the fixtures used here
 
 NS = "blue"
 

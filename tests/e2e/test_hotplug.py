@@ -23,8 +23,8 @@ from netattach.policy import apply
 from tests.e2e.daemon_harness import (
     DaemonNode,
     daemon,
+    native_shim,
     plugin_processes,
-    shim_zipapp,
     wait_for,
 )
 from tests.e2e.harness import (
@@ -49,7 +49,7 @@ from tests.kube import objects
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["daemon", "kube_api", "kube_daemon", "shim_zipapp"]  # the fixtures used here
+__all__ = ["daemon", "kube_api", "kube_daemon", "native_shim"]  # the fixtures used here
 
 NS = "blue"
 SUBNETS = {

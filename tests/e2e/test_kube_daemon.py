@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from netattach.cluster import model
-from tests.e2e.daemon_harness import DaemonNode, daemon, shim_zipapp, wait_for
+from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, wait_for
 from tests.e2e.harness import (
     DEFAULT_NETWORK,
     DEFAULT_SUBNET,
@@ -38,7 +38,7 @@ from tests.netns_fixtures import Node
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["daemon", "shim_zipapp"]  # the fixtures this module uses
+__all__ = ["daemon", "native_shim"]  # the fixtures this module uses
 
 NS = "blue"
 STATUS = model.STATUS_ANNOTATION

@@ -18,7 +18,7 @@ from tests.e2e.daemon_harness import (
     daemon,
     install_trace,
     most_at_once,
-    shim_zipapp,
+    native_shim,
     trace_spans,
     wait_for,
 )
@@ -47,7 +47,7 @@ from tests.netns_fixtures import PLUGIN_DIR
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["daemon", "kube_api", "kube_daemon", "shim_zipapp"]  # the fixtures this module uses
+__all__ = ["daemon", "kube_api", "kube_daemon", "native_shim"]  # the fixtures this module uses
 
 BURST = 100
 LIMIT = 4

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.daemon_harness import shim_zipapp, wait_for
+from tests.e2e.daemon_harness import native_shim, wait_for
 from tests.e2e.kube_harness import RemoteKubeApi
 from tests.e2e.policy_harness import (
     NAD_NS,
@@ -36,7 +36,7 @@ from tests.kube.api import Obj
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["shim_zipapp"]  # the fixtures this module uses
+__all__ = ["native_shim"]  # the fixtures this module uses
 
 NET = f"{NAD_NS}/net"
 EVENT_TIMEOUT = 15.0
@@ -44,14 +44,14 @@ EVENT_TIMEOUT = 15.0
 
 @pytest.fixture(scope="module")
 def api_lab(
-    shim_zipapp: Path, tmp_path_factory: pytest.TempPathFactory
+    native_shim: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[PolicyLab, RemoteKubeApi]]:
     """The lab on the Kubernetes feed, and the fake API it reads."""
     root = tmp_path_factory.mktemp("kube-policy")
     with node_and_pods(root) as cluster:
         api = RemoteKubeApi.launch(cluster.node.path)
         try:
-            with policy_daemon(cluster, shim_zipapp) as daemon:
+            with policy_daemon(cluster) as daemon:
                 kubeconfig = api.write_kubeconfig(cluster.root / "kubeconfig")
                 daemon.settings["feed"] = {"kubernetes": {"kubeconfig": str(kubeconfig)}}
                 daemon.settings["nodeName"] = cluster.node.name

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from netattach.netns import links
-from tests.e2e.daemon_harness import DaemonNode, daemon, shim_zipapp
+from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim
 from tests.e2e.harness import Cluster, bridge_list, host_local
 from tests.e2e.test_delegate_policy import NS, grant, nic, nothing_attached, refused
 from tests.netns_fixtures import require_link_kind, unique
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["daemon", "shim_zipapp"]  # the fixtures used here
+__all__ = ["daemon", "native_shim"]  # the fixtures used here
 
 
 def ip(cluster: Cluster, *args: str) -> None:

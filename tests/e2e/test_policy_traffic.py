@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.daemon_harness import shim_zipapp, wait_for
+from tests.e2e.daemon_harness import native_shim, wait_for
 from tests.e2e.policy_harness import (
     NAD_NS,
     FileObjects,
@@ -34,7 +34,7 @@ from tests.e2e.policy_harness import (
 
 pytestmark = pytest.mark.netns
 
-__all__ = ["shim_zipapp"]  # the fixtures this module uses
+__all__ = ["native_shim"]  # the fixtures this module uses
 
 NET = f"{NAD_NS}/net"  # IPv4 bridge + host-local
 ALT = f"{NAD_NS}/alt"  # another IPv4 bridge network
@@ -44,11 +44,11 @@ DENY_INGRESS: dict[str, Any] = {"podSelector": {}, "policyTypes": ["Ingress"]}
 
 
 @pytest.fixture(scope="module")
-def lab(shim_zipapp: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PolicyLab]:
+def lab(native_shim: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PolicyLab]:
     root = tmp_path_factory.mktemp("policy-traffic")
     with (
         node_and_pods(root) as cluster,
-        policy_daemon(cluster, shim_zipapp) as daemon,
+        policy_daemon(cluster) as daemon,
         lab_on(daemon, FileObjects(cluster)) as lab,
     ):
         lab.bridge_network("net", "10.90.0.0/24")

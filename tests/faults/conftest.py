@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import cluster
-from tests.e2e.daemon_harness import DaemonNode, daemon, shim_zipapp
+from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, shim_zipapp
 from tests.e2e.harness import Cluster
 from tests.e2e.test_kube_daemon import kube_api, kube_daemon
 from tests.netns_fixtures import Node, netns_unavailable_reason, unique
 
-__all__ = ["cluster", "daemon", "kube_api", "kube_daemon", "shim_zipapp"]  # re-exported fixtures
+# re-exported fixtures
+__all__ = ["cluster", "daemon", "kube_api", "kube_daemon", "native_shim", "shim_zipapp"]
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +53,11 @@ def module_cluster() -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def module_daemon(module_cluster: Cluster, shim_zipapp: Path) -> Iterator[DaemonNode]:
-    """A daemon for `module_cluster`, not started: the module configures and starts it once.
-    Stopped at the module's end, whatever its tests did."""
-    node = DaemonNode(module_cluster, shim_zipapp)
+def module_daemon(module_cluster: Cluster, native_shim: Path) -> Iterator[DaemonNode]:
+    """A daemon for `module_cluster`, not started, installing the static C shim as on a node:
+    the module configures and starts it once. Stopped at the module's end, whatever its tests
+    did."""
+    node = DaemonNode(module_cluster)
     try:
         yield node
     finally:

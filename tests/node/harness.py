@@ -105,8 +105,7 @@ class NodeDaemon(DaemonNode):
     """`netattach daemon` for the test's cluster, installing into containerd's CNI dirs."""
 
     def __init__(self, cluster: Cluster, host: NodeHost) -> None:
-        # the daemon's default shim, as on a node: no zipapp is ever named
-        super().__init__(cluster, zipapp=Path(os.devnull), default_shim=True)
+        super().__init__(cluster)  # no --shim: the daemon's default, the static C shim
         self.host = host
         self.socket = host.daemon_socket
         self.conf_dir = host.containerd.cni_conf_dir
