@@ -261,7 +261,8 @@ def test_a_fuzzed_pod_and_nads_plan_or_fail_with_a_documented_code(
     failure = raised(build)
     if failure is not None:
         assert failure.code in PLAN_CODES, failure
-        assert type(failure) is errors.BY_CODE[failure.code], failure
+        # the code's error type, or a narrower one (a NAD not found: a 101 that names it)
+        assert isinstance(failure, errors.BY_CODE[failure.code]), failure
         assert failure.msg, failure
         return
     assert planned[0].is_default

@@ -239,7 +239,7 @@ def test_a_nad_config_nested_100k_deep_is_refused_naming_the_nad(daemon: DaemonN
     assert reply.code == 7
     assert reply.out["msg"].startswith(
         f"[{NS}/{pod.name}/{pod.uid}] NetworkAttachmentDefinition {NS}/net-deep: invalid "
-        "spec.config: not valid JSON (maximum recursion depth exceeded"
+        "spec.config: objects and lists nest more than 32 deep, the limit for a network"
     ), reply
 
 
