@@ -16,8 +16,9 @@ from tests.e2e import daemon_harness
 from tests.e2e.daemon_harness import DaemonNode
 from tests.e2e.harness import bridge_list, host_local
 
-# host-local refuses it when the ADD runs: a failure inside a real plugin, about one network.
-BAD_SUBNET = "10.99.0.0/33"
+# The bridge plugin refuses it when the ADD runs: a failure inside a real plugin, about one
+# network, in a config the delegate policy lets through (a subnet that is no CIDR it refuses).
+BAD_VLAN = 5000
 PREFIX = "[blue/web/uid-web:blue/bad]"
 
 
@@ -31,7 +32,8 @@ def with_flags(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *flags: str) -> 
 
 def failing_add(daemon: DaemonNode, settings_level: str) -> None:
     cluster = daemon.cluster
-    cluster.add_nad("blue", "bad", bridge_list(None, host_local(cluster.ipam, BAD_SUBNET)))
+    ipam = host_local(cluster.ipam, "10.99.0.0/24")
+    cluster.add_nad("blue", "bad", bridge_list(None, ipam, vlan=BAD_VLAN))
     pod = cluster.pod("blue", "web", "bad")
     daemon.settings["logLevel"] = settings_level
     daemon.start()
@@ -61,7 +63,8 @@ def test_json_lines_carry_the_pod_and_network_and_the_flag_beats_the_settings(
         assert line["pod"] == "blue/web"
         assert line["uid"] == "uid-web"
         assert line["message"].startswith(PREFIX)
-    assert any(line["level"] == "error" and BAD_SUBNET in line["message"] for line in failures)
+    refused = f"VLAN ID {BAD_VLAN}"
+    assert any(line["level"] == "error" and refused in line["message"] for line in failures)
 
 
 @pytest.mark.netns
