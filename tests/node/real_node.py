@@ -51,14 +51,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from netattach.netns import links
-from tests.kube.cluster import LocalCluster, build_dir, free_port, missing_binaries
+from tests.kube.cluster import ClusterError, LocalCluster, build_dir, free_port, missing_binaries
 from tests.kube.kube_http import KubeHttp
 from tests.kube.real_api import RealKubeApi, connection_from_kubeconfig
 from tests.node import sandbox_image
@@ -166,16 +166,6 @@ def _end(proc: subprocess.Popen[bytes] | None, grace: float = 15.0) -> None:
 
 class NodeControlPlane(LocalCluster):
     """`LocalCluster` with the controllers a node's pods live by (module docstring)."""
-
-    # kube-apiserver 1.37 refuses a loopback --advertise-address with the default endpoint
-    # reconciler; the node reaches the server through api_relay, never through the
-    # `kubernetes` Service's endpoints, so none are kept
-    EXTRA_FLAGS: Mapping[str, Sequence[str]] = {
-        "kube-apiserver": ("--endpoint-reconciler-type=none",),
-    }
-
-    def _spawn(self, name: str, args: Sequence[str]) -> None:
-        super()._spawn(name, [*args, *self.EXTRA_FLAGS.get(name, ())])
 
     def _controller_manager(self) -> None:
         self._spawn(
@@ -927,9 +917,15 @@ def real_node(
     base = directory
     base.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        control = NodeControlPlane(base / "control", bin_dir)
-        (base / "control").mkdir()
-        stack.enter_context(control)
+        # one more try, as tests/kube/cluster.py's local_cluster: a loopback port chosen free
+        # can be taken before a component binds it
+        control = NodeControlPlane(base / "control-1", bin_dir)
+        try:
+            control.start()
+        except ClusterError:
+            control = NodeControlPlane(base / "control-2", bin_dir)
+            control.start()
+        stack.callback(control.stop)
         namespaces = NodeNamespaces(base / "node")
         stack.callback(namespaces.close)
         namespaces.start()
