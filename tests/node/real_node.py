@@ -630,10 +630,13 @@ class RealNode:
         networks: str | None = None,
         *,
         node_name: str | None = "",
+        labels: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """A pod of one pause container (the node's sandbox image, never pulled), on this node
         unless `node_name` is None (then the binder places it)."""
         meta: dict[str, Any] = {"name": name, "namespace": namespace}
+        if labels:
+            meta["labels"] = dict(labels)
         if networks is not None:
             meta["annotations"] = {"k8s.v1.cni.cncf.io/networks": networks}
         spec: dict[str, Any] = {

@@ -17,6 +17,8 @@ import ipaddress
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -258,6 +260,90 @@ def test_a_reboot_of_the_node_restarts_its_pods_with_their_networks_and_frees_th
     except real_node.NodeError as exc:
         pytest.fail(f"{exc}: {node.leftovers()}")
     node.delete_pod(NS, "rebooted")
+    assert node.wait_clean() == CLEAN
+
+
+def connect_outcome(netns: str, address: str, port: int = 8080) -> str:
+    """A TCP connect from inside `netns`: "refused" (it reached a pod with no listener),
+    "dropped" (no answer within a second) or another errno's name."""
+    probe = (
+        "import socket, sys\n"
+        "s = socket.socket()\n"
+        "s.settimeout(1.0)\n"
+        "try:\n"
+        f"    s.connect(({address!r}, {port}))\n"
+        "    print('connected')\n"
+        "except ConnectionRefusedError:\n"
+        "    print('refused')\n"
+        "except TimeoutError:\n"
+        "    print('dropped')\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+    done = subprocess.run(
+        ["nsenter", f"--net={netns}", "--", sys.executable, "-I", "-S", "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.req("POL-SELECT")
+@pytest.mark.req("POL-UPDATE")
+def test_a_multinetworkpolicy_applied_through_the_api_drops_and_frees_traffic(
+    clean_node: RealNode,
+) -> None:
+    node = clean_node
+    node.api.create(node.pod_object(NS, "server", "net-a", labels={"app": "server"}))
+    node.api.create(node.pod_object(NS, "client", "net-a"))
+    server = assert_attached(node, "server", ["net-a"])
+    client = assert_attached(node, "client", ["net-a"])
+    (address,) = [e["ips"][0].split("/")[0] for e in node.network_status(NS, "server") or []
+                  if e["name"] == f"{NS}/net-a"]  # fmt: skip
+    client_netns = node.pod_netns(client)
+    server_netns = node.pod_netns(server)
+    assert connect_outcome(client_netns, address) == "refused"
+
+    policy = node.api.create(
+        {
+            "apiVersion": "k8s.cni.cncf.io/v1beta1",
+            "kind": "MultiNetworkPolicy",
+            "metadata": {
+                "name": "deny-server",
+                "namespace": NS,
+                "annotations": {"k8s.v1.cni.cncf.io/policy-for": f"{NS}/net-a"},
+            },
+            "spec": {
+                "podSelector": {"matchLabels": {"app": "server"}},
+                "policyTypes": ["Ingress"],
+                "ingress": [],
+            },
+        }
+    )
+
+    def table() -> str:
+        done = subprocess.run(
+            ["nsenter", f"--net={server_netns}", "--", "nft", "list", "table", "inet", "netattach"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        return done.stdout if done.returncode == 0 else ""
+
+    wait_until("the policy's table in the server's netns",
+               lambda: policy["metadata"]["uid"] in table(), 60.0)  # fmt: skip
+    assert connect_outcome(client_netns, address) == "dropped"
+
+    path = f"/apis/k8s.cni.cncf.io/v1beta1/namespaces/{NS}/multi-networkpolicies/deny-server"
+    assert node.api.http.request("DELETE", path).status == 200
+    wait_until("the policy gone from the server's netns",
+               lambda: policy["metadata"]["uid"] not in table(), 60.0)  # fmt: skip
+    assert connect_outcome(client_netns, address) == "refused"
+    for name in ("server", "client"):
+        node.delete_pod(NS, name)
     assert node.wait_clean() == CLEAN
 
 
