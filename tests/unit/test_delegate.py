@@ -211,8 +211,8 @@ BAD_CONFIGS = {
     "bad-capabilities": ('{"type": "portmap", "capabilities": ["portMappings"]}', "capabilities"),
     "name-not-string": ('{"name": 5, "type": "macvlan"}', "network name 5"),
     "nan": ('{"type": "macvlan", "mtu": NaN}', "NaN is not a JSON value"),
-    "deep-nesting": ('{"type": "x", "a": ' + "[" * 50_000 + "]" * 50_000 + "}", "more than 32 deep"),
-    "past-the-depth-limit": ('{"type": "x", "a": ' + "[" * 40 + "]" * 40 + "}", "more than 32 deep"),
+    "deep-nesting": ('{"type": "x", "a": ' + "[" * 50_000 + "]" * 50_000 + "}", "32 deep"),
+    "past-the-depth-limit": ('{"type": "x", "a": ' + "[" * 40 + "]" * 40 + "}", "32 deep"),
 }
 
 
