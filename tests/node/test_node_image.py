@@ -63,15 +63,17 @@ class StandIns:
         self.base = Path(tempfile.mkdtemp(prefix="na-ds-"))
         self.state = self.base / "var-lib-netattach"
         self.cni_state = self.base / "var-lib-cni"
+        self.cni_run = self.base / "run-cni"
         self.run = self.base / "run-netattach"
         self.settings = self.base / "configmap"
-        for directory in (self.state, self.cni_state, self.run, self.settings):
+        for directory in (self.state, self.cni_state, self.cni_run, self.run, self.settings):
             directory.mkdir()
         self.paths = {
             "/opt/cni/bin": host.containerd.cni_bin_dir,
             "/etc/cni/net.d": host.containerd.cni_conf_dir,
             "/var/lib/netattach": self.state,
             "/var/lib/cni": self.cni_state,
+            "/run/cni": self.cni_run,
             "/run/netattach": self.run,
             # containerd 1.6 makes every sandbox's netns here: the real path is the stand-in
             "/run/netns": Path("/run/netns"),
