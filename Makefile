@@ -76,7 +76,7 @@ test: lint typecheck layers pytest pytest-cni-current
 demo: deps-demo $(STAMP) $(NATIVE_SHIM)
 	$(BIN)/netattach demo
 
-.PHONY: cni-plugins pytest-cni-current bench-side-by-side
+.PHONY: cni-plugins pytest-cni-current bench-side-by-side bench-kubelet
 .PHONY: bench-quick bench-breakdown bench-policy bench-policy-latency bench-policy-churn \
 	bench-api-writes
 
@@ -97,6 +97,11 @@ bench-quick: venv k8s
 # server, alone (root, ~3 min; docs/performance.md).
 bench-side-by-side: venv shim k8s
 	$(BIN)/python -m bench.side_by_side
+
+# Pod start through the real kubelet (tests/node's node, deploy/'s DaemonSet from the node image):
+# no netattach, default network only, default + 2 NADs (root, ~7 min; bench/README.md).
+bench-kubelet: venv shim k8s
+	$(BIN)/python -m bench.kubelet_pod_start
 
 # Where thick mode's time goes: the daemon under timing probes, without fsync, and under strace.
 bench-breakdown: venv shim
