@@ -4,7 +4,7 @@ An rtnetlink socket opened in the pod's namespace by a thread of its own, which 
 namespace, opens the socket and ends (the socket stays bound to that namespace; no shared thread
 ever changes its own); then one dump of the family's routes, one delete per default route of the
 main table (the dumped message sent back, as `ip route flush` does) and one create, each
-acknowledged. Standard library only: with pyroute2 (its import alone ~115 ms, `ssl` among it) a
+acknowledged, through `rtnetlink`: with pyroute2 (its import alone ~115 ms, `ssl` among it) a
 thin-plugin ADD with `default-route` took ~0.2 s more (370-400 ms, now 115-190 ms on 2 cores).
 
 Errors: `LookupError` when `ifname` is not in the namespace; `OSError` with the kernel's errno
@@ -16,32 +16,14 @@ import os
 import socket
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-_NETLINK_ROUTE = 0
+from netattach.netns import rtnetlink
+
 _CLONE_NEWNET = 0x40000000
-_NLMSG_ERROR = 2
-_NLMSG_DONE = 3
-_RTM_NEWROUTE = 24
-_RTM_DELROUTE = 25
-_RTM_GETROUTE = 26
-_NLM_F_REQUEST = 0x1
-_NLM_F_ACK = 0x4
-_NLM_F_EXCL = 0x200
-_NLM_F_CREATE = 0x400
-_NLM_F_DUMP = 0x300
-_RTA_OIF = 4
-_RTA_GATEWAY = 5
-_RTA_TABLE = 15
-_MAIN_TABLE = 254
 _RTPROT_BOOT = 3  # what `ip route add` sets
 _RT_SCOPE_UNIVERSE = 0
 _RTN_UNICAST = 1
-_HEADER = struct.Struct("=LHHLL")  # nlmsghdr: length, type, flags, sequence, port
-_RTMSG = struct.Struct("=BBBBBBBBI")  # family, dst_len, src_len, tos, table, protocol, scope,
-# type, flags
-_RTATTR = struct.Struct("=HH")  # length, type
-_RECV_SIZE = 1 << 16
 
 
 def apply_default_route(netns_path: str, ifname: str, gateways: Sequence[str]) -> None:
@@ -58,22 +40,24 @@ def apply_default_route(netns_path: str, ifname: str, gateways: Sequence[str]) -
             family = socket.AF_INET if address.version == 4 else socket.AF_INET6
             seq = sequence * 1000
             for offset, route in enumerate(_default_routes(sock, family, seq), start=1):
-                _acknowledged(sock, _RTM_DELROUTE, _NLM_F_ACK, route, seq + offset)
-            body = _RTMSG.pack(
+                rtnetlink.acknowledged(
+                    sock, rtnetlink.RTM_DELROUTE, rtnetlink.NLM_F_ACK, route, seq + offset
+                )
+            body = rtnetlink.RTMSG.pack(
                 family,
                 0,
                 0,
                 0,
-                _MAIN_TABLE,
+                rtnetlink.MAIN_TABLE,
                 _RTPROT_BOOT,
                 _RT_SCOPE_UNIVERSE,
                 _RTN_UNICAST,
                 0,
             )
-            body += _attribute(_RTA_GATEWAY, address.packed)
-            body += _attribute(_RTA_OIF, struct.pack("=I", index))
-            flags = _NLM_F_ACK | _NLM_F_CREATE | _NLM_F_EXCL
-            _acknowledged(sock, _RTM_NEWROUTE, flags, body, seq + 999)
+            body += rtnetlink.attribute(rtnetlink.RTA_GATEWAY, address.packed)
+            body += rtnetlink.attribute(rtnetlink.RTA_OIF, struct.pack("=I", index))
+            flags = rtnetlink.NLM_F_ACK | rtnetlink.NLM_F_CREATE | rtnetlink.NLM_F_EXCL
+            rtnetlink.acknowledged(sock, rtnetlink.RTM_NEWROUTE, flags, body, seq + 999)
 
 
 def _open_in(netns_path: str, ifname: str) -> tuple[socket.socket, int]:
@@ -98,9 +82,7 @@ def _open_in(netns_path: str, ifname: str) -> tuple[socket.socket, int]:
                 index = socket.if_nametoindex(ifname)
             except OSError as exc:
                 raise LookupError(f"no interface {ifname!r} in {netns_path}") from exc
-            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_ROUTE)
-            sock.bind((0, 0))
-            found.append((sock, index))
+            found.append((rtnetlink.open_socket(), index))
         except BaseException as exc:  # handed to the caller's thread
             failed.append(exc)
 
@@ -112,73 +94,13 @@ def _open_in(netns_path: str, ifname: str) -> tuple[socket.socket, int]:
     return found[0]
 
 
-def _attribute(kind: int, value: bytes) -> bytes:
-    length = _RTATTR.size + len(value)
-    return _RTATTR.pack(length, kind) + value + b"\0" * (-length % 4)
-
-
-def _attributes(data: bytes) -> Iterator[tuple[int, bytes]]:
-    offset = 0
-    while offset + _RTATTR.size <= len(data):
-        length, kind = _RTATTR.unpack_from(data, offset)
-        if length < _RTATTR.size:
-            return
-        yield kind & 0x3FFF, data[offset + _RTATTR.size : offset + length]
-        offset += (length + 3) & ~3
-
-
-def _send(sock: socket.socket, kind: int, flags: int, body: bytes, seq: int) -> None:
-    sock.send(_HEADER.pack(_HEADER.size + len(body), kind, _NLM_F_REQUEST | flags, seq, 0) + body)
-
-
-def _replies(sock: socket.socket, seq: int) -> Iterator[tuple[int, bytes]]:
-    """(type, body) of each reply to request `seq`, up to its end (DONE, or an error/ack)."""
-    while True:
-        data = sock.recv(_RECV_SIZE)
-        if not data:
-            return
-        offset = 0
-        while offset + _HEADER.size <= len(data):
-            length, kind, _, sequence, _ = _HEADER.unpack_from(data, offset)
-            if length < _HEADER.size:
-                return
-            body = data[offset + _HEADER.size : offset + length]
-            offset += (length + 3) & ~3
-            if sequence != seq:
-                continue  # a late reply to an earlier request
-            if kind == _NLMSG_DONE:
-                return
-            yield kind, body
-            if kind == _NLMSG_ERROR:
-                return
-
-
-def _acknowledged(sock: socket.socket, kind: int, flags: int, body: bytes, seq: int) -> None:
-    """Send a request and wait for its acknowledgement; the kernel's refusal as OSError."""
-    _send(sock, kind, flags, body, seq)
-    for reply, answer in _replies(sock, seq):
-        if reply == _NLMSG_ERROR:
-            code = -struct.unpack_from("=i", answer)[0]
-            if code:
-                raise OSError(code, os.strerror(code))
-            return
-
-
 def _default_routes(sock: socket.socket, family: int, seq: int) -> list[bytes]:
     """The main table's default routes of `family`, each as its message body."""
-    request = _RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
-    _send(sock, _RTM_GETROUTE, _NLM_F_DUMP, request, seq)
+    request = rtnetlink.RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
+    dumped = rtnetlink.dump(sock, rtnetlink.RTM_GETROUTE, rtnetlink.RTM_NEWROUTE, request, seq)
     found: list[bytes] = []
-    for reply, body in _replies(sock, seq):
-        if reply == _NLMSG_ERROR:
-            code = -struct.unpack_from("=i", body)[0]
-            raise OSError(code, f"route dump: {os.strerror(code)}")
-        if reply != _RTM_NEWROUTE:
-            continue
-        route_family, dst_len, _, _, table, *_ = _RTMSG.unpack_from(body)
-        attrs = dict(_attributes(body[_RTMSG.size :]))
-        if _RTA_TABLE in attrs:
-            table = struct.unpack_from("=I", attrs[_RTA_TABLE])[0]
-        if route_family == family and dst_len == 0 and table == _MAIN_TABLE:
+    for body in list(dumped):
+        route = rtnetlink.main_default_route(body)
+        if route is not None and route[0] == family:
             found.append(body)
     return found
