@@ -24,14 +24,19 @@ from tests.e2e.harness import (
 )
 from tests.netns_fixtures import PLUGIN_DIR, plugin_versions
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(
-        "1.1.0" not in plugin_versions(),
-        reason=f"the reference plugins in {PLUGIN_DIR} do not speak CNI 1.1.0 (Debian's 1.1.1); "
-        "`make pytest-cni-current` runs these with the current release",
-    ),
-]
+# With Debian's plugins these do not apply (a plain skip, not a netns test the machine failed to
+# run, which NETATTACH_REQUIRE_NETNS refuses): `make pytest-cni-current`, part of `make test`,
+# runs them with the current release, as netns tests.
+pytestmark = (
+    [pytest.mark.netns]
+    if "1.1.0" in plugin_versions()
+    else [
+        pytest.mark.skip(
+            reason=f"the reference plugins in {PLUGIN_DIR} do not speak CNI 1.1.0 (Debian's "
+            "1.1.1); `make pytest-cni-current` runs these with the current release"
+        )
+    ]
+)
 
 
 def default_network(cluster: Cluster, ipam: dict[str, Any]) -> None:
