@@ -488,3 +488,25 @@ def test_an_address_given_back_by_del_is_free_for_the_next_pod(tmp_path: Path) -
     assert plugins.commands().count(("macvlan", "ADD")) == 2
     assert list(orch.records.container_ids()) == ["c2"]
     node_guard.forget_node_facts()
+
+
+def test_a_range_alone_reads_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host-local range (the common NAD) is judged against the node only: the ADD path reads
+    no other pod's record for it."""
+
+    def loaded(*_: object) -> node_guard.LiveAttachments:
+        raise AssertionError("the records were read for a range alone")
+
+    monkeypatch.setattr(node_guard, "live_attachments", loaded)
+    node_guard.forget_node_facts()
+    policy = delegate_rules.DelegatePolicy(rules=rules(reservedRanges=[]))
+    ipam = {"type": "host-local", "ranges": [[{"subnet": "10.5.0.0/24"}]]}
+    span = [planned("blue/net-a", {"type": "macvlan", "master": "eth1", "ipam": ipam})]
+    asyncio.run(node_guard.check_plan(span, policy, None, records.PodRecords(tmp_path), "c1"))
+
+    static_claim = [planned("blue/net-b", {"type": "ptp", "ipam": static("10.5.0.9/24")})]
+    with pytest.raises(AssertionError, match="records were read"):
+        asyncio.run(
+            node_guard.check_plan(static_claim, policy, None, records.PodRecords(tmp_path), "c1")
+        )
+    node_guard.forget_node_facts()

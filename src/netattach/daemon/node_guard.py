@@ -221,7 +221,12 @@ async def check_plan(
     facts = await node_facts(read) if wanted else None
     # From here on nothing awaits: under the daemon's event loop, no other ADD can claim an
     # address between this check and the claims noted as pending below.
-    live = live_attachments(records, container_id)
+    # Every record is read from disk for it: only when a claim is one that live attachments can
+    # refuse (a pod or host address) or excuse (a host address or subnet beside the node's).
+    kinds = {claim.kind for _, _, claims in judged for claim in claims}
+    needs_live = delegate_node.POD in kinds or delegate_node.HOST in kinds
+    needs_live = needs_live or (facts is not None and delegate_node.SUBNET in kinds)
+    live = live_attachments(records, container_id) if needs_live else LiveAttachments()
     for name, rules, claims in judged:
         node = facts if delegate_rules.NODE_RANGE in rules.reserved_ranges else None
         found = refusals(claims, rules, node, live)
