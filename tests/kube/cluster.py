@@ -83,6 +83,14 @@ def _b64(path: Path) -> str:
 class LocalCluster:
     """etcd + kube-apiserver + kube-controller-manager on 127.0.0.1 (see the module docstring)."""
 
+    # What kube-controller-manager runs, and more flags for it: a subclass names its own.
+    controllers: tuple[str, ...] = (
+        "namespace-controller",
+        "serviceaccount-controller",
+        "serviceaccount-token-controller",
+    )
+    controller_flags: tuple[str, ...] = ()
+
     def __init__(self, directory: Path, bin_dir: Path) -> None:
         self.dir = directory
         self.bin = bin_dir
@@ -247,11 +255,11 @@ class LocalCluster:
                 f"--secure-port={free_port()}",
                 f"--cert-dir={self.dir / 'controller-manager'}",
                 "--leader-elect=false",
-                "--controllers=namespace-controller,serviceaccount-controller,"
-                "serviceaccount-token-controller",
+                f"--controllers={','.join(self.controllers)}",
                 f"--service-account-private-key-file={self.pki / 'sa.key'}",
                 f"--root-ca-file={self.pki / 'ca.crt'}",
                 "--use-service-account-credentials=false",
+                *self.controller_flags,
             ],
         )
 

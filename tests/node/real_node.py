@@ -58,7 +58,7 @@ from typing import Any
 import yaml
 
 from netattach.netns import links
-from tests.kube.cluster import ClusterError, LocalCluster, build_dir, free_port, missing_binaries
+from tests.kube.cluster import ClusterError, LocalCluster, build_dir, missing_binaries
 from tests.kube.kube_http import KubeHttp
 from tests.kube.real_api import RealKubeApi, connection_from_kubeconfig
 from tests.node import sandbox_image
@@ -167,25 +167,9 @@ def _end(proc: subprocess.Popen[bytes] | None, grace: float = 15.0) -> None:
 class NodeControlPlane(LocalCluster):
     """`LocalCluster` with the controllers a node's pods live by (module docstring)."""
 
-    def _controller_manager(self) -> None:
-        self._spawn(
-            "kube-controller-manager",
-            [
-                f"--kubeconfig={self.admin_kubeconfig}",
-                f"--authentication-kubeconfig={self.admin_kubeconfig}",
-                f"--authorization-kubeconfig={self.admin_kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={free_port()}",
-                f"--cert-dir={self.dir / 'controller-manager'}",
-                "--leader-elect=false",
-                f"--controllers={','.join(CONTROLLERS)}",
-                f"--service-account-private-key-file={self.pki / 'sa.key'}",
-                f"--root-ca-file={self.pki / 'ca.crt'}",
-                "--use-service-account-credentials=false",
-                # a deleted pod's replacement at once, and the DaemonSet's pod without waiting
-                "--concurrent-daemonset-syncs=2",
-            ],
-        )
+    controllers = CONTROLLERS
+    # a deleted pod's replacement at once, and the DaemonSet's pod without waiting
+    controller_flags = ("--concurrent-daemonset-syncs=2",)
 
     def node_kubeconfig(self, node_name: str) -> Path:
         """A kubeconfig with a client certificate the Node authorizer knows as `node_name`."""
