@@ -6,10 +6,11 @@ anywhere), so each object is cut down as it arrives (`trim_*`):
 
     all kinds   metadata.name, .namespace, .uid, .resourceVersion, .labels (selectors read them)
                 and the annotations under `k8s.v1.cni.cncf.io/` (networks, network-status,
-                policy-for, resourceName) and a static pod's `kubernetes.io/config.mirror`
-                (RT-STATIC); other annotations (last-applied-configuration...) go
+                policy-for, resourceName), a static pod's `kubernetes.io/config.mirror`
+                (RT-STATIC) and a pod's `v1.multus-cni.io/default-network` (DEV-DEFAULT);
+                other annotations (last-applied-configuration...) go
     Pod         spec.nodeName, the named container ports (name, containerPort, protocol);
-                status.phase
+                status.phase, status.resourceClaimStatuses (DEV-RESOURCE)
     Namespace   nothing more (namespaceSelector reads its labels)
     NAD         spec.config (plan.resolve_nad); `spec: {}` is kept apart from no spec at all
     Policy      the whole spec (podSelector, policyTypes, ingress, egress)
@@ -39,7 +40,7 @@ OUR_ANNOTATIONS: Final = "k8s.v1.cni.cncf.io/"
 
 
 # Annotations of other prefixes that netattach reads.
-KEPT_ANNOTATIONS: Final = frozenset({model.MIRROR_ANNOTATION})
+KEPT_ANNOTATIONS: Final = frozenset({model.MIRROR_ANNOTATION, model.DEFAULT_NETWORK_ANNOTATION})
 
 
 class Shared:
@@ -245,8 +246,21 @@ def trim_pod(pod: core_v1.Pod, *, shared: Shared | None = None) -> model.KubeObj
             spec["containers"] = [{"ports": named}]
     if spec:
         obj["spec"] = _share(shared, "podspec", spec)
-    if pod.status is not None and pod.status.phase:
-        obj["status"] = _share(shared, "status", {"phase": pod.status.phase})
+    status: dict[str, Any] = {}
+    if pod.status is not None:
+        if pod.status.phase:
+            status["phase"] = pod.status.phase
+        # DEV-RESOURCE: the pod's claim names and the ResourceClaims they became (a NAD's
+        # resourceName may name either).
+        claims = [
+            {"name": c.name, "resourceClaimName": c.resourceClaimName}
+            for c in pod.status.resourceClaimStatuses or ()
+            if c.name and c.resourceClaimName
+        ]
+        if claims:
+            status["resourceClaimStatuses"] = claims
+    if status:
+        obj["status"] = _share(shared, "status", status)
     return obj
 
 

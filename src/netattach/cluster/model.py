@@ -15,6 +15,11 @@ NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
 STATUS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/network-status"
 # On a static pod's mirror pod: kubelet's config hash, which kubelet sends as K8S_POD_UID.
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+# On a NAD: the device-plugin resource (or DRA claim) whose devices its attachments get
+# (DEV-RESOURCE, as Multus reads it).
+RESOURCE_ANNOTATION: Final = "k8s.v1.cni.cncf.io/resourceName"
+# On a pod: the NAD that replaces the cluster default network for it (DEV-DEFAULT, Multus's).
+DEFAULT_NETWORK_ANNOTATION: Final = "v1.multus-cni.io/default-network"
 
 POD: Final = "Pod"
 NAMESPACE: Final = "Namespace"

@@ -41,6 +41,11 @@ class PlannedAttachment(NamedTuple):
     mac: str = ""
     gateways: tuple[str, ...] = ()
     warning: str = ""  # NAD-NAMEWARN: the config names its network differently from the NAD
+    # DEV-RESOURCE: the NAD's `resourceName` annotation ("" for none), and the device the
+    # kubelet allocated to the pod that this attachment got (set once the plan's devices are
+    # assigned, `network` then carries it as `deviceID`/`pciBusID`).
+    resource: str = ""
+    device: str = ""
 
 
 class NADNotFoundError(errors.AttachmentNotFoundError):
@@ -71,6 +76,12 @@ def resolve_nad(
     if found.name_mismatch:
         log.warning("%s", found.name_mismatch)  # NAD-NAMEWARN, standard §3.4.3
     return found
+
+
+def nad_resource(view: NADLookup, namespace: str, name: str) -> str:
+    """The `resourceName` annotation of the NAD `namespace/name` ("" for none; DEV-RESOURCE)."""
+    nad = view.lookup_nad(namespace, name)
+    return (model.annotation(nad, model.RESOURCE_ANNOTATION) or "").strip() if nad else ""
 
 
 def resolve_default(
@@ -195,6 +206,7 @@ def build_plan(
                 mac=chosen.mac,
                 gateways=chosen.default_route,
                 warning=found.name_mismatch or "",
+                resource=nad_resource(view, chosen.namespace, chosen.name),
             )
         )
     return plan

@@ -42,6 +42,10 @@ class AttachmentRecord(NamedTuple):
     capability_args: dict[str, Any]
     gateways: tuple[str, ...] = ()
     result: dict[str, Any] | None = None
+    # DEV-RESOURCE: the resource and the allocated device this attachment was given ("" for
+    # none); `config` carries the device too, these say which it was for the status and `status`.
+    resource: str = ""
+    device: str = ""
 
     def to_raw(self) -> dict[str, Any]:
         return {
@@ -52,6 +56,7 @@ class AttachmentRecord(NamedTuple):
             "capabilityArgs": self.capability_args,
             "gateways": list(self.gateways),
             "result": self.result,
+            **({"resource": self.resource, "device": self.device} if self.device else {}),
         }
 
     @classmethod
@@ -74,6 +79,8 @@ class AttachmentRecord(NamedTuple):
             capability_args=caps,
             gateways=tuple(gateways),
             result=result,
+            resource=_text(raw, "resource") if "resource" in raw else "",
+            device=_text(raw, "device") if "device" in raw else "",
         )
 
 
