@@ -8,6 +8,8 @@ This module owns three steps of an attachment, all pure but for reading config f
     apply_selection    the network as this attachment runs it: `args.cni` gets the selection's
                        `cni-args`, `ips` and `mac`; the runtime requests are checked against the
                        plugins' capabilities; SEL-CNIARGS, SEL-IPS, SEL-MAC, SEL-CAPS
+    with_device        the network given the device the kubelet allocated (DEV-RESOURCE):
+                       `deviceID` and `pciBusID` in every plugin, as Multus passes them
     verify_result      after ADD: the result really carries the requested IPs and MAC (SEL-IPS,
                        SEL-MAC)
 
@@ -251,6 +253,50 @@ def apply_selection(
     applied = network._replace(raw=list_raw, plugins=tuple(plugins))
     capability_args = {cap: copy.deepcopy(v) for cap, v in requests.items() if cap in declared}
     return applied, capability_args
+
+
+# DEV-RESOURCE: the keys Multus sets to the allocated device in every plugin of a list, so
+# sriov-cni (`deviceID`) and host-device (`pciBusID`) work unchanged.
+DEVICE_KEYS = ("deviceID", "pciBusID")
+# The capabilities (CNI conventions) that carry a device and its device-info file at run time.
+DEVICE_CAPABILITY = "deviceID"
+DEVICE_INFO_CAPABILITY = "CNIDeviceInfoFile"
+
+
+def with_device(
+    network: conf.NetworkConfigList,
+    capability_args: Mapping[str, object],
+    *,
+    device: str,
+    device_info_file: str = "",
+) -> tuple[conf.NetworkConfigList, dict[str, object]]:
+    """`network` and its capability args as the attachment given `device` runs them.
+
+    Every plugin gets `deviceID` and `pciBusID` set to the device (over any the NAD wrote: the
+    kubelet's allocation is the one that holds), as Multus sets them; a plugin declaring the
+    `deviceID` capability gets it in `runtimeConfig` too, and one declaring `CNIDeviceInfoFile`
+    gets `device_info_file` (when given), the path where it reads and writes the NPWG
+    device-info. The input is never mutated.
+    """
+    plugin_raws: list[dict[str, Any]] = []
+    plugins: list[conf.NetworkConfig] = []
+    for plugin in network.plugins:
+        raw = copy.deepcopy(plugin.raw)
+        for key in DEVICE_KEYS:
+            raw[key] = device
+        plugin_raws.append(raw)
+        plugins.append(plugin._replace(raw=raw))
+    list_raw: dict[str, Any] = {
+        key: plugin_raws if key == "plugins" else copy.deepcopy(value)
+        for key, value in network.raw.items()
+    }
+    declared: frozenset[str] = frozenset().union(*(p.capabilities for p in network.plugins))
+    args = {key: copy.deepcopy(value) for key, value in capability_args.items()}
+    if DEVICE_CAPABILITY in declared:
+        args[DEVICE_CAPABILITY] = device
+    if device_info_file and DEVICE_INFO_CAPABILITY in declared:
+        args[DEVICE_INFO_CAPABILITY] = device_info_file
+    return network._replace(raw=list_raw, plugins=tuple(plugins)), args
 
 
 def _merge_cni_args(raw: dict[str, Any], extra: Mapping[str, object], where: str) -> None:

@@ -16,7 +16,9 @@ operator's settings key `delegatePolicy` bounds that choice; this module turns i
                     node's default-route interface: allowed only by a list that allows anything)
         bridge      `bridge` of bridge (without one the plugin uses `cni0`, checked as such)
         device      `device` of host-device
-        pciBusID    `pciBusID` (and `runtimeConfig.deviceID`) of host-device
+        pciBusID    `pciBusID` (and `runtimeConfig.deviceID`) of host-device, as the NAD writes
+                    it (a device the kubelet allocated to the pod is the operator's grant)
+        resourceName  the NAD's `k8s.v1.cni.cncf.io/resourceName` annotation (DEV-RESOURCE)
         dataDir     `dataDir` of any plugin and of its `ipam` (host-local, tuning)
         sysctl      the keys of tuning's `sysctl`
         passthruMaster  the master a macvlan takes whole (`mode: passthru`)    (SEC-NODE,
@@ -69,6 +71,10 @@ DEFAULT_BRIDGE: Final = ("*",)
 # host-device moves a host interface into the pod: none, until the operator names one.
 DEFAULT_DEVICE: Final = ()
 DEFAULT_PCI_BUS_ID: Final = ()
+# The device-plugin resources (and DRA claims) a NAD's `resourceName` may name: any, since a
+# device reaches an attachment only when the kubelet allocated it to the pod (the operator's
+# grant, through the pod's resource requests and quotas). An operator narrows it per namespace.
+DEFAULT_RESOURCE_NAME: Final = ("*",)
 # Anywhere but where a file written as root changes the node: its configuration (/etc, where the
 # runtime reads CNI configs), its programs and kernel interfaces, and the state of the kubelet,
 # etcd, the container runtime and netattach itself. docs/security.md shows a narrower list.
@@ -129,6 +135,7 @@ RULE_KEYS: Final = (
     "bridge",
     "device",
     "pciBusID",
+    "resourceName",
     "dataDir",
     "sysctl",
     "passthruMaster",
@@ -155,6 +162,7 @@ _DEFAULTS: Final = {
     "bridge": globs.Patterns(DEFAULT_BRIDGE),
     "device": globs.Patterns(DEFAULT_DEVICE),
     "pciBusID": globs.Patterns(DEFAULT_PCI_BUS_ID),
+    "resourceName": globs.Patterns(DEFAULT_RESOURCE_NAME),
     "sysctl": globs.Patterns(DEFAULT_SYSCTL),
     "passthruMaster": globs.Patterns(DEFAULT_PASSTHRU_MASTER),
     "gatewayBridge": globs.Patterns(DEFAULT_GATEWAY_BRIDGE),
@@ -172,6 +180,7 @@ class DelegateRules(NamedTuple):
     bridge: globs.Patterns = _DEFAULTS["bridge"]
     device: globs.Patterns = _DEFAULTS["device"]
     pci_bus_id: globs.Patterns = _DEFAULTS["pciBusID"]
+    resource_name: globs.Patterns = _DEFAULTS["resourceName"]
     data_dir: globs.Prefixes = _DEFAULT_DATA_DIR
     sysctl: globs.Patterns = _DEFAULTS["sysctl"]
     # SEC-NODE (attach/delegate_node.py): masters a macvlan may take whole, bridges that may
@@ -291,6 +300,7 @@ def _rules(
     bridge = names("bridge", base.bridge)
     device = names("device", base.device)
     pci_bus_id = names("pciBusID", base.pci_bus_id)
+    resource_name = names("resourceName", base.resource_name)
     directories = _entries(raw.get("dataDir"), f"{key}.dataDir", problems, paths=True)
     sysctl = names("sysctl", base.sysctl)
     passthru_master = names("passthruMaster", base.passthru_master)
@@ -302,6 +312,7 @@ def _rules(
         bridge=bridge,
         device=device,
         pci_bus_id=pci_bus_id,
+        resource_name=resource_name,
         data_dir=base.data_dir if directories is None else globs.Prefixes(directories),
         sysctl=sysctl,
         passthru_master=passthru_master,

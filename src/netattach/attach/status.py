@@ -44,6 +44,27 @@ DEVICE_INFO_DP_DIR = DEVICE_INFO_DIR / "dp"
 DEVICE_INFO_MAX_BYTES = 64 * 1024
 
 
+DEVICE_INFO_SUFFIX = "-device.json"
+
+
+def cni_device_info_path(base: Path, network: str, container_id: str, ifname: str) -> Path:
+    """Where the device-info of one attachment lives (`<base>/cni/`, NPWG device-info spec): the
+    file handed to a delegate declaring `CNIDeviceInfoFile`, and the one a delegate leaves."""
+    return base / "cni" / f"{_file_part(network)}-{container_id}-{ifname}{DEVICE_INFO_SUFFIX}"
+
+
+def dp_device_info_path(base: Path, resource: str, device: str) -> Path:
+    """Where a device plugin leaves the device-info of one of its devices (`<base>/dp/`): the
+    resource name with `/` as `-`, then the device ID."""
+    return base / "dp" / f"{_file_part(resource)}-{_file_part(device)}{DEVICE_INFO_SUFFIX}"
+
+
+def _file_part(text: str) -> str:
+    # A name from a NAD or a device plugin becomes one path component, never a way out of the
+    # directory: `/` (and NUL) become `-`, and `..` cannot form a component on its own.
+    return text.replace("/", "-").replace("\0", "-")
+
+
 def build_entry(
     *,
     name: str,

@@ -25,6 +25,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 
 from netattach import loggers
+from netattach.attach import delegate
 from netattach.attach import selection as selection_mod
 from netattach.cluster import model
 from netattach.cni import errors
@@ -84,14 +85,24 @@ def _canonical(value: object) -> str:
 
 def same_delegate(att: records_mod.AttachmentRecord, planned: plan_mod.PlannedAttachment) -> bool:
     """The recorded attachment is what `planned` would make, so it can stay as it is. One
-    whose ADD never finished (no result) may be half made: it is never kept."""
+    whose ADD never finished (no result) may be half made: it is never kept. One given a device
+    (DEV-RESOURCE) is compared as `planned` would run with that same device."""
+    network, capability_args = planned.network, planned.capability_args
+    if att.device and att.resource == planned.resource:
+        handed = att.capability_args.get(delegate.DEVICE_INFO_CAPABILITY)
+        network, capability_args = delegate.with_device(
+            network,
+            capability_args,
+            device=att.device,
+            device_info_file=handed if isinstance(handed, str) else "",
+        )
     return (
         att.result is not None
         and not att.is_default
         and att.status_name == planned.status_name
         and att.gateways == planned.gateways
-        and _canonical(att.config) == _canonical(planned.network.raw)
-        and _canonical(att.capability_args) == _canonical(dict(planned.capability_args))
+        and _canonical(att.config) == _canonical(network.raw)
+        and _canonical(att.capability_args) == _canonical(dict(capability_args))
     )
 
 

@@ -6,7 +6,8 @@ explicitly (as kopf passes its settings), never a global:
 
     Settings
     ├── networks: NetworkSettings     clusterNetwork, networksDir, namespaceIsolation,
-    │                                 globalNamespaces, delegatePolicy (attach/delegate_rules.py)
+    │                                 globalNamespaces, delegatePolicy (attach/delegate_rules.py),
+    │                                 podResourcesSocket, deviceInfoDir
     ├── runtime: RuntimeSettings      binDirs, stateDir, delegateTimeout
     ├── feed: DirectoryFeed | KubernetesFeed
     ├── logging: LoggingSettings      logLevel, loggers
@@ -70,6 +71,10 @@ DEFAULT_READINESS_TIMEOUT: Final = 300.0
 # milliseconds written where seconds are meant.
 MAX_READINESS_TIMEOUT: Final = 86400.0
 DEFAULT_METRICS_ADDRESS: Final = "127.0.0.1:9108"
+# DEV-RESOURCE: the kubelet's PodResources socket, and the NPWG device-info directory (its
+# `dp/` files written by device plugins, its `cni/` files by netattach and the delegates).
+DEFAULT_POD_RESOURCES_SOCKET: Final = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+DEFAULT_DEVICE_INFO_DIR: Final = Path("/var/run/k8s.cni.cncf.io/devinfo")
 # The environment variable the DaemonSet sets from the downward API (spec.nodeName).
 NODE_NAME_ENV: Final = "NODE_NAME"
 
@@ -107,6 +112,8 @@ KEYS: Final = (
     "policy",
     "hotplug",
     "delegatePolicy",
+    "podResourcesSocket",
+    "deviceInfoDir",
 )
 _FEED_KEYS: Final = ("directory", "kubernetes")
 _READINESS_KEYS: Final = ("mode", "indicatorFile", "timeout")
@@ -186,6 +193,9 @@ class NetworkSettings(NamedTuple):
     global_namespaces: tuple[str, ...] = DEFAULT_GLOBAL_NAMESPACES
     # SEC-DELEGATE: what the NADs of a namespace may make netattach run.
     delegate_policy: delegate_rules.DelegatePolicy = delegate_rules.DEFAULT_POLICY
+    # DEV-RESOURCE: where the kubelet says which devices a pod got, and the device-info files.
+    pod_resources_socket: Path = DEFAULT_POD_RESOURCES_SOCKET
+    device_info_dir: Path = DEFAULT_DEVICE_INFO_DIR
 
 
 class RuntimeSettings(NamedTuple):
@@ -465,6 +475,8 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
     delegate_policy = delegate_rules.parse_policy(
         raw.get("delegatePolicy"), key("delegatePolicy"), problems
     )
+    pod_resources = _socket(raw.get("podResourcesSocket"), key("podResourcesSocket"), problems)
+    device_info_dir = _path(raw.get("deviceInfoDir"), key("deviceInfoDir"), problems)
     if len(problems) > start or cluster_network is None or feed is None or node_name is None:
         return None
     return Settings(
@@ -485,8 +497,11 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
                     cni_bin_dir=cni_bin_dir,
                     socket=daemon_socket,
                     bin_dirs=bin_dirs,
+                    device_info_dir=device_info_dir,
                 )
             ),
+            pod_resources_socket=pod_resources or DEFAULT_POD_RESOURCES_SOCKET,
+            device_info_dir=device_info_dir or DEFAULT_DEVICE_INFO_DIR,
         ),
         runtime=RuntimeSettings(
             bin_dirs=DEFAULT_BIN_DIRS if bin_dirs is None else bin_dirs,
@@ -521,10 +536,12 @@ def _own_dirs(
     cni_bin_dir: Path | None,
     socket: Path | None,
     bin_dirs: tuple[Path, ...] | None,
+    device_info_dir: Path | None,
 ) -> tuple[str, ...]:
     """netattach's directories as these settings place them, which no delegate may write into
     (SEC-NODE): its state, its networks, the runtime's config and plugin directories it
-    installs into, its socket's directory and the plugin directories it runs from."""
+    installs into, its socket's directory, the plugin directories it runs from and the
+    device-info files it hands to delegates (DEV-INFO)."""
     dirs = [
         state_dir or DEFAULT_STATE_DIR,
         networks_dir or DEFAULT_NETWORKS_DIR,
@@ -532,6 +549,7 @@ def _own_dirs(
         cni_bin_dir or DEFAULT_CNI_BIN_DIR,
         (socket or DEFAULT_SOCKET).parent,
         *(DEFAULT_BIN_DIRS if bin_dirs is None else bin_dirs),
+        device_info_dir or DEFAULT_DEVICE_INFO_DIR,
     ]
     return tuple(str(d) for d in dirs)
 
