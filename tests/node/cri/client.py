@@ -1,23 +1,16 @@
 """The runtime's CRI v1 service as a kubelet calls it, for tests/node.
 
 The messages come from the project's own `api.proto` (the subset of k8s.io/cri-api v1 the tier
-uses), compiled by `grpc_tools.protoc` into a directory keyed by the file's digest the first
-time they are needed; the calls go through plain `grpc` unary-unary stubs over containerd's UNIX
-socket. Callers see typed values only: `SandboxSpec` in; `SandboxStatus`, `Sandbox`, runtime
-conditions and `CriError` (the gRPC status code's name and its details) out. No protobuf type leaks.
+uses), built by tests/protos.py the first time they are needed; the calls go through plain
+`grpc` unary-unary stubs over containerd's UNIX socket. Callers see typed values only:
+`SandboxSpec` in; `SandboxStatus`, `Sandbox`, runtime conditions and `CriError` (the gRPC status
+code's name and its details) out. No protobuf type leaks.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import importlib.util
 import json
-import shutil
-import subprocess
-import sys
-import tempfile
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -25,54 +18,16 @@ from typing import Any
 
 import grpc
 
+from tests import protos
+
 PROTO = Path(__file__).with_name("api.proto")
 SERVICE = "/runtime.v1.RuntimeService/"
 CALL_TIMEOUT = 180.0  # a RunPodSandbox waits for every CNI ADD of the sandbox
 
-_lock = threading.Lock()
-_messages: ModuleType | None = None
-
 
 def messages() -> ModuleType:
-    """The compiled `api_pb2` module (compiled and imported once per process)."""
-    global _messages  # noqa: PLW0603 - one descriptor pool registration per process
-    with _lock:
-        if _messages is None:
-            _messages = _compile()
-        return _messages
-
-
-def _compile() -> ModuleType:
-    source = PROTO.read_bytes()
-    out = Path(tempfile.gettempdir()) / f"na-cri-{hashlib.sha256(source).hexdigest()[:16]}"
-    module_path = out / "api_pb2.py"
-    if not module_path.exists():
-        staging = Path(tempfile.mkdtemp(prefix="na-cri-build-"))
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "grpc_tools.protoc",
-                f"-I{PROTO.parent}",
-                f"--python_out={staging}",
-                PROTO.name,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"protoc could not compile {PROTO}:\n{done.stderr}")
-        out.mkdir(exist_ok=True)
-        (staging / "api_pb2.py").replace(module_path)
-        shutil.rmtree(staging, ignore_errors=True)
-    spec = importlib.util.spec_from_file_location("netattach_tests_cri_api_pb2", module_path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The compiled messages of `api.proto` (compiled and built once per process)."""
+    return protos.compile_proto(PROTO, "netattach_tests_cri_api_pb2")
 
 
 class CriError(Exception):
@@ -149,11 +104,7 @@ class RuntimeClient:
         self._channel.close()
 
     def _call(self, method: str, request: Any, reply_type: Any, timeout: float | None) -> Any:
-        stub: grpc.UnaryUnaryMultiCallable[Any, Any] = self._channel.unary_unary(
-            SERVICE + method,
-            request_serializer=lambda message: message.SerializeToString(),
-            response_deserializer=reply_type.FromString,
-        )
+        stub = protos.unary_stub(self._channel, SERVICE + method, reply_type)
         try:
             return stub(request, timeout=timeout or self.timeout)
         except grpc.RpcError as exc:
