@@ -254,16 +254,20 @@ class Cluster:
         *,
         labels: Mapping[str, str] | None = None,
         containers: Sequence[Mapping[str, Any]] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         """A Pod with `metadata.uid` and, unless None, the selection annotation (a list is
-        written as its JSON form), `labels` and `spec.containers`. Writing it again with the
-        same names replaces it (a relabelled pod)."""
+        written as its JSON form), `labels`, other `annotations` and `spec.containers`. Writing
+        it again with the same names replaces it (a relabelled pod)."""
         metadata: dict[str, Any] = {"name": name, "namespace": ns, "uid": uid}
         if labels:
             metadata["labels"] = dict(labels)
+        written = dict(annotations or {})
         if networks is not None:
             text = networks if isinstance(networks, str) else json.dumps(list(networks))
-            metadata["annotations"] = {NETWORKS_ANNOTATION: text}
+            written[NETWORKS_ANNOTATION] = text
+        if written:
+            metadata["annotations"] = written
         obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata}
         if containers is not None:
             obj["spec"] = {"containers": [dict(c) for c in containers]}
@@ -319,10 +323,19 @@ class Cluster:
         uid: str | None = None,
         labels: Mapping[str, str] | None = None,
         containers: Sequence[Mapping[str, Any]] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> Pod:
         """A Pod manifest plus a fresh sandbox and container ID for it."""
         pod_uid = uid or f"uid-{name}"
-        self.add_pod(ns, name, pod_uid, networks, labels=labels, containers=containers)
+        self.add_pod(
+            ns,
+            name,
+            pod_uid,
+            networks,
+            labels=labels,
+            containers=containers,
+            annotations=annotations,
+        )
         return Pod(ns, name, pod_uid, self.new_pod_netns(), f"na-ctr-{secrets.token_hex(6)}")
 
     def new_pod_netns(self) -> str:

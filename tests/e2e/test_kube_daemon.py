@@ -562,3 +562,33 @@ def test_status_before_the_default_nad_exists_says_not_available(
     reply = daemon.shim("STATUS", config=status_config)
     assert (reply.rc, reply.out) == (0, None), reply
     assert daemon.stop() == 0
+
+
+@pytest.mark.req("DEV-DEFAULT", "KUBE-CACHE")
+def test_the_default_network_annotation_survives_the_feed_and_replaces_the_default(
+    kube_daemon: DaemonNode, kube_api: RemoteKubeApi
+) -> None:
+    daemon, cluster = kube_daemon, kube_daemon.cluster
+    add_nad(kube_api, cluster, "net-d", "10.85.0.0/24")
+    default_network = {model.DEFAULT_NETWORK_ANNOTATION: f"{NS}/net-d"}
+    pod = api_pod(kube_api, cluster, "web", None, annotations=default_network)
+    daemon.start()
+
+    reply = daemon.shim("ADD", pod)
+    ok(reply, daemon)
+
+    # The watch cache kept the annotation (the pod was listed before the ADD came, and never
+    # read directly): eth0 is the NAD's, and the cluster default network never ran.
+    assert direct_reads(kube_api, "web") == []
+    status = published(kube_api, "web")
+    assert [(e["name"], e["interface"], e["default"]) for e in status] == [
+        (f"{NS}/net-d", "eth0", True)
+    ]
+    assert ipaddress.ip_interface(status[0]["ips"][0]).ip in ipaddress.ip_network("10.85.0.0/24")
+    assert [a.split("/")[0] for a in cluster.allocations()] == ["net-d"]
+    (event,) = wait_events(kube_api, "web", 1)
+    assert event["message"] == f"Add eth0 [{status[0]['ips'][0]}] from {NS}/net-d"
+
+    ok(daemon.shim("DEL", pod), daemon)
+    assert cluster.leftovers() == NOTHING
+    assert daemon.stop() == 0

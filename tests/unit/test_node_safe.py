@@ -494,7 +494,7 @@ def test_a_range_alone_reads_no_record(tmp_path: Path, monkeypatch: pytest.Monke
     """A host-local range (the common NAD) is judged against the node only: the ADD path reads
     no other pod's record for it."""
 
-    def loaded(*_: object) -> node_guard.LiveAttachments:
+    def loaded(*_: object, **__: object) -> node_guard.LiveAttachments:
         raise AssertionError("the records were read for a range alone")
 
     monkeypatch.setattr(node_guard, "live_attachments", loaded)

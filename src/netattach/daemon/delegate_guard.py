@@ -2,9 +2,10 @@
 
 The orchestrator calls `check_plan` once a pod's plan (or a hot-plug's additions) stands and
 before anything is recorded or run, so a refused attachment leaves nothing behind. The cluster
-default network is the operator's own file and is never checked. A NAD is judged by the lists
-of *its* namespace (the namespace whose NAD authors wrote it, as admission judges it), whichever
-pod uses it.
+default network is the operator's own and is never checked; the NAD a pod names in its place
+(`v1.multus-cni.io/default-network`, DEV-DEFAULT) is a NAD author's and is. A NAD is judged by
+the lists of *its* namespace (the namespace whose NAD authors wrote it, as admission judges it),
+whichever pod uses it.
 
     DelegateRefusedError (7)   names the NAD, then each refused key, value and rule
 
@@ -82,9 +83,10 @@ def check_plan(
 ) -> None:
     """Raise `DelegateRefusedError` for the first attachment of `plan` the policy refuses."""
     for planned in plan:
-        if planned.is_default:
+        if planned.is_default and not planned.pod_default:
             continue  # the operator's own network
-        # Standard §4.1.1: a selected network is named `namespace/name`.
+        # Standard §4.1.1: a selected network (and a pod's default-network NAD) is named
+        # `namespace/name`.
         refusals = check_nad(planned.status_name, planned.network.raw, policy, view)
         if refusals:
             raise refused(planned.status_name, refusals)

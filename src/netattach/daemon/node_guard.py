@@ -12,8 +12,9 @@ CIDRs). This module adds, once a plan stands and before anything is recorded or 
 
 Not the node's own, for a host address or a bridge subnet: the addresses on the bridge the NAD
 names (its gateway from an earlier pod: the bridge stays) and on the host side of live
-attachments (ptp gives every pod's host veth the same gateway). A pod address is compared with
-all of them.
+attachments of NADs (ptp gives every pod's host veth the same gateway), a pod's default-network
+NAD's included (DEV-DEFAULT); the cluster default network's host side stays the node's. A pod
+address is compared with all of them.
 
 Each refusal is a `DelegateRefusedError` (7) naming the NAD, the key, the value and the rule.
 """
@@ -103,9 +104,15 @@ async def node_facts(read: Callable[[], NodeFacts] | None = None) -> NodeFacts:
     return _CACHE.facts
 
 
-def live_attachments(records: records_mod.PodRecords, container_id: str) -> LiveAttachments:
+def live_attachments(
+    records: records_mod.PodRecords, container_id: str, *, cluster_nad: str = ""
+) -> LiveAttachments:
     """What the records of every container but `container_id` hold: their results' addresses,
-    and the pod addresses the config of an attachment without a result yet claims."""
+    and the pod addresses the config of an attachment without a result yet claims.
+
+    `cluster_nad`: the cluster default network's `namespace/name` when it is a NAD. A recorded
+    default attachment of another NAD is a pod's default-network NAD (DEV-DEFAULT; an on-disk
+    network's name has no '/'), and its host side is a NAD's like a selection's."""
     held: dict[Address, str] = {}
     host_interfaces: set[str] = set()
     recorded: set[str] = set()
@@ -131,7 +138,7 @@ def live_attachments(records: records_mod.PodRecords, container_id: str) -> Live
             for claim in claims:
                 if claim.kind == delegate_node.POD:
                     held.setdefault(claim.first, who)
-            if not attachment.is_default:
+            if not _operators(attachment, cluster_nad):
                 for interface in _list(result.get("interfaces")):
                     name = interface.get("name")
                     if not interface.get("sandbox") and isinstance(name, str):
@@ -139,6 +146,12 @@ def live_attachments(records: records_mod.PodRecords, container_id: str) -> Live
     for address, who in _PENDING.held(recorded, container_id).items():
         held.setdefault(address, who)
     return LiveAttachments(addresses=held, host_interfaces=frozenset(host_interfaces))
+
+
+def _operators(attachment: records_mod.AttachmentRecord, cluster_nad: str) -> bool:
+    """Is the recorded `attachment` the cluster default network (the operator's own)?"""
+    name = attachment.status_name
+    return attachment.is_default and ("/" not in name or name == cluster_nad)
 
 
 def refusals(
@@ -201,15 +214,17 @@ async def check_plan(
     container_id: str,
     *,
     read: Callable[[], NodeFacts] | None = None,
+    cluster_nad: str = "",
 ) -> None:
     """Raise `DelegateRefusedError` for the first NAD of `plan` that takes what is the node's or
-    another attachment's. Before anything of the plan is recorded or run."""
+    another attachment's. Before anything of the plan is recorded or run. `cluster_nad`: the
+    cluster default network's `namespace/name` when it is a NAD (`live_attachments`)."""
     if not policy.enabled:
         return
     judged = []
     for planned in plan:
-        if planned.is_default:
-            continue  # the operator's own network
+        if planned.is_default and not planned.pod_default:
+            continue  # the operator's own network (a pod's default-network NAD is judged)
         namespace = planned.status_name.partition("/")[0]
         rules = policy.rules_for(namespace, delegate_guard.namespace_labels(view, namespace))
         claims, _ = delegate_node.claims(planned.network.raw)  # unreadable: refused before
@@ -226,7 +241,11 @@ async def check_plan(
     kinds = {claim.kind for _, _, claims in judged for claim in claims}
     needs_live = delegate_node.POD in kinds or delegate_node.HOST in kinds
     needs_live = needs_live or (facts is not None and delegate_node.SUBNET in kinds)
-    live = live_attachments(records, container_id) if needs_live else LiveAttachments()
+    live = (
+        live_attachments(records, container_id, cluster_nad=cluster_nad)
+        if needs_live
+        else LiveAttachments()
+    )
     for name, rules, claims in judged:
         node = facts if delegate_rules.NODE_RANGE in rules.reserved_ranges else None
         found = refusals(claims, rules, node, live)

@@ -456,14 +456,22 @@ class Orchestrator:
     async def _check_node(
         self, plan: Sequence[plan_mod.PlannedAttachment], container_id: str
     ) -> None:
-        """SEC-NODE: no NAD of the plan takes the node's addresses or another attachment's."""
+        """SEC-NODE: no NAD of the plan takes the node's addresses or another attachment's (a
+        pod's default-network NAD too, DEV-DEFAULT: only the cluster default is the operator's)."""
         policy = self.settings.networks.delegate_policy
-        if not policy.enabled or all(planned.is_default for planned in plan):
+        if not policy.enabled or all(p.is_default and not p.pod_default for p in plan):
             return
         # Imported only with a NAD to check: the thin plugin's every ADD would pay for it.
         from netattach.daemon import node_guard
 
-        await node_guard.check_plan(plan, policy, self.view, self.records, container_id)
+        await node_guard.check_plan(
+            plan,
+            policy,
+            self.view,
+            self.records,
+            container_id,
+            cluster_nad=plan_mod.cluster_nad(self.settings.networks),
+        )
 
     def _check_installed(self, plan: Sequence[plan_mod.PlannedAttachment]) -> None:
         """Every delegate of the plan can be found, so no ADD starts that its DEL could not undo."""

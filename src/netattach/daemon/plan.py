@@ -1,10 +1,12 @@
 """What a pod's ADD will attach, decided before anything runs.
 
-The default network first, then each selection in annotation order (standard §6.2, §4):
-namespace isolation checked (§7.4), every NAD resolved to its delegate config (§3.4.1),
-interface names chosen (§4.1.2.1.5), and each delegate config prepared with the selection's
-`args.cni` and capability requests (SEL-CAPS). Only when the whole plan stands does ADD run a
-plugin, so a bad selection or a missing NAD costs nothing to undo.
+The default network first (the cluster default, or the NAD the pod's
+`v1.multus-cni.io/default-network` annotation names in its place: DEV-DEFAULT), then each
+selection in annotation order (standard §6.2, §4): namespace isolation checked (§7.4), every
+NAD resolved to its delegate config (§3.4.1), interface names chosen (§4.1.2.1.5), and each
+delegate config prepared with the selection's `args.cni` and capability requests (SEL-CAPS).
+Only when the whole plan stands does ADD run a plugin, so a bad selection or a missing NAD costs
+nothing to undo.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ class PlannedAttachment(NamedTuple):
     # assigned, `network` then carries it as `deviceID`/`pciBusID`).
     resource: str = ""
     device: str = ""
+    # DEV-DEFAULT: this default attachment is the NAD the pod's `default-network` annotation
+    # names, not the operator's cluster default: a NAD author's config, so the delegate policy
+    # and the node guard judge it as they judge a selection.
+    pod_default: bool = False
 
 
 class NADNotFoundError(errors.AttachmentNotFoundError):
@@ -157,6 +163,107 @@ def _requests(chosen: selection.Selection) -> dict[str, object]:
     return requests
 
 
+def parse_default_network(
+    text: str, *, pod_namespace: str, pod: str, default_ifname: str
+) -> selection.Selection | None:
+    """The NAD the pod's `v1.multus-cni.io/default-network` annotation names (DEV-DEFAULT);
+    None when the annotation is blank.
+
+    Multus's forms, parsed as a selection annotation is: `name`, `namespace/name`, or a JSON
+    list of one element. An unqualified name is the pod's namespace's (standard §4.1.1; Multus
+    looks it up in its own namespace). The default network is always the runtime's `CNI_IFNAME`,
+    and its `portMappings` and `bandwidth` are the runtime's (SEL-CAPS), so an element asking
+    for another interface or for either of those is refused; `ips`, `mac`, `cni-args`,
+    `ipam-claim-reference`, `infiniband-guid` and `default-route` are honoured as for a
+    selection. Raises InvalidSelectionError (102) naming the pod and quoting the value.
+    """
+    if not text.strip():
+        return None
+    try:
+        found = selection.parse_selections(text, pod_namespace=pod_namespace, pod=pod)
+    except errors.InvalidSelectionError as exc:
+        raise _invalid_default(text, pod_namespace, pod, exc.details or exc.msg) from exc
+    if len(found) != 1:
+        why = f"it names {len(found)} networks, the default network is exactly one"
+        raise _invalid_default(text, pod_namespace, pod, why)
+    chosen = found[0]
+    problems: list[str] = []
+    if chosen.interface and chosen.interface != default_ifname:
+        problems.append(
+            f"interface {chosen.interface!r}: the default network is always the runtime's "
+            f"interface {default_ifname!r}"
+        )
+    if chosen.port_mappings:
+        problems.append("portMappings: the default network's are the runtime's (runtimeConfig)")
+    if chosen.bandwidth is not None:
+        problems.append("bandwidth: the default network's is the runtime's (runtimeConfig)")
+    if problems:
+        raise _invalid_default(text, pod_namespace, pod, "; ".join(problems))
+    return chosen
+
+
+def _invalid_default(
+    text: str, pod_namespace: str, pod: str, details: str
+) -> errors.InvalidSelectionError:
+    return errors.InvalidSelectionError(
+        f"invalid {model.DEFAULT_NETWORK_ANNOTATION} annotation of pod {pod_namespace}/{pod}: "
+        f"{_quote(text)}",
+        details,
+    )
+
+
+def _quote(text: str, limit: int = 200) -> str:
+    shown = repr(text[: limit + 1])  # a huge value is not copied to be cut
+    return shown[:limit] + "..." if len(shown) > limit else shown
+
+
+def cluster_nad(cfg: settings_mod.NetworkSettings) -> str:
+    """The operator's cluster default network as `namespace/name`, when it is a NAD."""
+    ref = cfg.cluster_network
+    return f"{ref.namespace}/{ref.name}" if ref.kind == "nad" else ""
+
+
+def build_pod_default(
+    chosen: selection.Selection,
+    *,
+    default_ifname: str,
+    runtime_config: Mapping[str, Any],
+    view: NADLookup,
+    cfg: settings_mod.NetworkSettings,
+) -> PlannedAttachment:
+    """The attachment of the NAD that replaces the cluster default network (DEV-DEFAULT): on the
+    runtime's interface, with the runtime's capability args (SEL-CAPS), and the element's own
+    `ips`, `mac`, `cni-args` as a selection has them. A missing NAD is NADNotFoundError (101)."""
+    found = resolve_nad(view, chosen.namespace, chosen.name, cfg.networks_dir)
+    cni_args = dict(chosen.cni_args or {})
+    if chosen.ipam_claim_reference:
+        cni_args.setdefault("ipam-claim-reference", chosen.ipam_claim_reference)
+    network, requested = delegate.apply_selection(
+        found.network,
+        ips=chosen.ips,
+        mac=chosen.mac,
+        cni_args=cni_args or None,
+        runtime_requests=_requests(chosen),
+    )
+    reference = chosen.reference()
+    return PlannedAttachment(
+        status_name=reference,
+        ifname=default_ifname,
+        is_default=True,
+        network=network,
+        # The runtime's, as the cluster default would have them; the element's own requests
+        # (`ips`, `mac`, an InfiniBand GUID) over them.
+        capability_args={**runtime_config, **requested},
+        ips=chosen.ips,
+        mac=chosen.mac,
+        gateways=chosen.default_route,
+        warning=found.name_mismatch or "",
+        resource=nad_resource(view, chosen.namespace, chosen.name),
+        # The operator's own NAD named by the pod is still the operator's network.
+        pod_default=reference != cluster_nad(cfg),
+    )
+
+
 def build_plan(
     *,
     pod: model.KubeObject,
@@ -171,18 +278,34 @@ def build_plan(
         pod_namespace=namespace,
         pod=name,
     )
-    check_isolation(namespace, selections, cfg)
-    default_name, default_network = resolve_default(view, cfg)
-    # SEL-CAPS, standard v1.1 §7.5: the runtime's capability args go to the default network only.
-    plan = [
-        PlannedAttachment(
+    pod_default = parse_default_network(
+        model.annotation(pod, model.DEFAULT_NETWORK_ANNOTATION) or "",
+        pod_namespace=namespace,
+        pod=name,
+        default_ifname=default_ifname,
+    )
+    # RT-RESTRICT holds for the default-network NAD too (DEV-DEFAULT): before any lookup.
+    check_isolation(namespace, [*selections, *([pod_default] if pod_default else [])], cfg)
+    if pod_default is not None:
+        default = build_pod_default(
+            pod_default,
+            default_ifname=default_ifname,
+            runtime_config=runtime_config,
+            view=view,
+            cfg=cfg,
+        )
+    else:
+        default_name, default_network = resolve_default(view, cfg)
+        # SEL-CAPS, standard v1.1 §7.5: the runtime's capability args go to the default
+        # network only.
+        default = PlannedAttachment(
             status_name=default_name,
             ifname=default_ifname,
             is_default=True,
             network=default_network,
             capability_args=dict(runtime_config),
         )
-    ]
+    plan = [default]
     for chosen, ifname in zip(selections, choose_ifnames(default_ifname, selections), strict=True):
         found = resolve_nad(view, chosen.namespace, chosen.name, cfg.networks_dir)
         cni_args = dict(chosen.cni_args or {})
