@@ -439,3 +439,106 @@ def test_uninstalled_as_docs_deploy_says_pods_start_on_the_default_network_alone
     assert node.network_status(NS, "plain") is None
     node.delete_pod(NS, "plain")
     assert node.wait_clean() == CLEAN
+
+
+# -- devices: a device plugin's VFs through the kubelet to the attachments (DEV-RESOURCE) ------
+
+DEVICE_RESOURCE = "netattach.test/vf"
+DEVICE_VFS = ["0000:3b:02.0", "0000:3b:02.1", "0000:3b:02.2"]
+DEVICE_BRIDGE = "na-br-d"
+DEVICE_NADS = {"vf-a": "10.90.1.0/24", "vf-b": "10.90.2.0/24"}
+
+
+def device_nads(node: RealNode) -> None:
+    """Two NADs of the plugin's resource, bridges with host-local (created once per node)."""
+    node.bridges.add(DEVICE_BRIDGE)
+    for name, subnet in DEVICE_NADS.items():
+        if node.api.get("NetworkAttachmentDefinition", name, NS) is not None:
+            continue
+        plugin = {
+            "type": "bridge",
+            "bridge": DEVICE_BRIDGE,
+            "ipam": {"type": "host-local", "subnet": subnet},
+        }
+        node.api.create(
+            {
+                "apiVersion": "k8s.cni.cncf.io/v1",
+                "kind": "NetworkAttachmentDefinition",
+                "metadata": {
+                    "name": name,
+                    "namespace": NS,
+                    "annotations": {"k8s.v1.cni.cncf.io/resourceName": DEVICE_RESOURCE},
+                },
+                "spec": {
+                    "config": json.dumps({"cniVersion": "1.0.0", "name": name, "plugins": [plugin]})
+                },
+            }
+        )
+
+
+def pod_record(node: RealNode, name: str) -> dict[str, Any]:
+    """The daemon's record of the pod `NS/name` (its state dir is the node's /var/lib/netattach)."""
+    for path in node.fs("/var/lib/netattach/pods").glob("*.json"):
+        record = json.loads(path.read_text())
+        if (record.get("namespace"), record.get("pod")) == (NS, name):
+            return dict(record)
+    raise AssertionError(f"no record of {NS}/{name}")
+
+
+@pytest.mark.req("DEV-RESOURCE")
+@pytest.mark.req("DEV-INFO")
+def test_a_pods_allocated_vfs_reach_its_attachments_through_the_real_kubelet(
+    clean_node: RealNode,
+) -> None:
+    from tests.devices import device_plugin
+    from tests.devices.podresources_client import PodResourcesReader, devices_of
+
+    node = clean_node
+    device_nads(node)
+    dp_dir = node.fs("/var/run/k8s.cni.cncf.io/devinfo/dp")
+    with device_plugin.FakeDevicePlugin(
+        node.fs(device_plugin.PLUGIN_DIR), DEVICE_RESOURCE, DEVICE_VFS, device_info_dir=dp_dir
+    ) as plugin:
+
+        def allocatable() -> bool:
+            response = node.api.http.get(f"/api/v1/nodes/{node.name}")
+            stored = response.json() if response.status == 200 else {}
+            found = ((stored.get("status") or {}).get("allocatable") or {}).get(DEVICE_RESOURCE)
+            return str(found) == str(len(DEVICE_VFS))
+
+        wait_until(f"the Node's allocatable {DEVICE_RESOURCE}", allocatable, 60.0)
+        for name, networks, count in (("two-vfs", "vf-a,vf-b", 2), ("one-vf", "vf-b", 1)):
+            pod = node.pod_object(NS, name, networks)
+            pod["spec"]["containers"][0]["resources"] = {"limits": {DEVICE_RESOURCE: str(count)}}
+            node.api.create(pod)
+        for name in ("two-vfs", "one-vf"):
+            node.wait_running(NS, name)
+
+        with PodResourcesReader(node.fs("/var/lib/kubelet/pod-resources/kubelet.sock")) as kubelet:
+            given = {
+                name: devices_of(kubelet.get(NS, name), DEVICE_RESOURCE)
+                for name in ("two-vfs", "one-vf")
+            }
+        # Each attachment got the kubelet's devices of its pod, in selection order, and the
+        # delegates ran with them (the record holds each config as it ran).
+        for name, ifnames in (("two-vfs", ["net1", "net2"]), ("one-vf", ["net1"])):
+            attachments = pod_record(node, name)["attachments"][1:]
+            assert [a["ifname"] for a in attachments] == ifnames
+            assert [a["device"] for a in attachments] == given[name]
+            for att in attachments:
+                for plugin_config in att["config"]["plugins"]:
+                    assert plugin_config["deviceID"] == plugin_config["pciBusID"] == att["device"]
+            status = node.network_status(NS, name)
+            assert status is not None
+            # DEV-INFO: the device plugin's device-info of each attachment's VF
+            assert [e.get("device-info", {}).get("pci", {}).get("pci-address") for e in status] == [
+                None,
+                *given[name],
+            ]
+        assert len({*given["two-vfs"], *given["one-vf"]}) == 3
+        assert sorted(sorted(ids) for ids in plugin.allocations) == sorted(
+            sorted(ids) for ids in given.values()
+        )
+        for name in ("two-vfs", "one-vf"):
+            node.delete_pod(NS, name)
+    assert node.wait_clean() == CLEAN

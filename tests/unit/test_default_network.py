@@ -276,6 +276,34 @@ def test_a_missing_nad_is_101_naming_it() -> None:
     assert "NetworkAttachmentDefinition blue/ovn not found" in caught.value.msg
 
 
+@pytest.mark.req("DEV-DEFAULT", "RT-HOTPLUG")
+def test_hot_plug_plans_without_reading_the_annotation_a_gone_nad_blocks_nothing() -> None:
+    disk = settings.ClusterNetworkRef(kind="nad", namespace="kube-system", name="cluster")
+    view = view_of(
+        pod("ovn-gone", networks="net-a"),
+        nad("kube-system", "cluster", MACVLAN),
+        nad(POD_NS, "net-a", MACVLAN),
+    )
+    found = view.lookup_pod(POD_NS, POD_NAME)
+    assert found is not None
+
+    with pytest.raises(plan.NADNotFoundError):
+        build(view, cfg(cluster_network=disk))
+    replanned = plan.build_plan(
+        pod=found,
+        default_ifname="eth0",
+        runtime_config={},
+        view=view,
+        cfg=cfg(cluster_network=disk),
+        pod_default_network=False,
+    )
+
+    assert [(p.status_name, p.pod_default) for p in replanned] == [
+        ("kube-system/cluster", False),
+        ("blue/net-a", False),
+    ]
+
+
 # --- the delegate policy and the node guard judge it -------------------------------------------
 
 

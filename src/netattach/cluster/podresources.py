@@ -3,7 +3,7 @@
 The kubelet serves `v1.PodResourcesLister` (gRPC) on a UNIX socket, by default
 `/var/lib/kubelet/pod-resources/kubelet.sock`. `read_pod_devices` asks it for one pod with
 `Get` and, from a kubelet without `Get` (before 1.27, or with the feature gate off), with
-`List`, and gives the pod's devices by name:
+`List`, and gives the pod's devices by name (and whether the kubelet knows the pod):
 
     device plugins   the resource name (`intel.com/sriov_netdevice`) -> its device IDs
     DRA              the ResourceClaim's name -> the device part of each CDI device name
@@ -23,10 +23,16 @@ reads (proto3 skips the others): no generated code and no protoc, and no clash w
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
+
+# Read by gRPC's core when it starts: netattach forks a delegate for every plugin it runs, and
+# gRPC's fork handlers (for processes that go on using gRPC in the child, which a delegate never
+# does) only log a line to stderr for each of them while a channel's threads live.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -96,6 +102,9 @@ class PodDevices(NamedTuple):
 
     by_name: Mapping[str, tuple[str, ...]]
     method: str  # "Get" or "List": which call answered (for logs and tests)
+    # Whether the kubelet knows the pod at all: for a second after it restarts it answers before
+    # it has loaded its pods, and a pod it does not list is not yet a pod without devices.
+    known: bool = True
 
     def get(self, name: str) -> tuple[str, ...]:
         return self.by_name.get(name, ())
@@ -162,7 +171,7 @@ def read_pod_devices(
                 _raise_unavailable(failed, socket)
                 raise _refused(failed, socket, "List") from failed
             pods = [p for p in every.pod_resources if p.namespace == namespace and p.name == name]
-            return PodDevices(by_name=_devices(pods), method="List")
+            return PodDevices(by_name=_devices(pods), method="List", known=bool(pods))
         return PodDevices(by_name=_devices([answer.pod_resources]), method="Get")
 
 

@@ -19,6 +19,7 @@ Errors, each naming the pod, the NAD and the resource, before any plugin ran:
     InvalidSelectionError (102)   the pod has no device of the resource, or fewer than it has
                                   attachments of it
     PodResourcesUnavailableError (11)  the kubelet does not answer (the kubelet retries)
+    TryAgainLaterError (11)       the kubelet does not list the pod (it has just restarted)
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ async def assign(
             f"cannot find the devices of pod {namespace}/{name}: {exc.msg}", exc.details
         ) from exc
     log.debug("pod %s/%s devices (%s): %s", namespace, name, found.method, dict(found.by_name))
+    if not found.known:
+        # A kubelet just restarted answers before it has loaded its pods: try again.
+        raise errors.TryAgainLaterError(
+            f"the kubelet's PodResources API does not list pod {namespace}/{name} (yet)",
+            f"{found.method} at {str(socket)!r}",
+        )
     claims = _claim_names(pod)
     taken = set(held)
     assigned: list[plan_mod.PlannedAttachment] = []

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Awaitable, Mapping, Sequence
+from pathlib import Path
 
 from netattach import loggers, offload
 from netattach.attach import delegate, selection, status
 from netattach.cluster import model
 from netattach.cni import conf, env, errors, result, spec
-from netattach.daemon import call_log, delegate_guard, hotplug, pod_identity
+from netattach.daemon import call_log, delegate_guard, devices, hotplug, pod_identity
 from netattach.daemon import locks as locks_mod
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
@@ -175,10 +176,14 @@ def _network(att: records_mod.AttachmentRecord) -> conf.NetworkConfigList:
 
 
 def status_entries(
-    record: records_mod.PodRecord, parsed: Sequence[result.Result] | None = None
+    record: records_mod.PodRecord,
+    parsed: Sequence[result.Result] | None = None,
+    *,
+    device_info_dir: Path = settings_mod.DEFAULT_DEVICE_INFO_DIR,
 ) -> list[dict[str, object]]:
     """The pod's network-status entries (standard §5), built from what its ADD recorded;
-    `parsed`: the attachments' results as the ADD got them, so they are not parsed again."""
+    `parsed`: the attachments' results as the ADD got them, so they are not parsed again;
+    `device_info_dir`: where the attachments' device-info files are (DEV-INFO)."""
     entries = []
     for index, att in enumerate(record.attachments):
         res = None
@@ -187,11 +192,7 @@ def status_entries(
         elif att.result is not None:
             version = str(att.config.get("cniVersion", "0.1.0"))
             res = result.parse_result(att.result, default_version=version)
-        network_name = str(att.config.get("name", ""))
-        device_info = status.load_device_info(
-            status.DEVICE_INFO_CNI_DIR
-            / f"{network_name}-{record.container_id}-{att.ifname}-device.json"
-        )
+        device_info = devices.device_info(att, record.container_id, device_info_dir)
         entries.append(
             status.build_entry(
                 name=att.status_name,
@@ -279,6 +280,7 @@ class Orchestrator:
             for planned, intent in zip(plan, intents, strict=True):
                 current = planned.status_name
                 made.append(intent)
+                devices.prepare_device_info(planned, self.settings.networks.device_info_dir)
                 # The pod record saved above is the write-ahead record: no second one.
                 res = await self.runtime.add_network_list(
                     planned.network,
@@ -326,7 +328,7 @@ class Orchestrator:
         its status, the status written while the other two are done (an API round trip on
         the Kubernetes feed). A failure of any fails the ADD; the runtime's DEL that follows
         removes a status already written."""
-        entries = status_entries(record, results) if ref.name else []
+        entries = self._entries(record, results) if ref.name else []
         publishing = None
         if ref.name:
             self._cancel_status_removal(ref)
@@ -412,6 +414,15 @@ class Orchestrator:
             planned = await self._build_plan(pod, call.ifname, runtime_config)
             self._check_plan(planned)
             await self._check_node(planned, call.container_id)
+            # DEV-RESOURCE: last, as the NAD wrote it was judged above; the device the kubelet
+            # allocated is the operator's grant.
+            planned = await devices.assign(
+                planned,
+                pod=pod,
+                container_id=call.container_id,
+                cfg=self.settings.networks,
+                view=self.view,
+            )
         except errors.CNIError as exc:
             raise with_prefix(exc, ref.prefix()) from exc
         log.debug(
@@ -515,6 +526,8 @@ class Orchestrator:
             config=planned.network.raw,
             capability_args=dict(planned.capability_args),
             gateways=planned.gateways,
+            resource=planned.resource,
+            device=planned.device,
         )
 
     async def _event(self, ref: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
@@ -559,8 +572,12 @@ class Orchestrator:
                         f"cannot set the default route via {planned.ifname}", str(exc)
                     ) from exc
 
-    def _entries(self, record: records_mod.PodRecord) -> list[dict[str, object]]:
-        return status_entries(record)
+    def _entries(
+        self, record: records_mod.PodRecord, parsed: Sequence[result.Result] | None = None
+    ) -> list[dict[str, object]]:
+        return status_entries(
+            record, parsed, device_info_dir=self.settings.networks.device_info_dir
+        )
 
     async def _undo(self, call: env.Environment, record: records_mod.PodRecord) -> None:
         """Roll back a failed ADD: DEL what it made, newest first; keep the record if any fails."""
@@ -592,6 +609,9 @@ class Orchestrator:
                 # still free their addresses: a deliberate deviation from "stop the list".
                 await self.runtime.del_network_list(
                     network, _runtime_conf(call, netns, att), keep_going=True
+                )
+                devices.discard_device_info(
+                    att, call.container_id, self.settings.networks.device_info_dir
                 )
             except errors.CNIError as exc:
                 failure = with_prefix(exc, ref.prefix(att.status_name))
@@ -790,6 +810,7 @@ class Orchestrator:
                 change = hotplug.build_change(record, plan, chosen)
                 self._check_plan(change.add)
                 await self._check_node(change.add, container_id)
+                change = await self._with_devices(change, record, pod)
             except errors.CNIError as exc:
                 failed = with_prefix(exc, ref.prefix())
                 log.error("%s; the pod's attachments stay as they are", failed)
@@ -803,6 +824,13 @@ class Orchestrator:
                 # Their names are still taken: the new attachments are named around them.
                 busy = frozenset(att.ifname for att in stuck)
                 change = hotplug.build_change(record, plan, chosen, busy=busy)
+                try:
+                    change = await self._with_devices(change, record, pod)
+                except errors.CNIError as exc:
+                    failed = with_prefix(exc, ref.prefix())
+                    log.error("%s; the new attachments are not made", failed)
+                    await self._event(ref, failure_reason(failed), str(failed), "Warning")
+                    change = change._replace(wanted=change.keep)
             record, made, failures = await self._plug(call, ref, record, change)
             record = record._replace(attachments=_replugged(record, change, made))
             self.records.save(record)
@@ -823,6 +851,28 @@ class Orchestrator:
             # Only now: a pass after a crash or a failed status write finds the pod changed.
             self.records.save(record._replace(selection=text))
             return True
+
+    async def _with_devices(
+        self, change: hotplug.Change, record: records_mod.PodRecord, pod: model.KubeObject
+    ) -> hotplug.Change:
+        """`change` with a device for each new attachment of a resource (DEV-RESOURCE), none of
+        them held by an attachment the pod keeps."""
+        if not devices.wanted(change.add):
+            return change
+        given = iter(
+            await devices.assign(
+                change.add,
+                pod=pod,
+                container_id=record.container_id,
+                cfg=self.settings.networks,
+                view=self.view,
+                held={att.device for att in record.attachments if att.device},
+            )
+        )
+        wanted = tuple(
+            next(given) if isinstance(w, plan_mod.PlannedAttachment) else w for w in change.wanted
+        )
+        return change._replace(wanted=wanted)
 
     def _replug_target(
         self, container_id: str
@@ -857,6 +907,7 @@ class Orchestrator:
             runtime_config=default.capability_args,
             view=self.view,
             cfg=self.settings.networks,
+            pod_default_network=False,
         )
         chosen = selection.parse_selections(text, pod_namespace=record.namespace, pod=record.pod)
         return plan, chosen

@@ -271,7 +271,11 @@ def build_plan(
     runtime_config: Mapping[str, Any],
     view: NADLookup,
     cfg: settings_mod.NetworkSettings,
+    pod_default_network: bool = True,
 ) -> list[PlannedAttachment]:
+    """The pod's plan. `pod_default_network` False: the pod's `default-network` annotation is
+    not read (hot-plug never touches the default attachment, so a NAD it named that is gone
+    since, or an annotation edited since, must not stop the selections from changing)."""
     namespace, name = model.namespace_of(pod), model.name_of(pod)
     selections = selection.parse_selections(
         model.annotation(pod, model.NETWORKS_ANNOTATION) or "",
@@ -279,7 +283,9 @@ def build_plan(
         pod=name,
     )
     pod_default = parse_default_network(
-        model.annotation(pod, model.DEFAULT_NETWORK_ANNOTATION) or "",
+        (model.annotation(pod, model.DEFAULT_NETWORK_ANNOTATION) or "")
+        if pod_default_network
+        else "",
         pod_namespace=namespace,
         pod=name,
         default_ifname=default_ifname,

@@ -7,6 +7,7 @@ concurrent delegates, the orchestrator, the socket server, readiness and install
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -107,7 +108,10 @@ class Daemon:
             self.policy = policy_sync.PolicySync(
                 view=self.view,
                 records=pod_records,
-                status_entries=orchestrator.status_entries,
+                status_entries=functools.partial(
+                    orchestrator.status_entries,
+                    device_info_dir=cfg.networks.device_info_dir,
+                ),
                 events=self.feed if isinstance(self.feed, kube.KubeFeed) else None,
                 status_file=(
                     self.feed.read_status if isinstance(self.feed, files.DirectoryFeed) else None
