@@ -314,7 +314,8 @@ def test_bad_policy_settings_name_the_key_and_quote_the_value() -> None:
     problems = settings.settings_problems(raw)
     assert problems == (
         "delegatePolicy.enabld: unknown key (known: enabled, types, master, bridge, device, "
-        "pciBusID, dataDir, sysctl, passthruMaster, gatewayBridge, reservedRanges, namespaces), "
+        "pciBusID, resourceName, dataDir, sysctl, passthruMaster, gatewayBridge, reservedRanges, "
+        "namespaces), "
         "got True",
         "delegatePolicy.types: must be a list of names or globs ('*' any run, '?' one character, "
         "'!' in front excludes), got 'bridge'",

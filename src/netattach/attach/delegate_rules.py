@@ -126,6 +126,9 @@ DEFAULT_PROTECTED_DIRS: Final = (
     "/var/lib/cni/cache",
     "/var/lib/netattach",
     "/run/netattach",
+    # The NPWG device-info files netattach hands delegates (DEV-INFO), by both its names.
+    "/var/run/k8s.cni.cncf.io/devinfo",
+    "/run/k8s.cni.cncf.io/devinfo",
 )
 
 # The keys of a rule set, settings spelling, in the order docs/configuration.md lists them.
