@@ -16,6 +16,7 @@ ValidatingAdmissionPolicy (Kubernetes before 1.30).
 
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import sys
@@ -27,7 +28,8 @@ from typing import Any
 import pytest
 import yaml
 
-from netattach.attach import admission
+from netattach.attach import admission, delegate_rules
+from netattach.cluster import model
 from tests import attack_corpus
 from tests.attack_corpus import ALLOWED, ATTACKS, Attack
 from tests.kube import objects
@@ -243,3 +245,78 @@ def test_the_policy_refuses_an_update_too(bound: Forms) -> None:
     )
     response = policy.http.put(f"{path}/plain", nad)
     assert response.status == 422, response.body
+
+
+# DEV-RESOURCE: a namespace's NADs name only the device resources its lists grant.
+RESOURCE_LISTS: Mapping[str, Any] = {
+    "types": ["sriov"],
+    "resourceName": ["intel.com/sriov_*", "!intel.com/sriov_mgmt"],
+    "namespaces": [
+        {
+            "namespaceSelector": {"matchLabels": {"netattach.test/lab": "yes"}},
+            "resourceName": ["intel.com/sriov_lab"],
+        }
+    ],
+}
+SRIOV_CONFIG = json.dumps({"cniVersion": "1.0.0", "name": "na-sriov", "type": "sriov"})
+
+
+@pytest.mark.req("DEV-RESOURCE")
+@pytest.mark.req("SEC-ADMISSION")
+def test_the_policy_refuses_a_resource_name_the_namespace_is_not_granted(
+    real_api: RealKubeApi,
+) -> None:
+    problems: list[str] = []
+    policy = delegate_rules.parse_policy(RESOURCE_LISTS, "delegatePolicy", problems)
+    assert policy is not None
+    assert problems == []
+    name = f"netattach-test-resource-{secrets.token_hex(3)}"
+    token = secrets.token_hex(4)
+    plain, lab = f"na-plain-{token}", f"na-lab-{token}"
+    real_api.create(objects.namespace(plain, labels={CORPUS_LABEL: token}))
+    real_api.create(
+        objects.namespace(lab, labels={CORPUS_LABEL: token, "netattach.test/lab": "yes"})
+    )
+    vap, binding = admission.build_policy(policy, name=name)
+    binding["spec"]["matchResources"] = {
+        "namespaceSelector": {"matchLabels": {CORPUS_LABEL: token}}
+    }
+
+    def dry_run(namespace: str, resource: str | None) -> HttpResponse:
+        annotations = None if resource is None else {model.RESOURCE_ANNOTATION: resource}
+        nad = objects.nad(
+            f"na-{secrets.token_hex(4)}", namespace, config=SRIOV_CONFIG, annotations=annotations
+        )
+        path = f"/apis/k8s.cni.cncf.io/v1/namespaces/{namespace}/network-attachment-definitions"
+        return real_api.http.request("POST", path, query={"dryRun": "All"}, body=nad)
+
+    try:
+        for path, obj in ((POLICIES, vap), (BINDINGS, binding)):
+            response = real_api.http.post(path, obj)
+            assert accepted(response), response.body
+        deadline = time.monotonic() + EFFECT_TIMEOUT
+        while accepted(response := dry_run(plain, "nvidia.com/gpu")):
+            assert time.monotonic() < deadline, "the policy never took effect"
+            time.sleep(0.5)
+
+        assert response.status == 422, response.body
+        message = response.json()["message"]
+        assert f"NetworkAttachmentDefinition {plain}/" in message
+        assert message.endswith(
+            ": resourceName 'nvidia.com/gpu' is not allowed by delegatePolicy.resourceName "
+            "[intel.com/sriov_*, !intel.com/sriov_mgmt]"
+        )
+        for namespace, resource, admitted in [
+            (plain, "intel.com/sriov_netdevice", True),
+            (plain, " intel.com/sriov_netdevice\n", True),
+            (plain, "intel.com/sriov_mgmt", False),
+            (plain, None, True),
+            (plain, "", True),
+            (lab, "intel.com/sriov_lab", True),
+            (lab, "intel.com/sriov_netdevice", False),
+        ]:
+            response = dry_run(namespace, resource)
+            assert accepted(response) is admitted, (namespace, resource, response.body)
+    finally:
+        real_api.http.request("DELETE", f"{BINDINGS}/{name}")
+        real_api.http.request("DELETE", f"{POLICIES}/{name}")

@@ -66,7 +66,17 @@ class StandIns:
         self.cni_run = self.base / "run-cni"
         self.run = self.base / "run-netattach"
         self.settings = self.base / "configmap"
-        for directory in (self.state, self.cni_state, self.cni_run, self.run, self.settings):
+        self.pod_resources = self.base / "var-lib-kubelet-pod-resources"
+        self.device_info = self.base / "devinfo"
+        for directory in (
+            self.state,
+            self.cni_state,
+            self.cni_run,
+            self.run,
+            self.settings,
+            self.pod_resources,
+            self.device_info,
+        ):
             directory.mkdir()
         self.paths = {
             "/opt/cni/bin": host.containerd.cni_bin_dir,
@@ -77,6 +87,8 @@ class StandIns:
             "/run/netattach": self.run,
             # containerd 1.6 makes every sandbox's netns here: the real path is the stand-in
             "/run/netns": Path("/run/netns"),
+            "/var/lib/kubelet/pod-resources": self.pod_resources,
+            "/var/run/k8s.cni.cncf.io/devinfo": self.device_info,
         }
 
     def allocations(self) -> list[str]:

@@ -177,6 +177,69 @@ def test_admission_refuses_whatever_the_daemon_refuses_of_the_node_rules(
         assert messages == [], config  # nothing of the node's is asked: nothing refused
 
 
+# The passthru master of each macvlan is its own: another plugin's master does not stand for it
+# (the daemon reads one object at a time), however the text between them is written.
+PASSTHRU_WITHOUT_ITS_MASTER = [
+    pytest.param(
+        [{"type": "macvlan", "mode": "passthru"}, {"type": "macvlan", "master": "eth0"}],
+        id="master-of-the-next-plugin",
+    ),
+    pytest.param(
+        [{"type": "macvlan", "master": "eth0"}, {"type": "macvlan", "mode": "passthru"}],
+        id="master-of-the-previous-plugin",
+    ),
+    pytest.param(
+        [{"type": "macvlan", "mode": "passthru", "ipam": {"type": "static", "master": "eth0"}}],
+        id="master-in-a-nested-object",
+    ),
+    pytest.param(
+        [
+            {"type": "macvlan", "mode": "passthru", "x": "{"},
+            {"type": "macvlan", "y": "}", "master": "eth0"},
+        ],
+        id="braces-in-strings",
+    ),
+    pytest.param(
+        [{"type": "macvlan", "mode": "passthru", "master": ""}, {"type": "ipvlan", "master": "x"}],
+        id="empty-master",
+    ),
+]
+
+
+@pytest.mark.parametrize("chain", PASSTHRU_WITHOUT_ITS_MASTER)
+@pytest.mark.parametrize("compact", [True, False])
+def test_a_passthru_without_its_own_master_is_refused_unless_any_master_is_allowed(
+    chain: list[dict[str, Any]], compact: bool
+) -> None:
+    config = {"cniVersion": "1.0.0", "name": "net-a", "plugins": chain}
+    text = json.dumps(config, separators=(",", ":") if compact else None)
+    for passthru, refused in ((("*", "!cni0"), True), (("eth0", "x"), True), (("*",), False)):
+        policy, compiled = compiled_for(passthru, (), ())
+
+        messages = compiled.messages(nad("blue", text), {})
+
+        assert bool(delegate_check.check_config(config, policy.rules)) is refused, passthru
+        assert bool(messages) is refused, (passthru, messages)
+
+
+def test_a_passthru_with_its_own_master_beside_nested_objects_is_admitted() -> None:
+    ipam = {
+        "type": "host-local",
+        "ranges": [[{"subnet": "10.1.0.0/24"}]],
+        "routes": [{"dst": "10.2.0.0/16"}],
+    }
+    chain = [
+        {"type": "macvlan", "mode": "passthru", "ipam": ipam, "master": "eth1"},
+        {"type": "macvlan", "master": "eth1", "ipam": ipam, "mode": "passthru"},
+        {"type": "tuning", "sysctl": {"net.ipv4.conf.all.arp_notify": "1"}},
+    ]
+    config = {"cniVersion": "1.0.0", "name": "net-a", "plugins": chain}
+    policy, compiled = compiled_for(("eth1",), (), ())
+    assert delegate_check.check_config(config, policy.rules) == []
+    for text in (json.dumps(config), json.dumps(config, indent=2)):
+        assert compiled.messages(nad("blue", text), {}) == []
+
+
 # --- addresses as text -------------------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from netattach.attach import admission, delegate_check, delegate_rules
 from netattach.cli import admission as admission_cmd
 from netattach.cli import main as cli_main
+from netattach.cluster import model
 from netattach.daemon import settings as settings_mod
 from tests.unit import test_delegate_keys
 
@@ -42,7 +43,13 @@ def _join(items: celtypes.ListType, separator: celtypes.StringType) -> celtypes.
     return celtypes.StringType(str(separator).join(str(i) for i in items))
 
 
-FUNCTIONS: dict[str, evaluation.CELFunction] = {"findAll": _find_all, "join": _join}
+def _find(text: celtypes.StringType, regex: celtypes.StringType) -> celtypes.StringType:
+    # Kubernetes' regex library: the first match (leftmost-first, as RE2 finds it), else ''.
+    found = re2.search(regex, text)
+    return celtypes.StringType(found.group(0) if found else "")
+
+
+FUNCTIONS: dict[str, evaluation.CELFunction] = {"findAll": _find_all, "join": _join, "find": _find}
 
 
 class CompiledPolicy:
@@ -96,12 +103,17 @@ class CompiledPolicy:
         return failed
 
 
-def nad(namespace: str, config: str | None) -> dict[str, Any]:
+def nad(
+    namespace: str, config: str | None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     spec = {} if config is None else {"config": config}
+    metadata: dict[str, Any] = {"name": "net-a", "namespace": namespace}
+    if annotations is not None:
+        metadata["annotations"] = annotations
     return {
         "apiVersion": "k8s.cni.cncf.io/v1",
         "kind": "NetworkAttachmentDefinition",
-        "metadata": {"name": "net-a", "namespace": namespace},
+        "metadata": metadata,
         "spec": spec,
     }
 
@@ -323,6 +335,134 @@ def test_the_message_names_the_nad_the_value_and_the_rule() -> None:
 def test_a_nad_without_config_is_admitted() -> None:
     _, compiled = COMPILED["narrow"]
     assert compiled.messages(nad("blue", None), {}) == []
+
+
+# --- DEV-RESOURCE: the resourceName annotation ----------------------------------------------------
+
+RESOURCE_POLICY = {
+    "types": ["host-device"],
+    "resourceName": ["intel.com/sriov_*", "!intel.com/sriov_mgmt"],
+    "namespaces": [
+        {"namespaceSelector": {"matchLabels": {"team": "radio"}}, "resourceName": ["*"]},
+        {
+            "namespaceSelector": {"matchLabels": {"tier": "lab"}},
+            "resourceName": ["intel.com/sriov_lab"],
+        },
+    ],
+}
+RESOURCE_COMPILED = CompiledPolicy(admission.build_policy(policy_of(RESOURCE_POLICY))[0])
+RADIO = {"team": "radio"}
+LAB = {"tier": "lab"}
+PLAIN_CONFIG = json.dumps({"cniVersion": "1.0.0", "type": "host-device"})
+
+
+def resource_messages(namespace: str, labels: dict[str, str], value: str | None) -> list[str]:
+    annotations = None if value is None else {model.RESOURCE_ANNOTATION: value}
+    return RESOURCE_COMPILED.messages(nad(namespace, PLAIN_CONFIG, annotations), labels)
+
+
+def daemon_refuses_resource(
+    policy: delegate_rules.DelegatePolicy, namespace: str, labels: dict[str, str], value: str
+) -> bool:
+    # As the daemon reads and checks it: daemon/plan.py nad_resource strips the annotation
+    # ("" names no resource), daemon/devices.py _check_granted judges it by the NAD's namespace.
+    stripped = value.strip()
+    rules = policy.rules_for(namespace, labels)
+    return bool(stripped) and not rules.resource_name.allows(stripped)
+
+
+@pytest.mark.req("DEV-RESOURCE")
+@pytest.mark.req("SEC-ADMISSION")
+def test_admission_admits_a_resource_name_the_namespace_is_granted() -> None:
+    assert resource_messages("blue", {}, "intel.com/sriov_netdevice") == []
+    assert resource_messages("radio", RADIO, "nvidia.com/gpu") == []
+
+
+@pytest.mark.req("DEV-RESOURCE")
+@pytest.mark.req("SEC-ADMISSION")
+def test_admission_refuses_a_resource_name_the_namespace_is_not_granted() -> None:
+    (message,) = resource_messages("blue", {}, "intel.com/sriov_mgmt")
+
+    assert message == (
+        "NetworkAttachmentDefinition blue/net-a: resourceName 'intel.com/sriov_mgmt' is not "
+        "allowed by delegatePolicy.resourceName [intel.com/sriov_*, !intel.com/sriov_mgmt]"
+    )
+    assert resource_messages("blue", {}, "nvidia.com/gpu")
+
+
+@pytest.mark.req("DEV-RESOURCE")
+@pytest.mark.req("SEC-ADMISSION")
+def test_a_namespace_entry_narrows_the_resource_names_its_nads_may_name() -> None:
+    assert resource_messages("lab", LAB, "intel.com/sriov_lab") == []
+
+    (message,) = resource_messages("lab", LAB, "intel.com/sriov_netdevice")
+
+    assert message == (
+        "NetworkAttachmentDefinition lab/net-a: resourceName 'intel.com/sriov_netdevice' is not "
+        "allowed by delegatePolicy.namespaces[1].resourceName [intel.com/sriov_lab]"
+    )
+
+
+@pytest.mark.req("DEV-RESOURCE")
+@pytest.mark.req("SEC-ADMISSION")
+@pytest.mark.parametrize("value", [None, "", "  ", "\n"])
+def test_a_nad_naming_no_resource_is_admitted(value: str | None) -> None:
+    assert resource_messages("lab", LAB, value) == []
+    other = {"k8s.v1.cni.cncf.io/other": "intel.com/sriov_mgmt"}
+    assert RESOURCE_COMPILED.messages(nad("lab", PLAIN_CONFIG, other), LAB) == []
+
+
+@pytest.mark.req("DEV-RESOURCE")
+@pytest.mark.req("SEC-ADMISSION")
+def test_a_policy_granting_any_resource_generates_no_resource_name_check() -> None:
+    every = {"namespaceSelector": {}, "resourceName": ["*"]}
+    for raw in ({}, {"resourceName": ["*"], "namespaces": [every]}):
+        (vap, _) = admission.build_policy(policy_of(raw))
+        text = json.dumps(vap)
+        assert "resourceName" not in text, raw
+        assert model.RESOURCE_ANNOTATION not in text, raw
+
+
+def test_the_white_space_admission_strips_is_what_python_strips() -> None:
+    stripped = re2.compile(f"[{admission.WHITE_SPACE}]")
+    # Every character str.isspace() takes is in the Basic Multilingual Plane.
+    assert all(not chr(c).isspace() for c in range(0x10000, 0x110000))
+    for code in (c for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF):
+        assert (stripped.fullmatch(chr(code)) is not None) == chr(code).isspace(), hex(code)
+
+
+RESOURCE_VALUES = st.sampled_from(
+    [
+        "intel.com/sriov_netdevice",
+        "intel.com/sriov_mgmt",
+        "intel.com/sriov_lab",
+        "nvidia.com/gpu",
+        "intel.com/sriov_",
+        "intel.com/sriov_mgmt\nx",
+        "x\nintel.com/sriov_mgmt",
+        "intel.comXsriov_lab",
+        "",
+    ]
+)
+PADDING = st.sampled_from(["", " ", "\t", "\n", "\xa0", "\u2003", "\x1f", "\u200b"])
+
+
+@pytest.mark.req("DEV-RESOURCE")
+@pytest.mark.req("SEC-ADMISSION")
+@settings(max_examples=200, deadline=None)
+@given(
+    value=st.tuples(PADDING, RESOURCE_VALUES, PADDING).map("".join),
+    where=st.sampled_from([("blue", {}), ("radio", RADIO), ("lab", LAB)]),
+)
+def test_admission_decides_the_resource_name_as_the_daemon_does(
+    value: str, where: tuple[str, dict[str, str]]
+) -> None:
+    namespace, labels = where
+    policy = policy_of(RESOURCE_POLICY)
+
+    refused = bool(resource_messages(namespace, labels, value))
+
+    assert refused == daemon_refuses_resource(policy, namespace, labels, value), repr(value)
 
 
 # --- the command and deploy/ -------------------------------------------------------------------

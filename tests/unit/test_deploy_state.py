@@ -28,15 +28,16 @@ PLUGIN_STATE_DIRS = {
 }
 
 
-def host_paths() -> dict[PurePosixPath, PurePosixPath]:
-    """The daemon container's mounts of node directories: mountPath -> the node's path."""
+def host_paths(*, read_only: bool = False) -> dict[PurePosixPath, PurePosixPath]:
+    """The daemon container's writable mounts of node directories (the read-only ones too with
+    `read_only`): mountPath -> the node's path."""
     pod = one("DaemonSet")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     volumes: dict[str, dict[str, Any]] = {v["name"]: v for v in pod["volumes"]}
     found: dict[PurePosixPath, PurePosixPath] = {}
     for mount in container["volumeMounts"]:
         volume = volumes[mount["name"]]
-        if "hostPath" in volume and not mount.get("readOnly", False):
+        if "hostPath" in volume and (read_only or not mount.get("readOnly", False)):
             found[PurePosixPath(mount["mountPath"])] = PurePosixPath(volume["hostPath"]["path"])
     return found
 
@@ -51,12 +52,15 @@ def on_the_node(directory: str) -> PurePosixPath | None:
     return host_paths()[mount] / path.relative_to(mount)
 
 
+def deploy_settings() -> settings.Settings:
+    raw = yaml.safe_load(one("ConfigMap")["data"]["settings.yaml"])
+    return settings.parse_settings(raw, source="deploy/configmap.yaml")
+
+
 def allowed_data_dirs() -> list[globs.Prefixes]:
     """`delegatePolicy.dataDir` of deploy/configmap.yaml: the cluster-wide list and each
     namespace rule's."""
-    raw = yaml.safe_load(one("ConfigMap")["data"]["settings.yaml"])
-    cfg = settings.parse_settings(raw, source="deploy/configmap.yaml")
-    delegate_policy = cfg.networks.delegate_policy
+    delegate_policy = deploy_settings().networks.delegate_policy
     rule_sets = [delegate_policy.rules, *(entry.rules for entry in delegate_policy.namespaces)]
     return [rules.data_dir for rules in rule_sets]
 
@@ -93,3 +97,29 @@ def test_a_directory_no_mount_holds_is_found() -> None:
     assert on_the_node("/srv/ipam") is None
     inside = "/var/lib/cni/networks/net-a"
     assert on_the_node(inside) == PurePosixPath(inside)
+
+
+@pytest.mark.req("KUBE-DEPLOY")
+@pytest.mark.req("DEV-RESOURCE")
+def test_the_kubelets_pod_resources_directory_is_mounted_at_its_own_path() -> None:
+    """The directory of the settings' podResourcesSocket, not the socket: a restarted kubelet
+    makes a new socket there, which a mount of the old socket would not show."""
+    socket = PurePosixPath(deploy_settings().networks.pod_resources_socket)
+    mounts = host_paths(read_only=True)
+
+    assert mounts.get(socket.parent) == socket.parent, (
+        f"deploy/daemonset.yaml does not mount the node's {socket.parent} at the same path"
+    )
+    assert socket not in mounts
+
+
+@pytest.mark.req("KUBE-DEPLOY")
+@pytest.mark.req("DEV-INFO")
+@pytest.mark.parametrize("kind", ["dp", "cni"])
+def test_the_device_info_directory_is_the_nodes_own(kind: str) -> None:
+    """Device plugins write `dp/` on the node; netattach and its delegates write `cni/` in the
+    daemon's container: both are the settings' deviceInfoDir on the node."""
+    directory = PurePosixPath(deploy_settings().networks.device_info_dir) / kind
+    assert on_the_node(str(directory)) == directory, (
+        f"deploy/daemonset.yaml does not mount the node's {directory} writable at the same path"
+    )

@@ -16,6 +16,10 @@ it as text, with the regular expressions `globs` renders from each list:
 - a macvlan/ipvlan without `master`, or a bridge without `bridge`, is found by counting: fewer
   `master` keys than macvlan, ipvlan and vlan plugins (fewer `bridge` keys than bridge plugins).
 
+The NAD's `k8s.v1.cni.cncf.io/resourceName` annotation (DEV-RESOURCE) is no text of the config:
+it is read as the daemon reads it (stripped of white space; none or blank names no resource) and
+judged by the `resourceName` list, when some list narrows it.
+
 Where text and structure differ, admission is the stricter (a duplicate key, a nested `sysctl`
 object); the one case it can miss (a macvlan without `master` beside another plugin's `master`
 key) the daemon still refuses at ADD, which remains the check that holds. A NAD without
@@ -27,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from netattach.attach import admission_node, delegate_check, delegate_keys, delegate_rules, globs
+from netattach.cluster import model
 
 API_VERSION: Final = "admissionregistration.k8s.io/v1"
 DEFAULT_NAME: Final = "netattach-delegate-policy"
@@ -263,6 +268,7 @@ def _rule_text(rules: delegate_rules.DelegateRules, key: str) -> str:
         "pciBusID": rules.pci_bus_id,
         "dataDir": rules.data_dir,
         "sysctl": rules.sysctl,
+        "resourceName": rules.resource_name,
         "passthruMaster": rules.passthru_master,
         "gatewayBridge": rules.gateway_bridge,
         "reservedRanges": globs.Patterns(rules.reserved_ranges),
@@ -307,9 +313,69 @@ def _protected(protected: globs.Prefixes) -> dict[str, str]:
     }
 
 
+# The characters the daemon strips from the annotation (Python's `str.strip()`, which strips
+# what `str.isspace()` takes), as the inside of an RE2 class.
+WHITE_SPACE: Final = (
+    "\\t\\n\\x0b\\f\\r\\x1c-\\x1f \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}"
+    "\\x{202f}\\x{205f}\\x{3000}"
+)
+# `find` of this is the value stripped ('' when blank): from the first character that is not
+# white space to the last (the first match, and `.*` greedy, as RE2 finds it).
+_STRIPPED: Final = f"(?s)[^{WHITE_SPACE}](?:.*[^{WHITE_SPACE}])?"
+_RESOURCE_NAME: Final = "variables.resourceName"
+
+
+def resource_name_checked(policy: delegate_rules.DelegatePolicy) -> bool:
+    """Whether some list of `policy` (cluster-wide or a namespace entry's) narrows resourceName:
+    else the annotation is left alone (no variable, no validation)."""
+    every = (policy.rules, *(entry.rules for entry in policy.namespaces))
+    return not all(rules.resource_name.allows_anything for rules in every)
+
+
+def _resource_name_allowed(rules: delegate_rules.DelegateRules) -> str:
+    """CEL: the NAD's resourceName is none, or one `rules` allow (a glob's `*` and `?` take a
+    line break too, hence `(?s)`)."""
+    listed = rules.resource_name
+    if listed.allows_anything:
+        return "true"
+    allowed = _alternatives([globs.glob_regex(p) for p in listed.included])
+    denied = _alternatives([globs.glob_regex(p) for p in listed.excluded])
+    parts = ["false"] if allowed is None else [_matches(_RESOURCE_NAME, f"^(?s:{allowed})$")]
+    if denied is not None:
+        parts.append("!" + _matches(_RESOURCE_NAME, f"^(?s:{denied})$"))
+    return f"{_RESOURCE_NAME} == '' || {' && '.join(parts)}"
+
+
+def _resource_name(policy: delegate_rules.DelegatePolicy) -> dict[str, str]:
+    """DEV-RESOURCE: the NAD's resourceName allowed by the lists of its namespace, as the daemon
+    checks it at ADD before it asks the kubelet for a device."""
+    expression = _resource_name_allowed(policy.rules)
+    rule = _cel(_rule_text(policy.rules, "resourceName"))
+    for index in reversed(range(len(policy.namespaces))):
+        rules = policy.namespaces[index].rules
+        when = f"variables.scope == {index}"
+        expression = f"{when} ? ({_resource_name_allowed(rules)}) : ({expression})"
+        rule = f"{when} ? {_cel(_rule_text(rules, 'resourceName'))} : {rule}"
+    return {
+        "expression": expression,
+        "messageExpression": f'{_NAD} + ": resourceName \'" + {_RESOURCE_NAME} + "\' is not '
+        f'allowed by " + ({rule})',
+        "reason": "Invalid",
+    }
+
+
+def _resource_name_variable() -> dict[str, str]:
+    """`variables.resourceName`: the annotation as the daemon reads it, stripped; '' for none."""
+    annotations = "object.metadata.annotations"
+    key = _cel(model.RESOURCE_ANNOTATION)
+    written = f"has({annotations}) && {key} in {annotations} ? {annotations}[{key}] : ''"
+    return {"name": "resourceName", "expression": f"({written}).find({_cel(_STRIPPED)})"}
+
+
 def build_validations(policy: delegate_rules.DelegatePolicy) -> list[dict[str, str]]:
     """The policy's validations: escapes and key spellings first, then one per list, then the
-    protected directories."""
+    protected directories, then the resourceName annotation when some list narrows it (its
+    variable `resourceName` is `build_policy`'s)."""
     validations = [
         {
             "expression": "!variables.config.contains('\\\\')",
@@ -334,6 +400,8 @@ def build_validations(policy: delegate_rules.DelegatePolicy) -> list[dict[str, s
             }
         )
     validations.append(_protected(policy.protected))
+    if resource_name_checked(policy):
+        validations.append(_resource_name(policy))
     return validations
 
 
@@ -370,6 +438,7 @@ def build_policy(
                         "namespaceObject.metadata.labels : {}",
                     },
                     {"name": "scope", "expression": _scope(policy)},
+                    *([_resource_name_variable()] if resource_name_checked(policy) else []),
                 ],
                 "validations": build_validations(policy),
             },

@@ -5,9 +5,10 @@ others are. Read as text like the rest (`spec.config` is a JSON string to CEL), 
 as strict as the daemon on a plainly written config:
 
     passthruMaster   when some `"mode": "passthru"` is written, every `"master"` of the config
-                     must be in the list (not only the passthru plugin's), none empty, and no
-                     fewer `master` keys than passthru modes (a passthru without a master takes
-                     the default-route interface)
+                     must be in the list (not only the passthru plugin's), none empty, and each
+                     passthru mode must have a `master` key in its own object (a passthru
+                     without a master takes the default-route interface; another plugin's
+                     master does not count)
     gatewayBridge    when some `isGateway`, `isDefaultGateway` or `ipMasq` is set (any value
                      but `false`): every `"bridge"` of the config in the list, a bridge
                      plugin without `bridge` only if `cni0` is, no `ptp` plugin (its
@@ -70,6 +71,22 @@ def _allowed(name: str, patterns: globs.Patterns, *, empty: str) -> str:
     return f"(m.matches({_cel(blank)}) ? {empty} : ({' && '.join(parts)}))"
 
 
+# How deep the objects between two keys of one object may nest for `_same_object` to read
+# them (a macvlan's `ipam` with `ranges` of objects is 2): deeper, a passthru is refused.
+SAME_OBJECT_DEPTH: Final = 3
+
+
+def _same_object(depth: int = SAME_OBJECT_DEPTH) -> str:
+    """RE2 for the text between two keys of one JSON object: strings, other characters, and
+    objects nested up to `depth` deep, but no brace that leaves the object or enters another.
+    Quotes delimit the strings exactly (a config with a backslash is refused first), so a brace
+    inside a string is read as part of it."""
+    inner = '(?:"[^"]*"|[^{}"])*'
+    for _ in range(depth):
+        inner = '(?:"[^"]*"|[^{}"]|\\{' + inner + "\\})*"
+    return inner
+
+
 def _passthru(rules: delegate_rules.DelegateRules) -> admission.Check:
     from netattach.attach import admission
 
@@ -77,9 +94,15 @@ def _passthru(rules: delegate_rules.DelegateRules) -> admission.Check:
     if listed.allows_anything:
         return admission.Check(_pair("master"), "true")
     mode = _key(["mode"]) + _WS + ":" + _WS + '"' + delegate_node.PASSTHRU + '"'
+    master = _key(["master"]) + _WS + ":"
     absent = "!" + _found(mode)
     each = f"{absent} || {_allowed('master', listed, empty='false')}"
-    enough = f"{_count(mode)} <= {_count(_key(['master']) + _WS + ':')}"
+    # Each passthru with a master of its own object: every match holds a passthru mode and
+    # matches do not overlap, so as many matches as modes leaves no mode without its master
+    # (counting the config's master keys would take another plugin's for it).
+    between = _same_object()
+    paired = f"(?:{mode}{between}{master}|{master}{between}{mode})"
+    enough = f"{_count(mode)} <= {_count(paired)}"
     return admission.Check(_pair("master"), each, (f"({absent} || {enough})",))
 
 
