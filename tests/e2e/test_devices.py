@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 import pytest
 
+from tests.cli.harness import netattach
 from tests.devices.podresources_server import Claim, Container, PodResourcesStandIn
 from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, wait_for
 from tests.e2e.harness import NOTHING, Cluster, Pod, bridge_list, host_local
@@ -173,6 +174,13 @@ def test_the_daemon_restarted_deletes_with_the_device_its_record_holds(
         "net1": (DEVICES[2], DEVICES[2]),
         "net2": (DEVICES[0], DEVICES[0]),
     }
+    # `netattach status` says which device each attachment holds.
+    shown = netattach("status", "--socket", str(daemon.socket), "default/dev", "-o", "json")
+    assert shown.rc == 0, shown.stderr
+    (reported,) = json.loads(shown.stdout)["pods"]
+    assert [a.get("device") for a in reported["attachments"]] == [None, DEVICES[2], DEVICES[0]]
+    table = netattach("status", "--socket", str(daemon.socket), "default/dev")
+    assert f"net1 ({DEVICES[2]})" in table.stdout
 
     assert daemon.stop() == 0
     kubelet.stop()  # and the kubelet gone too: the record alone says which device was given

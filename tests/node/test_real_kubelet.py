@@ -515,8 +515,10 @@ def test_a_pods_allocated_vfs_reach_its_attachments_through_the_real_kubelet(
             node.wait_running(NS, name)
 
         with PodResourcesReader(node.fs("/var/lib/kubelet/pod-resources/kubelet.sock")) as kubelet:
+            # The kubelet answers a container's devices from a set (their order changes from
+            # one answer to the next): netattach hands them out sorted.
             given = {
-                name: devices_of(kubelet.get(NS, name), DEVICE_RESOURCE)
+                name: sorted(devices_of(kubelet.get(NS, name), DEVICE_RESOURCE))
                 for name in ("two-vfs", "one-vf")
             }
         # Each attachment got the kubelet's devices of its pod, in selection order, and the
@@ -541,4 +543,143 @@ def test_a_pods_allocated_vfs_reach_its_attachments_through_the_real_kubelet(
         )
         for name in ("two-vfs", "one-vf"):
             node.delete_pod(NS, name)
+    assert node.wait_clean() == CLEAN
+
+
+# -- devices: a DRA driver's device through the kubelet to the attachment (DEV-RESOURCE) -------
+
+DRA_CLAIM = "vf-claim"
+DRA_CLASS = "na-vf.netattach.test"
+DRA_DEVICES = ["vf-0", "vf-1"]
+DRA_NAD = "vf-dra"
+DRA_SUBNET = "10.90.3.0/24"
+RESOURCE_V1 = "/apis/resource.k8s.io/v1"
+
+
+def dra_nad(node: RealNode) -> None:
+    """A bridge NAD whose resourceName is the claim's name (created once per node)."""
+    node.bridges.add(DEVICE_BRIDGE)
+    if node.api.get("NetworkAttachmentDefinition", DRA_NAD, NS) is not None:
+        return
+    plugin = {
+        "type": "bridge",
+        "bridge": DEVICE_BRIDGE,
+        "ipam": {"type": "host-local", "subnet": DRA_SUBNET},
+    }
+    node.api.create(
+        {
+            "apiVersion": "k8s.cni.cncf.io/v1",
+            "kind": "NetworkAttachmentDefinition",
+            "metadata": {
+                "name": DRA_NAD,
+                "namespace": NS,
+                "annotations": {"k8s.v1.cni.cncf.io/resourceName": DRA_CLAIM},
+            },
+            "spec": {
+                "config": json.dumps({"cniVersion": "1.0.0", "name": DRA_NAD, "plugins": [plugin]})
+            },
+        }
+    )
+
+
+@pytest.fixture
+def resource_objects(clean_node: RealNode) -> Iterator[list[str]]:
+    """Paths of the resource.k8s.io objects a test creates (appended by it), each deleted at
+    teardown whatever happened (after clean_node's pods: a claim outlives its pod)."""
+    created: list[str] = []
+    yield created
+    for path in reversed(created):
+        response = clean_node.api.http.request("DELETE", path)
+        assert response.status in (200, 202, 404), f"DELETE {path}: {response.status}"
+
+
+@pytest.mark.req("DEV-RESOURCE")
+def test_a_dra_claims_device_reaches_its_attachment_through_the_real_kubelet(
+    clean_node: RealNode, resource_objects: list[str]
+) -> None:
+    from tests.devices import dra_driver
+    from tests.devices.podresources_client import PodResourcesReader
+
+    node = clean_node
+    http = node.api.http
+    dra_nad(node)
+
+    def fetch_claim(namespace: str, name: str) -> dict[str, Any] | None:
+        response = http.get(f"{RESOURCE_V1}/namespaces/{namespace}/resourceclaims/{name}")
+        return dict(response.json()) if response.status == 200 else None
+
+    def created(path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        response = http.post(path, obj)
+        assert response.status == 201, f"POST {path}: {response.status} {response.body!r}"
+        stored: dict[str, Any] = response.json()
+        resource_objects.append(f"{path}/{stored['metadata']['name']}")
+        return stored
+
+    driver = dra_driver.FakeDraDriver(node.fs, fetch_claim, devices=DRA_DEVICES)
+    with driver:  # registered with the kubelet through its plugin watcher
+        # what the driver's controller publishes, and the class a cluster admin makes
+        created(f"{RESOURCE_V1}/resourceslices", driver.resource_slice(node.name))
+        created(f"{RESOURCE_V1}/deviceclasses", driver.device_class(DRA_CLASS))
+        request = {
+            "name": "vf",
+            "exactly": {"deviceClassName": DRA_CLASS, "allocationMode": "ExactCount", "count": 1},
+        }
+        claim = created(
+            f"{RESOURCE_V1}/namespaces/{NS}/resourceclaims",
+            {
+                "apiVersion": dra_driver.RESOURCE_API,
+                "kind": "ResourceClaim",
+                "metadata": {"name": DRA_CLAIM, "namespace": NS},
+                "spec": {"devices": {"requests": [request]}},
+            },
+        )
+        pod_object = node.pod_object(NS, "dra", DRA_NAD)
+        pod_object["spec"]["resourceClaims"] = [{"name": "net", "resourceClaimName": DRA_CLAIM}]
+        pod_object["spec"]["containers"][0]["resources"] = {"claims": [{"name": "net"}]}
+        pod = node.api.create(pod_object)
+
+        # the scheduler's part: the claim allocated on the node and reserved for the pod
+        (device,) = DRA_DEVICES[1:]
+        claim["status"] = dra_driver.build_allocated_status(
+            claim,
+            pod,
+            driver=driver.driver_name,
+            pool=node.name,
+            devices=[device],
+            node_name=node.name,
+        )
+        path = f"{RESOURCE_V1}/namespaces/{NS}/resourceclaims/{DRA_CLAIM}/status"
+        response = http.put(path, claim)
+        assert response.status == 200, f"PUT {path}: {response.status} {response.body!r}"
+
+        node.wait_running(NS, "dra")
+        assert list(driver.prepared.values()) == [[device]]
+
+        with PodResourcesReader(node.fs("/var/lib/kubelet/pod-resources/kubelet.sock")) as kubelet:
+            reported = kubelet.get(NS, "dra")
+        (container,) = reported.containers
+        (dynamic,) = container.dynamic_resources
+        assert (dynamic.claim_name, dynamic.claim_namespace) == (DRA_CLAIM, NS)
+        (resource,) = dynamic.claim_resources
+        assert (resource.driver_name, resource.pool_name, resource.device_name) == (
+            driver.driver_name,
+            node.name,
+            device,
+        )
+        assert [cdi.name for cdi in resource.cdi_devices] == [driver.cdi_name(device)]
+
+        # the attachment got the claim's device (the CDI name's device part), and its delegate
+        # ran with it (the record holds each config as it ran)
+        (attachment,) = pod_record(node, "dra")["attachments"][1:]
+        assert (attachment["ifname"], attachment["device"]) == ("net1", device)
+        for plugin_config in attachment["config"]["plugins"]:
+            assert plugin_config["deviceID"] == plugin_config["pciBusID"] == device
+        status = node.network_status(NS, "dra")
+        assert status is not None
+        assert [entry["name"] for entry in status] == [CLUSTER_NETWORK, f"{NS}/{DRA_NAD}"]
+
+        node.delete_pod(NS, "dra")
+        wait_until("the claim unprepared", lambda: driver.unprepared, 60.0)
+        assert driver.unprepared == [claim["metadata"]["uid"]]
+        assert driver.prepared == {}
     assert node.wait_clean() == CLEAN

@@ -81,7 +81,7 @@ def _print_pod(report: introspect.PodReport, out: TextIO) -> None:
         rows = [list(_HEADERS)] + [
             [
                 _cell(att.network),
-                _cell(att.interface),
+                _cell(att.interface) + (f" ({_cell(att.device)})" if att.device else ""),
                 ",".join(_cell(ip) for ip in att.ips) or "-",
                 _cell(att.mac) or "-",
                 "yes" if att.default else "no",

@@ -10,7 +10,8 @@ The kubelet serves `v1.PodResourcesLister` (gRPC) on a UNIX socket, by default
                      (`vendor.com/class=dev0` gives `dev0`; a device without a CDI name gives
                      its `device_name`)
 
-in the order the kubelet lists them: containers in pod order, devices in allocation order. The
+containers in pod order; a container's device-plugin devices sorted (the kubelet answers them
+from a set, in an order that changes between answers), a claim's in allocation order. The
 devices of every container of the pod are pooled, as Multus pools them.
 
 The messages are described here, in a private descriptor pool, with only the fields netattach
@@ -184,7 +185,9 @@ def _devices(pods: list[Any]) -> dict[str, tuple[str, ...]]:
     for pod in pods:
         for container in pod.containers:
             for devices in container.devices:
-                _add(found, devices.resource_name, devices.device_ids)
+                # The kubelet keeps a container's devices as a set: its order changes from one
+                # answer to the next, so they are sorted, and every ADD of the pod sees one order.
+                _add(found, devices.resource_name, sorted(devices.device_ids))
             for claim in container.dynamic_resources:
                 for resource in claim.claim_resources:
                     names = [cdi.name.partition("=")[2] or cdi.name for cdi in resource.cdi_devices]

@@ -49,6 +49,7 @@ class AttachmentReport:
     policies: tuple[str, ...] = ()  # "ns/name" of every MultiNetworkPolicy governing it
     # Whether `policies` are enforced; None when the source cannot tell (only the daemon can).
     policy_applied: bool | None = None
+    device: str = ""  # DEV-RESOURCE: the allocated device it was given (the daemon's source)
 
     def to_raw(self) -> dict[str, object]:
         return {
@@ -60,6 +61,7 @@ class AttachmentReport:
             "expectsIPs": self.expects_ips,
             "policies": list(self.policies),
             "policyApplied": self.policy_applied,
+            **({"device": self.device} if self.device else {}),
         }
 
     @classmethod
@@ -74,6 +76,7 @@ class AttachmentReport:
             expects_ips=_optional_flag(fields, "expectsIPs", where),
             policies=_texts(fields, "policies", where),
             policy_applied=_optional_flag(fields, "policyApplied", where),
+            device=_text(fields, "device", where),
         )
 
 
@@ -203,6 +206,7 @@ def _attachment(
     found = dataclasses.replace(
         attachment_from_status(entry),
         expects_ips=network_gives_ips(att.config) or bool(att.capability_args.get("ips")),
+        device=att.device,
     )
     if record.complete:
         problems += attachment_problems(found)
