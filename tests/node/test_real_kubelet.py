@@ -410,37 +410,6 @@ def test_a_running_pods_selection_edited_through_the_api_adds_and_removes_attach
     assert node.wait_clean() == CLEAN
 
 
-@pytest.mark.req("KUBE-DEPLOY")
-def test_uninstalled_as_docs_deploy_says_pods_start_on_the_default_network_alone(
-    clean_node: RealNode,
-) -> None:
-    """The module's last test: the node has no daemon afterwards."""
-    node = clean_node
-    node.kubectl(
-        "-n", "kube-system", "delete", "daemonset/netattach", "configmap/netattach",
-        "serviceaccount/netattach",
-    )  # fmt: skip
-    node.kubectl("delete", "clusterrole/netattach", "clusterrolebinding/netattach")
-    # the DaemonSet's pod goes through the garbage collector (kubectl deletes in background)
-    wait_until("the daemon's pod deleted", lambda: node.daemon_pods() == [], 90.0)
-    conflist = node.fs("/etc/cni/net.d/00-netattach.conflist")
-    assert conflist.exists()  # deploy/configmap.yaml's cleanupOnExit: false
-    # what docs/deploy.md says to remove on each node
-    conflist.unlink()
-    node.fs("/opt/cni/bin/netattach").unlink()
-    shutil.rmtree(node.fs("/var/lib/netattach"))
-
-    node.api.create(node.pod_object(NS, "plain", "net-a"))
-    pod = node.wait_running(NS, "plain")
-    # the runtime's next config, the default network's own: no netattach, no status
-    assert sorted(node.pod_interfaces(pod)) == ["eth0"]
-    subnet = ipaddress.ip_network(real_node.CLUSTER_SUBNET)
-    assert ipaddress.ip_address(pod["status"]["podIP"]) in subnet
-    assert node.network_status(NS, "plain") is None
-    node.delete_pod(NS, "plain")
-    assert node.wait_clean() == CLEAN
-
-
 # -- devices: a device plugin's VFs through the kubelet to the attachments (DEV-RESOURCE) ------
 
 DEVICE_RESOURCE = "netattach.test/vf"
@@ -583,19 +552,20 @@ def dra_nad(node: RealNode) -> None:
 
 
 @pytest.fixture
-def resource_objects(clean_node: RealNode) -> Iterator[list[str]]:
+def resource_objects(node: RealNode) -> Iterator[list[str]]:
     """Paths of the resource.k8s.io objects a test creates (appended by it), each deleted at
-    teardown whatever happened (after clean_node's pods: a claim outlives its pod)."""
+    teardown whatever happened; asked for before `clean_node`, so after its pods are gone (a
+    claim outlives its pod)."""
     created: list[str] = []
     yield created
     for path in reversed(created):
-        response = clean_node.api.http.request("DELETE", path)
+        response = node.api.http.request("DELETE", path)
         assert response.status in (200, 202, 404), f"DELETE {path}: {response.status}"
 
 
 @pytest.mark.req("DEV-RESOURCE")
 def test_a_dra_claims_device_reaches_its_attachment_through_the_real_kubelet(
-    clean_node: RealNode, resource_objects: list[str]
+    resource_objects: list[str], clean_node: RealNode
 ) -> None:
     from tests.devices import dra_driver
     from tests.devices.podresources_client import PodResourcesReader
@@ -682,4 +652,38 @@ def test_a_dra_claims_device_reaches_its_attachment_through_the_real_kubelet(
         wait_until("the claim unprepared", lambda: driver.unprepared, 60.0)
         assert driver.unprepared == [claim["metadata"]["uid"]]
         assert driver.prepared == {}
+    assert node.wait_clean() == CLEAN
+
+
+# -- last: netattach uninstalled (every test above needs its daemon) ------------------------
+
+
+@pytest.mark.req("KUBE-DEPLOY")
+def test_uninstalled_as_docs_deploy_says_pods_start_on_the_default_network_alone(
+    clean_node: RealNode,
+) -> None:
+    """The module's last test: the node has no daemon afterwards."""
+    node = clean_node
+    node.kubectl(
+        "-n", "kube-system", "delete", "daemonset/netattach", "configmap/netattach",
+        "serviceaccount/netattach",
+    )  # fmt: skip
+    node.kubectl("delete", "clusterrole/netattach", "clusterrolebinding/netattach")
+    # the DaemonSet's pod goes through the garbage collector (kubectl deletes in background)
+    wait_until("the daemon's pod deleted", lambda: node.daemon_pods() == [], 90.0)
+    conflist = node.fs("/etc/cni/net.d/00-netattach.conflist")
+    assert conflist.exists()  # deploy/configmap.yaml's cleanupOnExit: false
+    # what docs/deploy.md says to remove on each node
+    conflist.unlink()
+    node.fs("/opt/cni/bin/netattach").unlink()
+    shutil.rmtree(node.fs("/var/lib/netattach"))
+
+    node.api.create(node.pod_object(NS, "plain", "net-a"))
+    pod = node.wait_running(NS, "plain")
+    # the runtime's next config, the default network's own: no netattach, no status
+    assert sorted(node.pod_interfaces(pod)) == ["eth0"]
+    subnet = ipaddress.ip_network(real_node.CLUSTER_SUBNET)
+    assert ipaddress.ip_address(pod["status"]["podIP"]) in subnet
+    assert node.network_status(NS, "plain") is None
+    node.delete_pod(NS, "plain")
     assert node.wait_clean() == CLEAN
