@@ -223,6 +223,41 @@ def cluster_nad(cfg: settings_mod.NetworkSettings) -> str:
     return f"{ref.namespace}/{ref.name}" if ref.kind == "nad" else ""
 
 
+def selected(
+    chosen: selection.Selection,
+    *,
+    ifname: str,
+    view: NADLookup,
+    cfg: settings_mod.NetworkSettings,
+) -> PlannedAttachment:
+    """The attachment of one selection's NAD on `ifname`: its config with the selection's
+    `cni-args`, `ips`, `mac` and claim reference applied, and the capability args it requests.
+    A missing NAD is NADNotFoundError (101)."""
+    found = resolve_nad(view, chosen.namespace, chosen.name, cfg.networks_dir)
+    cni_args = dict(chosen.cni_args or {})
+    if chosen.ipam_claim_reference:
+        cni_args.setdefault("ipam-claim-reference", chosen.ipam_claim_reference)
+    network, capability_args = delegate.apply_selection(
+        found.network,
+        ips=chosen.ips,
+        mac=chosen.mac,
+        cni_args=cni_args or None,
+        runtime_requests=_requests(chosen),
+    )
+    return PlannedAttachment(
+        status_name=chosen.reference(),
+        ifname=ifname,
+        is_default=False,
+        network=network,
+        capability_args=capability_args,
+        ips=chosen.ips,
+        mac=chosen.mac,
+        gateways=chosen.default_route,
+        warning=found.name_mismatch or "",
+        resource=nad_resource(view, chosen.namespace, chosen.name),
+    )
+
+
 def build_pod_default(
     chosen: selection.Selection,
     *,
@@ -234,33 +269,14 @@ def build_pod_default(
     """The attachment of the NAD that replaces the cluster default network (DEV-DEFAULT): on the
     runtime's interface, with the runtime's capability args (SEL-CAPS), and the element's own
     `ips`, `mac`, `cni-args` as a selection has them. A missing NAD is NADNotFoundError (101)."""
-    found = resolve_nad(view, chosen.namespace, chosen.name, cfg.networks_dir)
-    cni_args = dict(chosen.cni_args or {})
-    if chosen.ipam_claim_reference:
-        cni_args.setdefault("ipam-claim-reference", chosen.ipam_claim_reference)
-    network, requested = delegate.apply_selection(
-        found.network,
-        ips=chosen.ips,
-        mac=chosen.mac,
-        cni_args=cni_args or None,
-        runtime_requests=_requests(chosen),
-    )
-    reference = chosen.reference()
-    return PlannedAttachment(
-        status_name=reference,
-        ifname=default_ifname,
+    planned = selected(chosen, ifname=default_ifname, view=view, cfg=cfg)
+    return planned._replace(
         is_default=True,
-        network=network,
         # The runtime's, as the cluster default would have them; the element's own requests
         # (`ips`, `mac`, an InfiniBand GUID) over them.
-        capability_args={**runtime_config, **requested},
-        ips=chosen.ips,
-        mac=chosen.mac,
-        gateways=chosen.default_route,
-        warning=found.name_mismatch or "",
-        resource=nad_resource(view, chosen.namespace, chosen.name),
+        capability_args={**runtime_config, **planned.capability_args},
         # The operator's own NAD named by the pod is still the operator's network.
-        pod_default=reference != cluster_nad(cfg),
+        pod_default=planned.status_name != cluster_nad(cfg),
     )
 
 
@@ -313,29 +329,5 @@ def build_plan(
         )
     plan = [default]
     for chosen, ifname in zip(selections, choose_ifnames(default_ifname, selections), strict=True):
-        found = resolve_nad(view, chosen.namespace, chosen.name, cfg.networks_dir)
-        cni_args = dict(chosen.cni_args or {})
-        if chosen.ipam_claim_reference:
-            cni_args.setdefault("ipam-claim-reference", chosen.ipam_claim_reference)
-        network, capability_args = delegate.apply_selection(
-            found.network,
-            ips=chosen.ips,
-            mac=chosen.mac,
-            cni_args=cni_args or None,
-            runtime_requests=_requests(chosen),
-        )
-        plan.append(
-            PlannedAttachment(
-                status_name=chosen.reference(),
-                ifname=ifname,
-                is_default=False,
-                network=network,
-                capability_args=capability_args,
-                ips=chosen.ips,
-                mac=chosen.mac,
-                gateways=chosen.default_route,
-                warning=found.name_mismatch or "",
-                resource=nad_resource(view, chosen.namespace, chosen.name),
-            )
-        )
+        plan.append(selected(chosen, ifname=ifname, view=view, cfg=cfg))
     return plan
