@@ -16,9 +16,12 @@ NS not found" (pkg/kubelet/apis/podresources/server_v1.go).
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import shutil
+import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
@@ -233,3 +236,17 @@ class PodResourcesStandIn:
                 f"pod {request.pod_name} in namespace {request.pod_namespace} not found",
             )
         return pb.GetPodResourcesResponse(pod_resources=build_pod_resources(pb, key, containers))
+
+
+@contextlib.contextmanager
+def serving(
+    pods: Mapping[PodKey, Sequence[Container]] | None = None,
+) -> Iterator[PodResourcesStandIn]:
+    """A stand-in serving on a socket of a directory of its own under /tmp (pytest's tmp_path
+    may be too long for sockaddr_un), removed with everything in it at exit."""
+    directory = Path(tempfile.mkdtemp(prefix="na-pr-"))
+    try:
+        with PodResourcesStandIn(directory / "kubelet.sock", pods) as api:
+            yield api
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -10,9 +10,7 @@ behind the recording tee of tests/e2e/test_runtime_requests.py.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ import grpc
 import pytest
 
 from tests.cli.harness import netattach
+from tests.devices import podresources_server
 from tests.devices.podresources_server import Claim, Container, PodResourcesStandIn
 from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, wait_for
 from tests.e2e.harness import NOTHING, Cluster, Pod, bridge_list, host_local
@@ -39,14 +38,10 @@ DEVICES = ("0000:03:00.1", "0000:03:00.2", "0000:03:00.3")
 def kubelet(cluster: Cluster) -> Iterator[PodResourcesStandIn]:
     """The kubelet's PodResources API for the cluster's node: a stand-in on a short socket path
     (sun_path is 107 bytes), named in the settings with the device-info directory."""
-    directory = Path(tempfile.mkdtemp(prefix="na-pr-"))
-    try:
-        with PodResourcesStandIn(directory / "kubelet.sock") as api:
-            cluster.settings["podResourcesSocket"] = str(api.socket)
-            cluster.settings["deviceInfoDir"] = str(cluster.root / "devinfo")
-            yield api
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    with podresources_server.serving() as api:
+        cluster.settings["podResourcesSocket"] = str(api.socket)
+        cluster.settings["deviceInfoDir"] = str(cluster.root / "devinfo")
+        yield api
 
 
 def add_device_nad(

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from netattach.cni import conf, errors
 from netattach.daemon import delegate_guard, devices, records
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import settings as settings_mod
+from tests.devices import podresources_server
 from tests.devices.podresources_server import Claim, Container, PodResourcesStandIn
 
 LIST = {
@@ -141,12 +140,8 @@ def test_the_settings_name_the_kubelets_socket_and_the_device_info_directory() -
 
 @pytest.fixture
 def kubelet() -> Iterator[PodResourcesStandIn]:
-    directory = Path(tempfile.mkdtemp(prefix="na-pr-"))
-    try:
-        with PodResourcesStandIn(directory / "kubelet.sock") as api:
-            yield api
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    with podresources_server.serving() as api:
+        yield api
 
 
 def planned(name: str, ifname: str, resource: str = "") -> plan_mod.PlannedAttachment:

@@ -4,8 +4,6 @@ client describes its messages itself; every exchange here checks the two descrip
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,17 +12,14 @@ import pytest
 
 from netattach.cluster import podresources
 from netattach.cni import errors
+from tests.devices import podresources_server
 from tests.devices.podresources_server import Claim, Container, PodResourcesStandIn
 
 
 @pytest.fixture
 def kubelet() -> Iterator[PodResourcesStandIn]:
-    directory = Path(tempfile.mkdtemp(prefix="na-pr-"))
-    try:
-        with PodResourcesStandIn(directory / "kubelet.sock") as api:
-            yield api
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    with podresources_server.serving() as api:
+        yield api
 
 
 def claim(name: str, device: str, *cdi: str) -> Claim:
