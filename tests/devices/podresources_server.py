@@ -74,9 +74,12 @@ def build_pod_resources(pb: Any, key: PodKey, containers: Sequence[Container]) -
         containers=[
             pb.ContainerResources(
                 name=container.name,
+                # As the kubelet answers them: an entry a device (each would carry its own
+                # topology), in the order given, which for the kubelet is a map's order.
                 devices=[
-                    pb.ContainerDevices(resource_name=resource, device_ids=list(ids))
+                    pb.ContainerDevices(resource_name=resource, device_ids=[device])
                     for resource, ids in container.devices.items()
+                    for device in ids
                 ],
                 dynamic_resources=_dynamic_resources(pb, container.claims),
             )

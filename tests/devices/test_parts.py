@@ -78,7 +78,11 @@ def test_get_answers_the_pods_containers_devices_and_claims(reader: PodResources
     assert (pod.namespace, pod.name) == ("blue", "a")
     assert [container.name for container in pod.containers] == ["app", "sidecar"]
     app = pod.containers[0]
-    assert [(d.resource_name, list(d.device_ids)) for d in app.devices] == [(RESOURCE, VFS[:2])]
+    # an entry a device, as the kubelet answers them
+    assert [(d.resource_name, list(d.device_ids)) for d in app.devices] == [
+        (RESOURCE, [VFS[0]]),
+        (RESOURCE, [VFS[1]]),
+    ]
     (claim,) = app.dynamic_resources
     assert (claim.claim_name, claim.claim_namespace) == ("nic", "blue")
     (resource,) = claim.claim_resources

@@ -141,3 +141,19 @@ def test_list_refused_too_is_an_io_failure_naming_the_method(kubelet: PodResourc
 
     assert "refused List" in caught.value.msg
     assert caught.value.details == "PERMISSION_DENIED: no"
+
+
+@pytest.mark.req("DEV-RESOURCE")
+def test_a_containers_devices_answered_one_entry_each_in_any_order_are_sorted(
+    kubelet: PodResourcesStandIn,
+) -> None:
+    # The stand-in answers as the kubelet does: a ContainerDevices entry a device, here in the
+    # order given (the kubelet's is a map's), so every ADD of the pod must sort them itself.
+    kubelet.set_pod("ns", "pod", [Container(name="app", devices={"a.io/vf": ["vf2", "vf1"]})])
+    second = Container(name="app", devices={"a.io/vf": ["vf1", "vf2"]})
+
+    first = podresources.read_pod_devices(kubelet.socket, "ns", "pod").get("a.io/vf")
+    kubelet.set_pod("ns", "pod", [second])
+    again = podresources.read_pod_devices(kubelet.socket, "ns", "pod").get("a.io/vf")
+
+    assert first == again == ("vf1", "vf2")

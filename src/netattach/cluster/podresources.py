@@ -184,10 +184,14 @@ def _devices(pods: list[Any]) -> dict[str, tuple[str, ...]]:
     found: dict[str, list[str]] = {}
     for pod in pods:
         for container in pod.containers:
+            # The kubelet keeps a container's devices as a set, and answers them one entry a
+            # device (each with its topology), in an order that changes from one answer to the
+            # next: they are sorted per resource, so every ADD of the pod sees one order.
+            plugged: dict[str, list[str]] = {}
             for devices in container.devices:
-                # The kubelet keeps a container's devices as a set: its order changes from one
-                # answer to the next, so they are sorted, and every ADD of the pod sees one order.
-                _add(found, devices.resource_name, sorted(devices.device_ids))
+                plugged.setdefault(devices.resource_name, []).extend(devices.device_ids)
+            for resource, ids in plugged.items():
+                _add(found, resource, sorted(ids))
             for claim in container.dynamic_resources:
                 for resource in claim.claim_resources:
                     names = [cdi.name.partition("=")[2] or cdi.name for cdi in resource.cdi_devices]
