@@ -188,7 +188,7 @@ def _parse(text: str, pod_namespace: str, problems: list[str]) -> tuple[Selectio
     if size > MAX_ANNOTATION_BYTES:
         problems.append(
             f"networks: the annotation has {size} bytes, more than the limit of "
-            f"{MAX_ANNOTATION_BYTES}: {_show(text)}"
+            f"{MAX_ANNOTATION_BYTES}: {show(text)}"
         )
         return ()
     if not text.strip():
@@ -205,7 +205,7 @@ def _parse_comma(text: str, pod_namespace: str, problems: list[str]) -> tuple[Se
     count = text.count(",") + 1
     if count > MAX_SELECTIONS:
         problems.append(
-            f"networks: {count} selections, more than the limit of {MAX_SELECTIONS}: {_show(text)}"
+            f"networks: {count} selections, more than the limit of {MAX_SELECTIONS}: {show(text)}"
         )
         return ()
     selections: list[Selection] = []
@@ -222,26 +222,26 @@ def _parse_comma_item(
     """`name`, `namespace/name`, and Multus's `name@ifname`, `namespace/name@ifname`."""
     path = f"networks[{index}]"
     if not item:
-        problems.append(f"{path}: empty item in {_show(text)}")
+        problems.append(f"{path}: empty item in {show(text)}")
         return None
     start = len(problems)
     if item.count("/") > 1:
-        problems.append(f"{path}: {_show(item)} has more than one '/'")
+        problems.append(f"{path}: {show(item)} has more than one '/'")
         return None
     if item.count("@") > 1:
-        problems.append(f"{path}: {_show(item)} has more than one '@'")
+        problems.append(f"{path}: {show(item)} has more than one '@'")
         return None
     namespace = pod_namespace
     rest = item
     if "/" in item:
         written, rest = (part.strip() for part in item.split("/"))
         if not written:
-            problems.append(f"{path}: {_show(item)} has an empty namespace before '/'")
+            problems.append(f"{path}: {show(item)} has an empty namespace before '/'")
         else:
             namespace = _check_label(written, f"{path}.namespace", problems)
     name, at, interface = (part.strip() for part in rest.partition("@"))
     if not name:
-        problems.append(f"{path}: {_show(item)} names no network")
+        problems.append(f"{path}: {show(item)} names no network")
     else:
         _check_label(name, f"{path}.name", problems)
     if at:
@@ -257,7 +257,7 @@ def _parse_comma_item(
 def _parse_json(text: str, pod_namespace: str, problems: list[str]) -> tuple[Selection, ...]:
     depth = _nesting_depth(text)
     if depth > MAX_DEPTH:
-        problems.append(f"{_depth_problem(depth)}: {_show(text)}")
+        problems.append(f"{_depth_problem(depth)}: {show(text)}")
         return ()
     try:
         raw = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
@@ -265,15 +265,15 @@ def _parse_json(text: str, pod_namespace: str, problems: list[str]) -> tuple[Sel
         problems.append(f"networks: the JSON nests too deep to parse, the limit is {MAX_DEPTH}")
         return ()
     except ValueError as exc:  # JSONDecodeError, NaN/Infinity, over-long integer literals
-        problems.append(f"networks: not valid JSON ({exc}): {_show(text)}")
+        problems.append(f"networks: not valid JSON ({exc}): {show(text)}")
         return ()
     if not isinstance(raw, list):
-        problems.append(f"networks: the JSON form is a list of objects, not {_show(raw)}")
+        problems.append(f"networks: the JSON form is a list of objects, not {show(raw)}")
         return ()
     if len(raw) > MAX_SELECTIONS:
         problems.append(
             f"networks: {len(raw)} selections, more than the limit of {MAX_SELECTIONS}: "
-            f"{_show(text)}"
+            f"{show(text)}"
         )
         return ()
     problems.extend(_bounds_problems(raw))
@@ -303,13 +303,13 @@ def _parse_element(
     element: object, path: str, pod_namespace: str, problems: list[str]
 ) -> Selection | None:
     if not isinstance(element, dict):
-        problems.append(f"{path}: {_show(element)} is not a JSON object")
+        problems.append(f"{path}: {show(element)} is not a JSON object")
         return None
     start = len(problems)
     for key in element:
         if "." not in key and key not in _KEYS:
             problems.append(
-                f"{path}: unknown key {_show(key)} (keys without a '.' are reserved for the "
+                f"{path}: unknown key {show(key)} (keys without a '.' are reserved for the "
                 "standard, an implementation's own keys are reverse-domain names such as "
                 "'org.example.key')"
             )
@@ -386,8 +386,8 @@ def _parse_interface(element: Mapping[str, object], path: str, problems: list[st
             found[key] = _check_interface(value, f"{path}.{key}", problems)
     if len(set(found.values())) > 1:
         problems.append(
-            f"{path}: 'interface' {_show(found['interface'])} and 'interfaceRequest' "
-            f"{_show(found['interfaceRequest'])} disagree"
+            f"{path}: 'interface' {show(found['interface'])} and 'interfaceRequest' "
+            f"{show(found['interfaceRequest'])} disagree"
         )
         return ""
     return next(iter(found.values()), "")
@@ -398,7 +398,7 @@ def _parse_ips(value: object, path: str, problems: list[str]) -> tuple[str, ...]
     if value is None:
         return ()
     if not isinstance(value, list):
-        problems.append(f"{path}: {_show(value)} is not a list of addresses")
+        problems.append(f"{path}: {show(value)} is not a list of addresses")
         return ()
     if not value:
         problems.append(f"{path}: must list at least one address")
@@ -409,7 +409,7 @@ def _parse_ips(value: object, path: str, problems: list[str]) -> tuple[str, ...]
         if not _check_str(item, item_path, problems):
             continue
         if _address_or_cidr(item) is None:
-            problems.append(f"{item_path}: {_show(item)} is not an IPv4 or IPv6 address or CIDR")
+            problems.append(f"{item_path}: {show(item)} is not an IPv4 or IPv6 address or CIDR")
             continue
         ips.append(item)
     return tuple(ips)
@@ -421,7 +421,7 @@ def _parse_hardware_address(
     if value is None or not _check_str(value, path, problems):
         return ""
     if _hardware_address_bytes(value) not in sizes:
-        problems.append(f"{path}: {_show(value)} is not {what}")
+        problems.append(f"{path}: {show(value)} is not {what}")
         return ""
     return value
 
@@ -430,7 +430,7 @@ def _parse_cni_args(value: object, path: str, problems: list[str]) -> Mapping[st
     if value is None:
         return None
     if not isinstance(value, dict):
-        problems.append(f"{path}: {_show(value)} is not a JSON object")
+        problems.append(f"{path}: {show(value)} is not a JSON object")
         return None
     return types.MappingProxyType(value)
 
@@ -439,7 +439,7 @@ def _parse_port_mappings(value: object, path: str, problems: list[str]) -> tuple
     if value is None:
         return ()
     if not isinstance(value, list):
-        problems.append(f"{path}: {_show(value)} is not a list of port mappings")
+        problems.append(f"{path}: {show(value)} is not a list of port mappings")
         return ()
     mappings: list[PortMapping] = []
     for index, item in enumerate(value):
@@ -467,13 +467,13 @@ def _parse_port_mapping(item: object, path: str, problems: list[str]) -> PortMap
         if raw_protocol.lower() in _PROTOCOLS:
             protocol = raw_protocol
         else:
-            problems.append(f"{path}.protocol: {_show(raw_protocol)} is not TCP, UDP or SCTP")
+            problems.append(f"{path}.protocol: {show(raw_protocol)} is not TCP, UDP or SCTP")
     host_ip = ""
     raw_host_ip = item.get("hostIP")
     # "" is how Go writes "every host address" when it does not omit the field.
     if raw_host_ip not in (None, "") and _check_str(raw_host_ip, f"{path}.hostIP", problems):
         if _address(raw_host_ip) is None:
-            problems.append(f"{path}.hostIP: {_show(raw_host_ip)} is not an IPv4 or IPv6 address")
+            problems.append(f"{path}.hostIP: {show(raw_host_ip)} is not an IPv4 or IPv6 address")
         else:
             host_ip = raw_host_ip
     if len(problems) > start or host_port is None or container_port is None:
@@ -498,7 +498,7 @@ def _parse_bandwidth(value: object, path: str, problems: list[str]) -> Bandwidth
         for key in _BANDWIDTH_KEYS
     }
     if all(value.get(key) is None for key in _BANDWIDTH_KEYS):
-        problems.append(f"{path}: {_show(value)} names none of {', '.join(_BANDWIDTH_KEYS)}")
+        problems.append(f"{path}: {show(value)} names none of {', '.join(_BANDWIDTH_KEYS)}")
     for direction in ("ingress", "egress"):
         rate, burst = value.get(f"{direction}Rate"), value.get(f"{direction}Burst")
         # A burst is the bucket size of a rate: on its own it limits nothing.
@@ -534,7 +534,7 @@ def _parse_default_route(value: object, path: str, problems: list[str]) -> tuple
     if value is None:
         return ()
     if not isinstance(value, list):
-        problems.append(f"{path}: {_show(value)} is not a list of gateway addresses")
+        problems.append(f"{path}: {show(value)} is not a list of gateway addresses")
         return ()
     if not value:
         problems.append(f"{path}: must list at least one gateway address")
@@ -547,14 +547,14 @@ def _parse_default_route(value: object, path: str, problems: list[str]) -> tuple
             continue
         address = _address(item)
         if address is None:
-            problems.append(f"{item_path}: {_show(item)} is not an IPv4 or IPv6 address")
+            problems.append(f"{item_path}: {show(item)} is not an IPv4 or IPv6 address")
             continue
         # An IPv4-mapped IPv6 address is IPv4 to Go's net.IP, which Multus decodes this into.
         family = 4 if address.version == 4 or _is_ipv4_mapped(address) else 6
         if family in by_family:
             problems.append(
-                f"{path}: at most one IPv{family} gateway, got {_show(by_family[family])} "
-                f"and {_show(item)}"
+                f"{path}: at most one IPv{family} gateway, got {show(by_family[family])} "
+                f"and {show(item)}"
             )
             continue
         by_family[family] = item
@@ -568,7 +568,7 @@ def _parse_default_route(value: object, path: str, problems: list[str]) -> tuple
 def _check_str(value: object, path: str, problems: list[str]) -> TypeGuard[str]:
     if isinstance(value, str):
         return True
-    problems.append(f"{path}: {_show(value)} is not a string")
+    problems.append(f"{path}: {show(value)} is not a string")
     return False
 
 
@@ -577,11 +577,11 @@ def _check_object(
 ) -> TypeGuard[dict[str, object]]:
     """Whether `value` is a JSON object; its keys outside `keys` are reported."""
     if not isinstance(value, dict):
-        problems.append(f"{path}: {_show(value)} is not a JSON object")
+        problems.append(f"{path}: {show(value)} is not a JSON object")
         return False
     for key in value:
         if key not in keys:
-            problems.append(f"{path}: unknown key {_show(key)} (expected {', '.join(keys)})")
+            problems.append(f"{path}: unknown key {show(key)} (expected {', '.join(keys)})")
     return True
 
 
@@ -590,10 +590,10 @@ def _check_int(value: object, path: str, low: int, high: int, problems: list[str
         return None
     # bool is an int subclass in Python, but `true` is not a number in JSON.
     if not isinstance(value, int) or isinstance(value, bool):
-        problems.append(f"{path}: {_show(value)} is not an integer")
+        problems.append(f"{path}: {show(value)} is not an integer")
         return None
     if not low <= value <= high:
-        problems.append(f"{path}: {_show(value)} is not between {low} and {high}")
+        problems.append(f"{path}: {show(value)} is not between {low} and {high}")
         return None
     return value
 
@@ -601,7 +601,7 @@ def _check_int(value: object, path: str, low: int, high: int, problems: list[str
 def _check_label(value: str, path: str, problems: list[str]) -> str:
     if len(value) > _LABEL_MAX or not re.fullmatch(_LABEL, value):
         problems.append(
-            f"{path}: {_show(value)} is not a DNS-1123 label (at most {_LABEL_MAX} lower-case "
+            f"{path}: {show(value)} is not a DNS-1123 label (at most {_LABEL_MAX} lower-case "
             "letters, digits and '-', starting and ending with a letter or digit)"
         )
         return ""
@@ -611,7 +611,7 @@ def _check_label(value: str, path: str, problems: list[str]) -> str:
 def _check_subdomain(value: str, path: str, problems: list[str]) -> str:
     if len(value) > _SUBDOMAIN_MAX or not re.fullmatch(_SUBDOMAIN, value):
         problems.append(
-            f"{path}: {_show(value)} is not a DNS-1123 name (at most {_SUBDOMAIN_MAX} lower-case "
+            f"{path}: {show(value)} is not a DNS-1123 name (at most {_SUBDOMAIN_MAX} lower-case "
             "letters, digits, '-' and '.', starting and ending with a letter or digit)"
         )
         return ""
@@ -621,7 +621,7 @@ def _check_subdomain(value: str, path: str, problems: list[str]) -> str:
 def _check_interface(value: str, path: str, problems: list[str]) -> str:
     problem = env.interface_name_problem(value)
     if problem is not None:
-        problems.append(f"{path}: {_show(value)} is not a valid interface name: {problem}")
+        problems.append(f"{path}: {show(value)} is not a valid interface name: {problem}")
         return ""
     return value
 
@@ -710,14 +710,14 @@ def _check_length(text: str, path: str, what: str, problems: list[str]) -> None:
     if len(text) > MAX_STRING_CHARS:
         problems.append(
             f"{path}: {what} of {len(text)} characters, more than the limit of "
-            f"{MAX_STRING_CHARS}: {_show(text)}"
+            f"{MAX_STRING_CHARS}: {show(text)}"
         )
 
 
 def _key_path(path: str, key: str) -> str:
     if re.fullmatch(_SIMPLE_KEY, key):
         return f"{path}.{key}"
-    return f"{path}[{_show(key)}]"
+    return f"{path}[{show(key)}]"
 
 
 def _refuse_constant(name: str) -> object:
@@ -732,7 +732,7 @@ def _finite_float(text: str) -> float:
     return number
 
 
-def _show(value: object) -> str:
+def show(value: object) -> str:
     """`value` quoted for an error message: repr for a string, JSON otherwise; cut when long."""
     if isinstance(value, str):
         shown = repr(value[: _SHOW_CHARS + 1])  # a 10 MB value is not copied to be cut

@@ -64,12 +64,24 @@ class NADNotFoundError(errors.AttachmentNotFoundError):
         self.name = name
 
 
-def resolve_nad(
-    view: NADLookup, namespace: str, name: str, networks_dir: Path
-) -> delegate.Delegate:
+def lookup_nad(view: NADLookup, namespace: str, name: str) -> model.KubeObject:
+    """The NAD `namespace/name` the view holds; NADNotFoundError (101) when none."""
     nad = view.lookup_nad(namespace, name)
     if nad is None:
         raise NADNotFoundError(namespace, name)
+    return nad
+
+
+def resolve_nad(
+    view: NADLookup, namespace: str, name: str, networks_dir: Path
+) -> delegate.Delegate:
+    return delegate_of(lookup_nad(view, namespace, name), namespace, name, networks_dir)
+
+
+def delegate_of(
+    nad: model.KubeObject, namespace: str, name: str, networks_dir: Path
+) -> delegate.Delegate:
+    """The network the NAD `namespace/name` stands for (standard §3.4.1)."""
     spec = nad.get("spec")
     config = spec.get("config") if isinstance(spec, dict) else None
     found = delegate.resolve_delegate(
@@ -84,10 +96,9 @@ def resolve_nad(
     return found
 
 
-def nad_resource(view: NADLookup, namespace: str, name: str) -> str:
-    """The `resourceName` annotation of the NAD `namespace/name` ("" for none; DEV-RESOURCE)."""
-    nad = view.lookup_nad(namespace, name)
-    return (model.annotation(nad, model.RESOURCE_ANNOTATION) or "").strip() if nad else ""
+def resource_of(nad: model.KubeObject) -> str:
+    """The NAD's `resourceName` annotation, stripped ("" for none; DEV-RESOURCE)."""
+    return (model.annotation(nad, model.RESOURCE_ANNOTATION) or "").strip()
 
 
 def resolve_default(
@@ -207,14 +218,9 @@ def _invalid_default(
 ) -> errors.InvalidSelectionError:
     return errors.InvalidSelectionError(
         f"invalid {model.DEFAULT_NETWORK_ANNOTATION} annotation of pod {pod_namespace}/{pod}: "
-        f"{_quote(text)}",
+        f"{selection.show(text)}",
         details,
     )
-
-
-def _quote(text: str, limit: int = 200) -> str:
-    shown = repr(text[: limit + 1])  # a huge value is not copied to be cut
-    return shown[:limit] + "..." if len(shown) > limit else shown
 
 
 def cluster_nad(cfg: settings_mod.NetworkSettings) -> str:
@@ -233,7 +239,8 @@ def selected(
     """The attachment of one selection's NAD on `ifname`: its config with the selection's
     `cni-args`, `ips`, `mac` and claim reference applied, and the capability args it requests.
     A missing NAD is NADNotFoundError (101)."""
-    found = resolve_nad(view, chosen.namespace, chosen.name, cfg.networks_dir)
+    nad = lookup_nad(view, chosen.namespace, chosen.name)
+    found = delegate_of(nad, chosen.namespace, chosen.name, cfg.networks_dir)
     cni_args = dict(chosen.cni_args or {})
     if chosen.ipam_claim_reference:
         cni_args.setdefault("ipam-claim-reference", chosen.ipam_claim_reference)
@@ -254,7 +261,7 @@ def selected(
         mac=chosen.mac,
         gateways=chosen.default_route,
         warning=found.name_mismatch or "",
-        resource=nad_resource(view, chosen.namespace, chosen.name),
+        resource=resource_of(nad),
     )
 
 
