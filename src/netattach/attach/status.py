@@ -33,11 +33,10 @@ from netattach.cni import result as cni_result
 
 STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
 
-# Where delegates and device plugins write device-info files (NPWG device-info spec). Callers
-# pass the exact path; these are here so every layer spells the directories the same way.
+# Where delegates (`cni/`) and device plugins (`dp/`) write device-info files, by the NPWG
+# device-info spec: the settings' `deviceInfoDir` by default; `cni_device_info_path` and
+# `dp_device_info_path` name the files in it.
 DEVICE_INFO_DIR = Path("/var/run/k8s.cni.cncf.io/devinfo")
-DEVICE_INFO_CNI_DIR = DEVICE_INFO_DIR / "cni"
-DEVICE_INFO_DP_DIR = DEVICE_INFO_DIR / "dp"
 
 # A device-info file is a small JSON object; anything bigger is not one, and must not be read
 # whole into the daemon's memory.

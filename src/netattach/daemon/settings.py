@@ -44,7 +44,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from netattach import values
-from netattach.attach import delegate_rules
+from netattach.attach import delegate_rules, status
 from netattach.cluster import documents
 from netattach.cni import conf, errors
 from netattach.values import NamedTuple
@@ -74,7 +74,7 @@ DEFAULT_METRICS_ADDRESS: Final = "127.0.0.1:9108"
 # DEV-RESOURCE: the kubelet's PodResources socket, and the NPWG device-info directory (its
 # `dp/` files written by device plugins, its `cni/` files by netattach and the delegates).
 DEFAULT_POD_RESOURCES_SOCKET: Final = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
-DEFAULT_DEVICE_INFO_DIR: Final = Path("/var/run/k8s.cni.cncf.io/devinfo")
+DEFAULT_DEVICE_INFO_DIR: Final = status.DEVICE_INFO_DIR
 # The environment variable the DaemonSet sets from the downward API (spec.nodeName).
 NODE_NAME_ENV: Final = "NODE_NAME"
 
