@@ -168,17 +168,15 @@ def assign(
     kubelet: PodResourcesStandIn,
     plan: list[plan_mod.PlannedAttachment],
     the_pod: dict[str, Any],
-    policy: delegate_rules.DelegatePolicy = delegate_rules.DEFAULT_POLICY,
     held: tuple[str, ...] = (),
 ) -> list[plan_mod.PlannedAttachment]:
     cfg = settings_mod.NetworkSettings(
         cluster_network=settings_mod.ClusterNetworkRef(kind="name", name="cluster"),
-        delegate_policy=policy,
         pod_resources_socket=kubelet.socket,
         device_info_dir=Path("/run/na-devinfo"),
     )
     return asyncio.run(
-        devices.assign(plan, pod=the_pod, container_id="c1", cfg=cfg, view=object(), held=held)  # type: ignore[arg-type]
+        devices.assign(plan, pod=the_pod, container_id="c1", cfg=cfg, held=held)  # type: ignore[arg-type]
     )
 
 
@@ -226,21 +224,27 @@ def test_devices_already_held_are_not_given_again(kubelet: PodResourcesStandIn) 
 
 
 @pytest.mark.req("DEV-RESOURCE")
-def test_a_namespace_not_granted_the_resource_is_refused_before_the_kubelet_is_asked(
-    kubelet: PodResourcesStandIn,
-) -> None:
+@pytest.mark.req("SEC-DELEGATE")
+def test_a_resource_the_namespace_is_not_granted_is_a_delegate_policy_refusal() -> None:
     policy = delegate_rules.DelegatePolicy(
         rules=delegate_rules.DelegateRules(resource_name=globs.Patterns(("x/*",)))
     )
 
+    bridge = conf.parse_config_list(
+        {"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "bridge"}]}, source="t"
+    )
+
+    def nad(name: str, ifname: str, resource: str = "") -> plan_mod.PlannedAttachment:
+        return planned(name, ifname, resource)._replace(network=bridge)
+
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
-        assign(kubelet, [planned("a", "net1", "a.io/vf")], pod(), policy)
+        delegate_guard.check_plan([nad("a", "net1", "a.io/vf")], policy, object())
+    delegate_guard.check_plan([nad("b", "net1", "x/vf"), nad("c", "net2")], policy, object())
 
     assert caught.value.msg == (
         "NetworkAttachmentDefinition ns/a refused by the delegate policy: resourceName 'a.io/vf' "
         "is not allowed by delegatePolicy.resourceName [x/*]"
     )
-    assert sum(kubelet.calls.values()) == 0
 
 
 @pytest.mark.req("DEV-INFO")
@@ -287,3 +291,32 @@ def test_a_pod_the_kubelet_does_not_list_yet_is_try_again_later(
 
     assert caught.value.code == 11
     assert "does not list pod ns/pod" in caught.value.msg
+
+
+@pytest.mark.req("DEV-RESOURCE")
+def test_netattach_status_lists_a_nad_whose_resource_the_policy_refuses(tmp_path: Path) -> None:
+    from netattach.cluster import store
+
+    def nad(name: str, resource: str) -> dict[str, Any]:
+        config = {"cniVersion": "1.0.0", "name": name, "type": "bridge"}
+        return {
+            "apiVersion": "k8s.cni.cncf.io/v1",
+            "kind": "NetworkAttachmentDefinition",
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "annotations": {"k8s.v1.cni.cncf.io/resourceName": resource},
+            },
+            "spec": {"config": json.dumps(config)},
+        }
+
+    view = store.ClusterStore()
+    view.replace_all([nad("granted", " x/vf "), nad("other", "a.io/vf")])  # type: ignore[list-item]
+    policy = delegate_rules.DelegatePolicy(
+        rules=delegate_rules.DelegateRules(resource_name=globs.Patterns(("x/*",)))
+    )
+
+    assert delegate_guard.refused_nads(view, policy, tmp_path) == [
+        "NetworkAttachmentDefinition ns/other: refused by the delegate policy: resourceName "
+        "'a.io/vf' is not allowed by delegatePolicy.resourceName [x/*]"
+    ]

@@ -54,9 +54,14 @@ def namespace_labels(view: object, namespace: str) -> Mapping[str, str]:
 
 
 def check_nad(
-    reference: str, raw: Mapping[str, object], policy: delegate_rules.DelegatePolicy, view: object
+    reference: str,
+    raw: Mapping[str, object],
+    policy: delegate_rules.DelegatePolicy,
+    view: object,
+    resource: str = "",
 ) -> list[delegate_check.Refusal]:
-    """Every refusal of the config `raw` of the NAD `namespace/name`."""
+    """Every refusal of the NAD `namespace/name`: of its config `raw`, and of the device
+    resource its `resourceName` annotation names (DEV-RESOURCE; "" for none)."""
     if not policy.enabled:
         return []
     # Imported only with a policy to check: every ADD of the thin plugin would pay for it.
@@ -64,7 +69,11 @@ def check_nad(
 
     namespace = reference.partition("/")[0]
     rules = policy.rules_for(namespace, namespace_labels(view, namespace))
-    return delegate_check.check_config(raw, rules, policy.protected)
+    refusals = delegate_check.check_config(raw, rules, policy.protected)
+    if resource and not rules.resource_name.allows(resource):
+        rule = f"{rules.source}.resourceName {rules.resource_name}"
+        refusals.append(delegate_check.Refusal(key="resourceName", value=repr(resource), rule=rule))
+    return refusals
 
 
 def refused(reference: str, refusals: Sequence[delegate_check.Refusal]) -> DelegateRefusedError:
@@ -87,7 +96,9 @@ def check_plan(
             continue  # the operator's own network
         # Standard §4.1.1: a selected network (and a pod's default-network NAD) is named
         # `namespace/name`.
-        refusals = check_nad(planned.status_name, planned.network.raw, policy, view)
+        refusals = check_nad(
+            planned.status_name, planned.network.raw, policy, view, planned.resource
+        )
         if refusals:
             raise refused(planned.status_name, refusals)
 
@@ -111,10 +122,11 @@ def refused_nads(
         if namespace and ns != namespace:
             continue
         try:
-            found = plan_mod.resolve_nad(view, ns, name, networks_dir)
+            found = plan_mod.delegate_of(nad, ns, name, networks_dir)
         except errors.CNIError:
             continue
-        refusals = check_nad(f"{ns}/{name}", found.network.raw, policy, view)
+        resource = plan_mod.resource_of(nad)
+        refusals = check_nad(f"{ns}/{name}", found.network.raw, policy, view, resource)
         if refusals:
             details = "; ".join(str(r) for r in refusals)
             problems.append(f"{model.NAD} {ns}/{name}: refused by the delegate policy: {details}")

@@ -14,8 +14,8 @@ is recorded with the attachment, so DEL, CHECK and a restarted daemon use the sa
                         (CNI) file, else the device plugin's
     discard_device_info the CNI file gone with its attachment
 
-Errors, each naming the pod, the NAD and the resource, before any plugin ran:
-    DelegateRefusedError (7)      the NAD's namespace may not name this resource
+Errors, each naming the pod, the NAD and the resource, before any plugin ran (whether the NAD's
+namespace may name the resource at all is the delegate policy's, delegate_guard.check_nad):
     InvalidSelectionError (102)   the pod has no device of the resource, or fewer than it has
                                   attachments of it
     PodResourcesUnavailableError (11)  the kubelet does not answer (the kubelet retries)
@@ -31,7 +31,6 @@ from netattach import atomic, loggers, offload
 from netattach.attach import delegate, status
 from netattach.cluster import model
 from netattach.cni import errors
-from netattach.daemon import delegate_guard
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
 from netattach.daemon import settings as settings_mod
@@ -50,7 +49,6 @@ async def assign(
     pod: model.KubeObject,
     container_id: str,
     cfg: settings_mod.NetworkSettings,
-    view: object,
     held: Collection[str] = (),
 ) -> list[plan_mod.PlannedAttachment]:
     """`plan` with a device for each attachment whose NAD names a resource; `held`: devices the
@@ -58,9 +56,6 @@ async def assign(
     if not wanted(plan):
         return list(plan)
     namespace, name = model.namespace_of(pod), model.name_of(pod)
-    for planned in plan:
-        if planned.resource:
-            _check_granted(planned, cfg, view)
     # Imported only for a pod with a device to find: gRPC costs the thin plugin ~0.1 s.
     from netattach.cluster import podresources
 
@@ -97,22 +92,6 @@ async def assign(
         taken.add(device)
         assigned.append(_given(planned, device, container_id, cfg.device_info_dir))
     return assigned
-
-
-def _check_granted(
-    planned: plan_mod.PlannedAttachment, cfg: settings_mod.NetworkSettings, view: object
-) -> None:
-    policy = cfg.delegate_policy
-    if not policy.enabled:
-        return
-    nad_namespace = planned.status_name.partition("/")[0]
-    rules = policy.rules_for(nad_namespace, delegate_guard.namespace_labels(view, nad_namespace))
-    if not rules.resource_name.allows(planned.resource):
-        raise delegate_guard.DelegateRefusedError(
-            f"NetworkAttachmentDefinition {planned.status_name} refused by the delegate policy: "
-            f"resourceName {planned.resource!r} is not allowed by "
-            f"{rules.source}.resourceName {rules.resource_name}"
-        )
 
 
 def _claim_names(pod: model.KubeObject) -> dict[str, tuple[str, ...]]:

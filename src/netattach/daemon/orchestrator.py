@@ -421,7 +421,6 @@ class Orchestrator:
                 pod=pod,
                 container_id=call.container_id,
                 cfg=self.settings.networks,
-                view=self.view,
             )
         except errors.CNIError as exc:
             raise with_prefix(exc, ref.prefix()) from exc
@@ -865,7 +864,6 @@ class Orchestrator:
                 pod=pod,
                 container_id=record.container_id,
                 cfg=self.settings.networks,
-                view=self.view,
                 held={att.device for att in record.attachments if att.device},
             )
         )
