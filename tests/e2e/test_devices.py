@@ -225,6 +225,38 @@ def test_a_resource_network_hotplugged_gets_a_device_the_pod_does_not_hold_yet(
     assert cluster.leftovers() == NOTHING
 
 
+@pytest.mark.req("DEV-RESOURCE")
+@pytest.mark.req("RT-HOTPLUG")
+def test_a_resource_network_swapped_for_another_takes_the_device_the_first_gives_back(
+    cluster: Cluster, kubelet: PodResourcesStandIn, daemon: DaemonNode, tmp_path: Path
+) -> None:
+    log = tmp_path / "bridge.log"
+    tee(cluster, "bridge", log)
+    add_device_nad(cluster, "default", "vf-a", "10.81.17.0/24")
+    add_device_nad(cluster, "default", "vf-b", "10.81.18.0/24")
+    pod = cluster.pod("default", "dev", "vf-a")
+    allocate(kubelet, pod, DEVICES[1])  # one device only
+    daemon.settings["binDirs"] = cluster.settings["binDirs"]
+    daemon.start()
+    assert daemon.shim("ADD", pod).rc == 0
+
+    cluster.add_pod(pod.ns, pod.name, pod.uid, "vf-b")
+
+    def converged() -> dict[str, Any] | None:
+        record = pod_record(cluster, pod)
+        return record if record.get("selection") == "vf-b" else None
+
+    record = wait_for("vf-a swapped for vf-b", converged, 30.0)
+    assert [(a["statusName"], a.get("device")) for a in record["attachments"][1:]] == [
+        ("default/vf-b", DEVICES[1])
+    ]
+    (call,) = recorded(log, command="DEL", ifname="net1")
+    assert device_of(call) == (DEVICES[1], DEVICES[1])  # vf-a's, given back first
+
+    assert daemon.shim("DEL", pod).rc == 0
+    assert cluster.leftovers() == NOTHING
+
+
 @pytest.mark.req("DEV-INFO")
 def test_a_delegate_declaring_cni_device_info_file_gets_the_plugins_file_copied_and_it_goes_at_del(
     cluster: Cluster, kubelet: PodResourcesStandIn, tmp_path: Path

@@ -809,7 +809,8 @@ class Orchestrator:
                 change = hotplug.build_change(record, plan, chosen)
                 self._check_plan(change.add)
                 await self._check_node(change.add, container_id)
-                change = await self._with_devices(change, record, pod)
+                # The devices of the attachments about to go are free for the new ones.
+                change = await self._with_devices(change, record, pod, freed=change.remove)
             except errors.CNIError as exc:
                 failed = with_prefix(exc, ref.prefix())
                 log.error("%s; the pod's attachments stay as they are", failed)
@@ -824,7 +825,8 @@ class Orchestrator:
                 busy = frozenset(att.ifname for att in stuck)
                 change = hotplug.build_change(record, plan, chosen, busy=busy)
                 try:
-                    change = await self._with_devices(change, record, pod)
+                    # The record holds what stayed, the attachments that would not go included.
+                    change = await self._with_devices(change, record, pod, freed=())
                 except errors.CNIError as exc:
                     failed = with_prefix(exc, ref.prefix())
                     log.error("%s; the new attachments are not made", failed)
@@ -852,10 +854,15 @@ class Orchestrator:
             return True
 
     async def _with_devices(
-        self, change: hotplug.Change, record: records_mod.PodRecord, pod: model.KubeObject
+        self,
+        change: hotplug.Change,
+        record: records_mod.PodRecord,
+        pod: model.KubeObject,
+        *,
+        freed: Sequence[records_mod.AttachmentRecord],
     ) -> hotplug.Change:
         """`change` with a device for each new attachment of a resource (DEV-RESOURCE), none of
-        them held by an attachment the pod keeps."""
+        them held by an attachment of `record` other than those `freed`."""
         if not devices.wanted(change.add):
             return change
         given = iter(
@@ -864,7 +871,7 @@ class Orchestrator:
                 pod=pod,
                 container_id=record.container_id,
                 cfg=self.settings.networks,
-                held={att.device for att in record.attachments if att.device},
+                held={a.device for a in record.attachments if a.device and a not in freed},
             )
         )
         wanted = tuple(
