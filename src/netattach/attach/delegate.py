@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from netattach.cni import conf, errors
@@ -237,20 +237,12 @@ def apply_selection(
             f"the {plural} (declared: {', '.join(sorted(declared)) or 'none'})"
         )
 
-    plugin_raws: list[dict[str, Any]] = []
-    plugins: list[conf.NetworkConfig] = []
-    for index, plugin in enumerate(network.plugins):
-        raw = copy.deepcopy(plugin.raw)
+    def merge(index: int, plugin: conf.NetworkConfig, raw: dict[str, Any]) -> None:
         if extra:
             where = f"network {network.name!r} ({network.source}) plugin {index} ({plugin.type})"
             _merge_cni_args(raw, extra, where)
-        plugin_raws.append(raw)
-        plugins.append(plugin._replace(raw=raw))
-    list_raw: dict[str, Any] = {
-        key: plugin_raws if key == "plugins" else copy.deepcopy(value)
-        for key, value in network.raw.items()
-    }
-    applied = network._replace(raw=list_raw, plugins=tuple(plugins))
+
+    applied = _each_plugin(network, merge)
     capability_args = {cap: copy.deepcopy(v) for cap, v in requests.items() if cap in declared}
     return applied, capability_args
 
@@ -278,25 +270,39 @@ def with_device(
     gets `device_info_file` (when given), the path where it reads and writes the NPWG
     device-info. The input is never mutated.
     """
-    plugin_raws: list[dict[str, Any]] = []
-    plugins: list[conf.NetworkConfig] = []
-    for plugin in network.plugins:
-        raw = copy.deepcopy(plugin.raw)
+
+    def give(index: int, plugin: conf.NetworkConfig, raw: dict[str, Any]) -> None:
         for key in DEVICE_KEYS:
             raw[key] = device
-        plugin_raws.append(raw)
-        plugins.append(plugin._replace(raw=raw))
-    list_raw: dict[str, Any] = {
-        key: plugin_raws if key == "plugins" else copy.deepcopy(value)
-        for key, value in network.raw.items()
-    }
+
+    given = _each_plugin(network, give)
     declared: frozenset[str] = frozenset().union(*(p.capabilities for p in network.plugins))
     args = {key: copy.deepcopy(value) for key, value in capability_args.items()}
     if DEVICE_CAPABILITY in declared:
         args[DEVICE_CAPABILITY] = device
     if device_info_file and DEVICE_INFO_CAPABILITY in declared:
         args[DEVICE_INFO_CAPABILITY] = device_info_file
-    return network._replace(raw=list_raw, plugins=tuple(plugins)), args
+    return given, args
+
+
+def _each_plugin(
+    network: conf.NetworkConfigList,
+    change: Callable[[int, conf.NetworkConfig, dict[str, Any]], None],
+) -> conf.NetworkConfigList:
+    """`network` with `change(index, plugin, raw)` made to a deep copy of each plugin's raw dict
+    (the list's raw dict copied around them): the input is never mutated."""
+    plugin_raws: list[dict[str, Any]] = []
+    plugins: list[conf.NetworkConfig] = []
+    for index, plugin in enumerate(network.plugins):
+        raw = copy.deepcopy(plugin.raw)
+        change(index, plugin, raw)
+        plugin_raws.append(raw)
+        plugins.append(plugin._replace(raw=raw))
+    list_raw: dict[str, Any] = {
+        key: plugin_raws if key == "plugins" else copy.deepcopy(value)
+        for key, value in network.raw.items()
+    }
+    return network._replace(raw=list_raw, plugins=tuple(plugins))
 
 
 def _merge_cni_args(raw: dict[str, Any], extra: Mapping[str, object], where: str) -> None:
