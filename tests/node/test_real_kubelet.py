@@ -418,31 +418,30 @@ DEVICE_BRIDGE = "na-br-d"
 DEVICE_NADS = {"vf-a": "10.90.1.0/24", "vf-b": "10.90.2.0/24"}
 
 
-def device_nads(node: RealNode) -> None:
-    """Two NADs of the plugin's resource, bridges with host-local (created once per node)."""
+def device_nad(node: RealNode, name: str, subnet: str, resource: str) -> None:
+    """A bridge NAD (host-local on `subnet`) annotated with `resource`, on the device tests'
+    bridge (created once per node)."""
     node.bridges.add(DEVICE_BRIDGE)
-    for name, subnet in DEVICE_NADS.items():
-        if node.api.get("NetworkAttachmentDefinition", name, NS) is not None:
-            continue
-        plugin = {
-            "type": "bridge",
-            "bridge": DEVICE_BRIDGE,
-            "ipam": {"type": "host-local", "subnet": subnet},
+    if node.api.get("NetworkAttachmentDefinition", name, NS) is not None:
+        return
+    plugin = {
+        "type": "bridge",
+        "bridge": DEVICE_BRIDGE,
+        "ipam": {"type": "host-local", "subnet": subnet},
+    }
+    config = {"cniVersion": "1.0.0", "name": name, "plugins": [plugin]}
+    node.api.create(
+        {
+            "apiVersion": "k8s.cni.cncf.io/v1",
+            "kind": "NetworkAttachmentDefinition",
+            "metadata": {
+                "name": name,
+                "namespace": NS,
+                "annotations": {"k8s.v1.cni.cncf.io/resourceName": resource},
+            },
+            "spec": {"config": json.dumps(config)},
         }
-        node.api.create(
-            {
-                "apiVersion": "k8s.cni.cncf.io/v1",
-                "kind": "NetworkAttachmentDefinition",
-                "metadata": {
-                    "name": name,
-                    "namespace": NS,
-                    "annotations": {"k8s.v1.cni.cncf.io/resourceName": DEVICE_RESOURCE},
-                },
-                "spec": {
-                    "config": json.dumps({"cniVersion": "1.0.0", "name": name, "plugins": [plugin]})
-                },
-            }
-        )
+    )
 
 
 def pod_record(node: RealNode, name: str) -> dict[str, Any]:
@@ -463,7 +462,8 @@ def test_a_pods_allocated_vfs_reach_its_attachments_through_the_real_kubelet(
     from tests.devices.podresources_client import PodResourcesReader, devices_of
 
     node = clean_node
-    device_nads(node)
+    for name, subnet in DEVICE_NADS.items():
+        device_nad(node, name, subnet, DEVICE_RESOURCE)
     dp_dir = node.fs("/var/run/k8s.cni.cncf.io/devinfo/dp")
     with device_plugin.FakeDevicePlugin(
         node.fs(device_plugin.PLUGIN_DIR), DEVICE_RESOURCE, DEVICE_VFS, device_info_dir=dp_dir
@@ -526,29 +526,8 @@ RESOURCE_V1 = "/apis/resource.k8s.io/v1"
 
 
 def dra_nad(node: RealNode) -> None:
-    """A bridge NAD whose resourceName is the claim's name (created once per node)."""
-    node.bridges.add(DEVICE_BRIDGE)
-    if node.api.get("NetworkAttachmentDefinition", DRA_NAD, NS) is not None:
-        return
-    plugin = {
-        "type": "bridge",
-        "bridge": DEVICE_BRIDGE,
-        "ipam": {"type": "host-local", "subnet": DRA_SUBNET},
-    }
-    node.api.create(
-        {
-            "apiVersion": "k8s.cni.cncf.io/v1",
-            "kind": "NetworkAttachmentDefinition",
-            "metadata": {
-                "name": DRA_NAD,
-                "namespace": NS,
-                "annotations": {"k8s.v1.cni.cncf.io/resourceName": DRA_CLAIM},
-            },
-            "spec": {
-                "config": json.dumps({"cniVersion": "1.0.0", "name": DRA_NAD, "plugins": [plugin]})
-            },
-        }
-    )
+    """A bridge NAD whose resourceName is the claim's name."""
+    device_nad(node, DRA_NAD, DRA_SUBNET, DRA_CLAIM)
 
 
 @pytest.fixture
