@@ -85,7 +85,8 @@ def pod_asking(node: RealNode, name: str, count: int) -> dict[str, Any]:
     return pod
 
 
-@pytest.mark.req("DEV-RESOURCE")
+# No requirement ID: this proves the test tree's parts against the kubelet, not netattach (that
+# is tests/node/test_real_kubelet.py's device tests, DEV-RESOURCE).
 def test_the_kubelet_gives_pods_distinct_devices_of_the_plugin_and_podresources_names_them(
     node: RealNode, plugin: FakeDevicePlugin
 ) -> None:
