@@ -26,6 +26,7 @@ from typing import Any
 from bench import policy_corpus
 from netattach.daemon import heap
 from netattach.policy import compile as compile_mod
+from netattach.policy import ir as ir_mod
 from netattach.policy import model, render
 
 _ELEMENTS = re.compile(r"^\t\telements = \{ (.*) \}$")
@@ -52,7 +53,7 @@ def count_table(text: str) -> dict[str, int]:
     return {"rules": rules, "allow_rules": allow, "sets": sets, "set_elements": elements}
 
 
-def per_peer_per_port(rules: Mapping[str, compile_mod.InterfaceRules]) -> int:
+def per_peer_per_port(rules: Mapping[str, ir_mod.InterfaceRules]) -> int:
     """Rules of the same IR with one rule per (peer network, port range) pair, no sets."""
     total = 0
     for ir in rules.values():
@@ -80,7 +81,7 @@ def _measure(policies: int, pods: int, repeats: int) -> dict[str, Any]:
     compile_ms: list[float] = []
     render_ms: list[float] = []
     tables: dict[str, str] = {}
-    compiled: dict[str, dict[str, compile_mod.InterfaceRules]] = {}
+    compiled: dict[str, dict[str, ir_mod.InterfaceRules]] = {}
     invalid = 0
     for _ in range(repeats):
         t0 = time.perf_counter()

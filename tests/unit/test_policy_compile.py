@@ -10,8 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netattach.cluster.model import KubeObject
-from netattach.policy.compile import ViewCache, allows, compile_pod, compile_pods, pod_key
+from netattach.policy.compile import compile_pod, compile_pods
+from netattach.policy.ir import allows
 from netattach.policy.model import Policy, parse_policy
+from netattach.policy.views import ViewCache, pod_key
 
 NET = "ns-a/net"
 STATUS = "k8s.v1.cni.cncf.io/network-status"

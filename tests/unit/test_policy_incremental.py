@@ -18,10 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netattach.cluster.model import KubeObject
-from netattach.policy import compile as compile_module
-from netattach.policy import render, update
-from netattach.policy.compile import Compiler, PodRules, compile_pods, pod_key
+from netattach.policy import peers, render, update
+from netattach.policy.compile import Compiler, compile_pods
+from netattach.policy.ir import PodRules
 from netattach.policy.model import Policy, parse_policy
+from netattach.policy.views import pod_key
 from tests.unit.test_policy_compile import (
     NET,
     POLICY_FOR,
@@ -352,12 +353,12 @@ def test_named_port_groups_counted_again_after_a_long_log_equal_a_from_scratch_c
 ) -> None:
     """With a log of one change, every second change overflows it: the groups are counted
     again from the destinations, and still equal what a compile from scratch makes."""
-    saved = compile_module.DEST_LOG_MAX
-    compile_module.DEST_LOG_MAX = 1
+    saved = peers.DEST_LOG_MAX
+    peers.DEST_LOG_MAX = 1
     try:
         batches = sum(1 for _ in replayed(pods, policies, changes))
     finally:
-        compile_module.DEST_LOG_MAX = saved
+        peers.DEST_LOG_MAX = saved
     assert batches == len(changes)
 
 

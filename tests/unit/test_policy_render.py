@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from netattach.cluster.model import KubeObject
-from netattach.policy.compile import compile_pod, rules_to_json
+from netattach.policy.compile import compile_pod
+from netattach.policy.ir import rules_to_json
 from netattach.policy.model import parse_policy
 from netattach.policy.render import render_table
 

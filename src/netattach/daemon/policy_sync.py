@@ -33,7 +33,7 @@ from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.daemon import metrics, orchestrator, passes
 from netattach.daemon import records as records_mod
-from netattach.policy import apply, compile, render, update
+from netattach.policy import apply, compile, ir, render, update, views
 from netattach.policy.model import Policy, parse_policy
 
 log = logging.getLogger("netattach.policy")
@@ -213,7 +213,7 @@ class PolicySync:
         todo, self._unapplied = self._unapplied, set()
         writes = []
         for record, pod in local:
-            key = compile.pod_key(pod)
+            key = views.pod_key(pod)
             applied = self._applied.get(record.container_id, _UNKNOWN)
             if key in todo or not applied.known or applied.error is not None:
                 writes.append(self._apply(record, compiler.rules(key)))
@@ -248,7 +248,7 @@ class PolicySync:
         self.notify()  # the others may allow (or deny) the newcomer
         if compiler is None:
             return
-        key = compile.pod_key(pod)
+        key = views.pod_key(pod)
         self._unapplied.discard(key)
         await self._apply(record, compiler.rules(key), raise_errors=True)
 
@@ -294,8 +294,8 @@ class PolicySync:
         )
         out: dict[str, tuple[render.Table | None, render.Table | None]] = {}
         for (record, pod), target in zip(local, targets, strict=True):
-            key = compile.pod_key(pod)
-            want = render.build_table(key, compiled[compile.pod_key(target)])
+            key = views.pod_key(pod)
+            want = render.build_table(key, compiled[views.pod_key(target)])
             applied = self._applied.get(record.container_id)
             have = applied.table if applied is not None and applied.known else None
             if applied is None or not applied.known or have != want:
@@ -365,7 +365,7 @@ class PolicySync:
             compiler.remove_namespace(gone)
         keys = set()
         for pod in self._view.objects(model.POD):
-            keys.add(compile.pod_key(pod))
+            keys.add(views.pod_key(pod))
             compiler.set_pod(compiler.view(self._peer(pod, by_pod)))
         for gone in compiler.pods() - keys:
             compiler.remove_pod(gone)
@@ -393,7 +393,7 @@ class PolicySync:
         a pod and record seen before, the same objects, are not read again."""
         seen: set[str] = set()
         for first, pod in local:
-            key = compile.pod_key(pod)
+            key = views.pod_key(pod)
             if key in seen:
                 continue
             seen.add(key)
@@ -592,7 +592,7 @@ class PolicySync:
     async def _apply(
         self,
         record: records_mod.PodRecord,
-        rules: Mapping[str, compile.InterfaceRules],
+        rules: Mapping[str, ir.InterfaceRules],
         *,
         raise_errors: bool = False,
     ) -> None:

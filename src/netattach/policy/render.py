@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from netattach.cni import errors
-from netattach.policy.compile import AllowRule, DirectionRules, InterfaceRules, PortRange
+from netattach.policy.ir import AllowRule, DirectionRules, InterfaceRules, PortRange
 from netattach.policy.selection import AddressSet, Elements, Texts, set_name
 
 TABLE: Final = "netattach"
