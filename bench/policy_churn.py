@@ -268,14 +268,14 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
         or None when it changed no local pod's table."""
         # quiet: no pass for as long as passes are spaced apart at least
         await asyncio.sleep(policy_sync.MIN_PASS_INTERVAL)
-        before = {cid: state.table for cid, state in sync._applied.items()}
+        before = {cid: state.table for cid, state in sync.tables.applied.items()}
         changed = time.perf_counter()
         churn.relabel()
         while not any(start >= changed for start, _ in passes):
             pass_done.clear()
             await pass_done.wait()
         took = next(end for start, end in passes if start >= changed) - changed
-        after = {cid: state.table for cid, state in sync._applied.items()}
+        after = {cid: state.table for cid, state in sync.tables.applied.items()}
         return took if after != before else None
 
     alone: list[float] = []
@@ -294,7 +294,7 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
     passes_before = len(passes)
     changes: list[float] = []
     usage0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    helper_pids = sync.nft.pids
+    helper_pids = sync.tables.nft.pids
     helper0 = sum(_cpu_of(pid) for pid in helper_pids)
     begin = time.perf_counter()
     generating = 0.0  # CPU-seconds the generator spent making changes (and the store taking them)
@@ -315,7 +315,7 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
         await pass_done.wait()
     end = time.perf_counter()
     usage1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    helper_same = helper_pids == sync.nft.pids
+    helper_same = helper_pids == sync.tables.nft.pids
     cpu_helper = sum(_cpu_of(pid) for pid in helper_pids) - helper0
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -340,7 +340,7 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
     mismatched = 0
     try:
         for i, name in enumerate(netns_names):
-            state = sync._applied.get(f"churn{i:04d}")
+            state = sync.tables.applied.get(f"churn{i:04d}")
             table = state.table if state is not None else None
             _ip_netns("exec", scratch, "nft", "flush", "ruleset")
             if table is not None:
