@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from netattach.cluster import kube, model, store
+from netattach.cluster import kube_client, model
 
 NAMESPACE = "default"
 POD = "bench-pod"
@@ -77,8 +77,8 @@ def _kubeconfig(server: str, directory: Path) -> Path:
 
 
 async def _measure(kubeconfig: Path, uid: str, writes: int, gap: float) -> dict[str, object]:
-    feed = kube.KubeFeed(store.ClusterStore(), node_name="bench-node", kubeconfig=kubeconfig)
-    path = f"/api/v1/namespaces/{NAMESPACE}/pods/{POD}?fieldManager={kube.COMPONENT}"
+    api = kube_client.ApiClients(kubeconfig, kube_client.KubeTiming())  # the feed's connections
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods/{POD}?fieldManager={kube_client.COMPONENT}"
 
     def patch(n: int) -> bytes:
         text = json.dumps([*ENTRIES, {"name": f"sample-{n}"}], indent=4)
@@ -86,16 +86,16 @@ async def _measure(kubeconfig: Path, uid: str, writes: int, gap: float) -> dict[
         return json.dumps(body, separators=(",", ":")).encode()
 
     async def through_httpx(n: int) -> None:
-        response = await feed._writes.request(  # the client it replaced
+        response = await api.writes.request(  # the client it replaced
             "PATCH",
-            f"{str(feed._writes.base_url).rstrip('/')}{path}",
+            f"{str(api.writes.base_url).rstrip('/')}{path}",
             content=patch(n),
-            headers={"Content-Type": kube.MERGE_PATCH},
+            headers={"Content-Type": kube_client.MERGE_PATCH},
         )
         response.raise_for_status()
 
     async def through_api_writes(n: int) -> None:
-        await feed._writer.send("PATCH", path, patch(n), kube.MERGE_PATCH)
+        await api.writer.send("PATCH", path, patch(n), kube_client.MERGE_PATCH)
 
     ways: dict[str, Callable[[int], Awaitable[None]]] = {
         "httpx": through_httpx,
@@ -114,7 +114,7 @@ async def _measure(kubeconfig: Path, uid: str, writes: int, gap: float) -> dict[
                 samples[name][0].append(time.perf_counter() - wall)
                 samples[name][1].append(time.thread_time() - cpu)
     finally:
-        await feed.aclose()
+        await api.aclose()
     return {
         name: {
             "wall_p50_ms": round(statistics.median(wall) * 1e3, 2),

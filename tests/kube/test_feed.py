@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from netattach.cluster import kube, model, store
+from netattach.cluster import kube, kube_client, model, store
 from netattach.cni import errors
 from tests.kube import objects
 from tests.kube.api import KubeApi
 
 NETWORKS = model.NETWORKS_ANNOTATION
-FAST = kube.KubeTiming(
+FAST = kube_client.KubeTiming(
     request_timeout=5.0,
     fetch_timeout=2.0,
     status_budget=3.0,
@@ -32,8 +32,8 @@ FAST = kube.KubeTiming(
     watch_timeout=60.0,
     watch_idle_timeout=30.0,
     missing_crd_recheck=0.5,
-    backoff=kube.Backoff(initial=0.05, cap=0.3),
-    retry=kube.Backoff(initial=0.05, cap=0.2),
+    backoff=kube_client.Backoff(initial=0.05, cap=0.3),
+    retry=kube_client.Backoff(initial=0.05, cap=0.2),
 )
 DEADLINE = 30.0
 
@@ -63,7 +63,7 @@ async def eventually(check: Callable[[], object], what: str, timeout: float = 5.
 
 @contextlib.asynccontextmanager
 async def running_feed(
-    kubeconfig: Path, node: str, *, timing: kube.KubeTiming = FAST, synced: bool = True
+    kubeconfig: Path, node: str, *, timing: kube_client.KubeTiming = FAST, synced: bool = True
 ) -> AsyncIterator[tuple[kube.KubeFeed, store.ClusterStore]]:
     """A feed running in the background (synced first, unless `synced=False`)."""
     view = store.ClusterStore()
@@ -403,9 +403,8 @@ def test_a_pod_the_cache_has_not_seen_is_read_directly_and_kept(
     fake_api.create(objects.pod("other-node", ns, node_name=node_name()))
 
     async def body() -> None:
-        view = kube.KubeView()
-        feed = kube.KubeFeed(view, node_name=node, kubeconfig=kubeconfig, timing=FAST)
-        view.reader = feed.fetch_pod
+        feed = kube.KubeFeed(node_name=node, kubeconfig=kubeconfig, timing=FAST)
+        view = feed.store  # it reads through the feed
         try:
             pod = await view.fetch_pod(ns, "new")
             assert pod is not None

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from netattach.cluster import kube, store
+from netattach.cluster import kube, kube_events, store
 from tests.kube import objects
 from tests.kube.api import KubeApi
 from tests.kube.real_api import with_token_only
@@ -144,15 +144,19 @@ def test_events_wait_while_cni_calls_are_under_way_and_go_out_when_they_end(
     held: list[object] = []
 
     async def body() -> None:
+        idle = asyncio.Event()  # a call under way
         feed = kube.KubeFeed(
-            store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=FAST
+            store.ClusterStore(),
+            node_name=node_name(),
+            kubeconfig=kubeconfig,
+            timing=FAST,
+            idle=idle,
         )
-        feed.idle = asyncio.Event()  # a call under way
         try:
             await feed.record_event(ns, "web", reason="AddedInterface", message="Add net1 []")
             assert not await feed.flush_events(0.3)  # held back
             held.extend(ours(fake_api.events_for(ns, "web")))
-            feed.idle.set()  # the call ended
+            idle.set()  # the call ended
             assert await feed.flush_events(5.0)
         finally:
             await feed.aclose()
@@ -171,13 +175,16 @@ def test_under_a_steady_load_events_still_go_out_late(
 ) -> None:
     ns = kube_namespace
     fake_api.create(objects.pod("web", ns, node_name=node_name()))  # never scheduled
-    monkeypatch.setattr(kube, "EVENT_DEFER_MAX", 0.2)
+    monkeypatch.setattr(kube_events, "EVENT_DEFER_MAX", 0.2)
 
     async def body() -> None:
         feed = kube.KubeFeed(
-            store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=FAST
+            store.ClusterStore(),
+            node_name=node_name(),
+            kubeconfig=kubeconfig,
+            timing=FAST,
+            idle=asyncio.Event(),  # calls under way, and never all ended
         )
-        feed.idle = asyncio.Event()  # calls under way, and never all ended
         try:
             await feed.record_event(ns, "web", reason="AddedInterface", message="Add net1 []")
             assert await feed.flush_events(5.0)

@@ -61,9 +61,8 @@ def test_add_reads_a_new_pod_directly_and_del_and_check_need_no_api(
     fake_api.create(objects.nad("blue", ns, config={"cniVersion": "1.0.0", "type": "macvlan"}))
 
     async def body() -> None:
-        view = kube.KubeView()
-        feed = kube.KubeFeed(view, node_name=node, kubeconfig=kubeconfig, timing=FAST)
-        view.reader = feed.fetch_pod
+        feed = kube.KubeFeed(node_name=node, kubeconfig=kubeconfig, timing=FAST)
+        view = feed.store  # it reads through the feed
         orch = orchestrator.Orchestrator(
             settings=cfg,
             view=view,
@@ -117,14 +116,26 @@ def test_add_reads_a_new_pod_directly_and_del_and_check_need_no_api(
 
 
 def test_the_daemon_serves_feed_kubernetes_through_a_view_that_reads_directly(
-    fake_api: KubeApi, kubeconfig: Path, tmp_path: Path
+    fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, tmp_path: Path
 ) -> None:
-    daemon = service.Daemon(configure(tmp_path, kubeconfig, node_name()))
-    assert isinstance(daemon.feed, kube.KubeFeed)
-    assert isinstance(daemon.view, kube.KubeView)
+    ns, node = kube_namespace, node_name()
+    created = fake_api.create(objects.pod("web", ns, node_name=node))
+    daemon = service.Daemon(configure(tmp_path, kubeconfig, node))
     assert daemon.orchestrator.view is daemon.view
+    assert daemon.view is daemon.feed.store
     assert daemon.orchestrator.sink is daemon.feed
-    assert daemon.view.reader is not None
+    found: list[model.KubeObject | None] = []
+
+    async def body() -> None:
+        try:
+            found.append(await daemon.view.fetch_pod(ns, "web"))  # no watch runs: the API's
+        finally:
+            await daemon.feed.aclose()
+
+    run_bounded(body())
+    (pod,) = found
+    assert pod is not None
+    assert model.uid_of(pod) == created["metadata"]["uid"]
 
 
 def test_a_kubeconfig_that_cannot_be_read_fails_at_start_up(tmp_path: Path) -> None:

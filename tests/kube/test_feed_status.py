@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from netattach.cluster import kube, model, store
+from netattach.cluster import kube, kube_client, model, store
 from netattach.cni import errors
 from tests.kube import objects
 from tests.kube.api import PATCH_CONTENT_TYPES, KubeApi
@@ -28,7 +28,7 @@ ENTRIES: list[dict[str, object]] = [
 ]
 
 
-def feed_for(kubeconfig: Path, timing: kube.KubeTiming = FAST) -> kube.KubeFeed:
+def feed_for(kubeconfig: Path, timing: kube_client.KubeTiming = FAST) -> kube.KubeFeed:
     return kube.KubeFeed(
         store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=timing
     )

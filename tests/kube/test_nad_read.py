@@ -39,10 +39,8 @@ def add_after_an_api_restart(
     failure: list[BaseException] = []
 
     async def body() -> None:
-        view = kube.KubeView()
-        feed = kube.KubeFeed(view, node_name=node, kubeconfig=kubeconfig, timing=FAST)
-        view.reader = feed.fetch_pod
-        view.nad_reader = feed.fetch_nad
+        feed = kube.KubeFeed(node_name=node, kubeconfig=kubeconfig, timing=FAST)
+        view = feed.store  # it reads through the feed
         orch = orchestrator.Orchestrator(
             settings=cfg,
             view=view,

@@ -70,9 +70,8 @@ async def feed_and_orchestrator(
 ) -> AsyncIterator[tuple[kube.KubeFeed, orchestrator.Orchestrator, FakePlugins]]:
     cfg = configure(tmp_path, kubeconfig, node)
     plugins = FakePlugins(tmp_path / "bin", ["bridge"])
-    view = kube.KubeView()
-    feed = kube.KubeFeed(view, node_name=node, kubeconfig=kubeconfig, timing=FAST)
-    view.reader = feed.fetch_pod
+    feed = kube.KubeFeed(node_name=node, kubeconfig=kubeconfig, timing=FAST)
+    view = feed.store  # it reads through the feed
     orch = orchestrator.Orchestrator(
         settings=cfg,
         view=view,

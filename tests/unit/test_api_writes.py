@@ -19,7 +19,7 @@ import httpx2
 import lightkube
 import pytest
 
-from netattach.cluster import api_writes, kube
+from netattach.cluster import api_writes, kube_client
 
 
 @dataclass
@@ -115,7 +115,7 @@ def writer_for(
         ssl_context=ssl_context,
         auth=auth,
         fallback=fallback or httpx2.AsyncClient(auth=auth, verify=ssl_context or True),
-        error_reply=kube._api_error,
+        error_reply=kube_client.api_error,
         max_connections=2,
     )
 
@@ -248,7 +248,7 @@ def test_error_replies_are_api_errors_with_the_servers_status() -> None:
         assert invalid.value.status.code == 422
         assert invalid.value.status.reason == "Invalid"
         assert invalid.value.status.message == status["message"]
-        assert kube._retry_after(invalid.value) == 3.0
+        assert kube_client.retry_after(invalid.value) == 3.0
 
     run(body)
 
@@ -282,7 +282,7 @@ def test_a_broken_reply_is_a_transport_error_and_its_connection_is_dropped(
             await writer.aclose()
         assert got.status == 200
         assert server.connections == 2
-        assert kube._is_transient(error("x"))
+        assert kube_client.is_transient(error("x"))
 
     run(body)
 
@@ -358,7 +358,7 @@ def test_a_refused_static_token_is_an_error_after_one_request() -> None:
             with pytest.raises(lightkube.ApiError) as refused:
                 await writer.send("PATCH", "/a", b"{}", "a/json")
             await writer.aclose()
-        assert kube._status_code(refused.value) == 401
+        assert kube_client.status_code(refused.value) == 401
         assert len(server.received) == 1
 
     run(body)

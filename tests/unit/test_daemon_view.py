@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from netattach.cluster import files
 from netattach.daemon import service, settings
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "blue"}}
@@ -31,12 +30,11 @@ def test_a_pod_written_after_the_last_poll_is_found_on_a_miss(
         source="test",
     )
     daemon = service.Daemon(cfg)
-    assert isinstance(daemon.feed, files.DirectoryFeed)
-    daemon.feed.load()
+    asyncio.run(daemon.feed.start())
     assert daemon.view.lookup_pod("blue", "web") is None
     (manifests / "web.json").write_text(json.dumps(POD))  # after the feed's last read
 
-    assert isinstance(daemon.view, service.DirectoryView)
+    assert daemon.view is daemon.feed.store
     found = asyncio.run(daemon.view.fetch_pod("blue", "web"))
 
     assert found is not None
@@ -62,8 +60,7 @@ def test_a_nad_written_after_the_last_poll_is_found_on_a_miss(
         source="test",
     )
     daemon = service.Daemon(cfg)
-    assert isinstance(daemon.feed, files.DirectoryFeed)
-    daemon.feed.load()
+    asyncio.run(daemon.feed.start())
     nad = {
         "apiVersion": "k8s.cni.cncf.io/v1",
         "kind": "NetworkAttachmentDefinition",
@@ -72,7 +69,7 @@ def test_a_nad_written_after_the_last_poll_is_found_on_a_miss(
     }
     (manifests / "net-a.json").write_text(json.dumps(nad))  # after the feed's last read
 
-    assert isinstance(daemon.view, service.DirectoryView)
+    assert daemon.view is daemon.feed.store
     found = asyncio.run(daemon.view.fetch_nad("blue", "net-a"))
 
     assert found is not None

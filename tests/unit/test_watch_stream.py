@@ -8,7 +8,7 @@ import lightkube
 import pytest
 from lightkube.resources import core_v1
 
-from netattach.cluster import kube, watch_stream
+from netattach.cluster import kube_client, watch_stream
 
 # Recorded from kube-apiserver 1.28.7 (reference/real-world.md): not a valid Pod.
 REAL_BOOKMARK = (
@@ -113,7 +113,9 @@ def test_the_last_page_has_no_continue_and_a_custom_resource_is_a_mapping() -> N
         "spec": {"config": "{}"},
     }
     body = json.dumps({"metadata": {"resourceVersion": "5"}, "items": [nad]}).encode()
-    version, cont, items = watch_stream.parse_list(body, kube.NetworkAttachmentDefinition, "NAD")
+    version, cont, items = watch_stream.parse_list(
+        body, kube_client.NetworkAttachmentDefinition, "NAD"
+    )
     assert (version, cont) == ("5", "")
     (item,) = items
     assert isinstance(item, watch_stream.Change)

@@ -1,6 +1,6 @@
 """The cluster source of `netattach status|graph` (`--kubeconfig`, and `kubectl netattach`):
 pods, NetworkAttachmentDefinitions and MultiNetworkPolicies listed from the API with the user's
-credentials, through the feed's own client set-up (`kube.build_client`) and trimming
+credentials, through the feed's own client set-up (`kube_client.build_client`) and trimming
 (`kube_objects`); the network-status is each pod's annotation.
 """
 
@@ -12,7 +12,7 @@ import lightkube
 from lightkube.resources import core_v1
 
 from netattach.cli import cluster_pods
-from netattach.cluster import kube, kube_objects, store
+from netattach.cluster import kube_client, kube_objects, store
 from netattach.cni import errors
 
 KUBE_TIMEOUT = 15.0
@@ -24,9 +24,9 @@ class UnreadableClusterError(Exception):
 
 
 async def read_cluster(kubeconfig: Path | None, namespace: str, name: str) -> cluster_pods.Listing:
-    timing = kube.KubeTiming(request_timeout=KUBE_TIMEOUT)
+    timing = kube_client.KubeTiming(request_timeout=KUBE_TIMEOUT)
     try:
-        client = kube.build_client(kubeconfig, timing)
+        client = kube_client.build_client(kubeconfig, timing)
     except errors.CNIError as exc:
         raise UnreadableClusterError(f"{exc}") from exc
     view = store.ClusterStore()
@@ -70,9 +70,15 @@ async def _list_into(
             view.upsert(kube_objects.trim_pod(found))
     # A NAD may be in another namespace than its pods (a global namespace): all of them.
     await _list_custom(
-        view, client, kube.NetworkAttachmentDefinition, lightkube.ALL_NS, kube_objects.trim_nad
+        view,
+        client,
+        kube_client.NetworkAttachmentDefinition,
+        lightkube.ALL_NS,
+        kube_objects.trim_nad,
     )
-    await _list_custom(view, client, kube.MultiNetworkPolicy, scope, kube_objects.trim_policy)
+    await _list_custom(
+        view, client, kube_client.MultiNetworkPolicy, scope, kube_objects.trim_policy
+    )
 
 
 async def _list_custom(

@@ -7,12 +7,17 @@ This module owns two things:
     <directory>/status/<ns>/<pod>.json     each pod's network-status, the annotation's JSON list
                                            (`DirectoryFeed.publish_status`, `.remove_status`)
 
+`DirectoryFeed` is a `feeds.Feed`: it records no Events and holds nothing to close (both
+no-ops). The store it fills by itself (`DirectoryFeed.store`, the daemon's) reads through it: a
+pod or NAD it has not seen makes it re-read the manifests once before the object counts as
+missing (`fetch_pod`, `fetch_nad`).
+
 The manifests are untrusted text. Each document is checked for what netattach reads and what
 the API server would have refused (kind/apiVersion, DNS-1123 names, string labels, annotations
-and NAD `spec.config`); a bad document is skipped and reported as a `ManifestProblem`, never
-raised. A file that cannot be read whole (unreadable, larger than `MAX_FILE_BYTES`, not YAML,
-nested deeper than `MAX_DEPTH`, or aliases expanding past `MAX_VALUES_PER_FILE`) contributes
-nothing and is reported once.
+and NAD `spec.config`: `manifests`); a bad document is skipped and reported as a
+`ManifestProblem`, never raised. A file that cannot be read whole (unreadable, larger than
+`MAX_FILE_BYTES`, not YAML, nested deeper than `MAX_DEPTH`, or aliases expanding past
+`MAX_VALUES_PER_FILE`) contributes nothing and is reported once.
 
 A feed given a `parse_cache` file (the thin plugin, which reads the directory on every call)
 keeps there what each file parsed to, keyed by the file's stamp (name, mtime, ctime, size,
@@ -20,25 +25,26 @@ inode): an unchanged file is not parsed again. The cache is an optimisation only
 missing, unreadable or of another directory is rebuilt, and one that cannot be written is
 skipped.
 
-Errors raised (status files only):
+Errors raised (status files, and reads through the feed):
     errors.InvalidEnvironmentError   a namespace or pod name that is not a DNS-1123 label
     errors.IOFailureError            a status file could not be written or removed
     errors.DecodingFailureError      a status file that is not a JSON list of objects
     errors.InternalError             status entries that are not JSON
+    errors.UnknownContainerError     (fetch_pod) a pod still missing while manifests were skipped
+    errors.AttachmentNotFoundError   (fetch_nad) a NAD still missing while manifests were skipped
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from netattach import __version__, atomic, loggers, offload
-from netattach.cluster import documents, model, store
+from netattach.cluster import documents, manifests, model
+from netattach.cluster import store as store_mod
 from netattach.cni import errors
 from netattach.values import NamedTuple
 
@@ -53,20 +59,6 @@ STATUS_DIRECTORY: Final = "status"
 # Far beyond any real manifest file, and small enough that parsing one stays in seconds.
 MAX_FILE_BYTES: Final = 4 * 1024 * 1024
 STATUS_MODE: Final = 0o644
-
-# Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
-# plugin compiles only those its call needs.
-_DNS1123_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_LABEL_MAX: Final = 63
-# Pod names are DNS-1123 subdomains (dots allowed, 253 characters), unlike NADs and namespaces.
-_DNS1123_SUBDOMAIN: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_DNS1123_SUBDOMAIN_MAX: Final = 253
-_DEFAULT_NAMESPACE: Final = "default"
-_UID_NAMESPACE: Final = (
-    "6f1c1d0e-3b53-4b8e-9a57-2f2a1de0c0a1"  # a uuid5 namespace: netattach manifests
-)
-_CLUSTER_SCOPED: Final = frozenset({model.NAMESPACE})
-_LIST_KINDS: Final = {"List": None} | {f"{kind}List": kind for kind in model.API_VERSIONS}
 
 
 # A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).
@@ -89,10 +81,6 @@ _PARSE_CACHE_KIND: Final = "netattachManifestCacheV1"
 _Parsed = list[tuple[int, "model.KubeObject | str"]]
 
 
-class _NotJSONError(Exception):
-    pass
-
-
 # (file name, mtime_ns, ctime_ns, size, inode) of every manifest; None when the directory cannot
 # be listed. Inode and ctime catch a same-size rename over within one mtime tick.
 _FileStamp = tuple[str, int, int, int, int]
@@ -107,13 +95,19 @@ class _Snapshot(NamedTuple):
 
 
 class DirectoryFeed:
-    """Feeds `store` from the manifests in `directory`; keeps pod status files beside them."""
+    """Feeds a store from the manifests in `directory`; keeps pod status files beside them."""
 
     def __init__(
-        self, directory: Path, store: store.ClusterStore, *, parse_cache: Path | None = None
+        self,
+        directory: Path,
+        store: store_mod.ClusterStore | None = None,
+        *,
+        parse_cache: Path | None = None,
     ) -> None:
+        """`store`: the store to fill (the thin plugin's and the CLI's, which load once); None:
+        the feed's own, which reads through the feed (the daemon's)."""
         self.directory = directory
-        self._store = store
+        self.store = store_mod.ClusterStore(read_through=self) if store is None else store
         self._parse_cache = parse_cache
         self._fingerprint: _Fingerprint = None
         self._loaded = False
@@ -134,6 +128,12 @@ class DirectoryFeed:
         snapshot = self._read()
         self._apply(snapshot)
         return snapshot.problems
+
+    async def start(self) -> None:
+        """Read every manifest once before the daemon serves (in a worker thread): the view is
+        synced before the first call, and the daemon's readiness finds the default network."""
+        for problem in await offload.to_thread(self.load):
+            log.warning("%s", problem)
 
     async def run(
         self, *, interval: float = 1.0, on_change: Callable[[], None] | None = None
@@ -179,11 +179,11 @@ class DirectoryFeed:
 
     def _apply(self, snapshot: _Snapshot) -> None:
         if not self._loaded:
-            self._store.replace_all(snapshot.objects)
+            self.store.replace_all(snapshot.objects)
         else:
             self._update(snapshot.objects)
         self._objects = {_object_key(obj): obj for obj in snapshot.objects}
-        self._store.mark_synced()
+        self.store.mark_synced()
         self._fingerprint = snapshot.fingerprint
         self._problems = snapshot.problems
         self._loaded = True
@@ -193,11 +193,11 @@ class DirectoryFeed:
         again from a changed file, and not equal) or gone."""
         fresh = {_object_key(obj): obj for obj in objects}
         for key in self._objects.keys() - fresh.keys():
-            self._store.remove(*key)
+            self.store.remove(*key)
         for key, obj in fresh.items():
             before = self._objects.get(key)
             if before is not obj and before != obj:
-                self._store.upsert(obj)
+                self.store.upsert(obj)
 
     def _manifest_entries(self) -> list[os.DirEntry[str]]:
         """Manifest files directly in the directory, in lexical order (OSError if unlistable)."""
@@ -255,8 +255,8 @@ class DirectoryFeed:
                         ManifestProblem(
                             path=path,
                             document=document,
-                            message=f"duplicate {_describe(found)} (also in {kept[key][1]});"
-                            " this one wins",
+                            message=f"duplicate {manifests.describe(found)}"
+                            f" (also in {kept[key][1]}); this one wins",
                         )
                     )
                     del kept[key]  # the winner takes the later position too
@@ -308,12 +308,46 @@ class DirectoryFeed:
         except OSError as exc:
             log.debug("manifest parse cache %s not written: %s", self._parse_cache, exc)
 
+    # -- reads through the feed (KUBE-CACHE, KUBE-NADREAD) -------------------------------------
+
+    async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None:
+        """The pod after a re-read of the manifests (the feed polls every second, and a pod
+        written just before its ADD must not get "pod not found"); a pod still missing while
+        manifests were skipped is an error that names them (the pod's own manifest may be one:
+        too large, not YAML...)."""
+        # On the loop thread, on purpose: the reload swaps the store's contents and must not
+        # race the loop's readers. It runs only on a miss and reads a few small files.
+        problems = self.load()
+        for problem in problems:
+            log.warning("manifest skipped: %s", problem)
+        pod = self.store.lookup_pod(namespace, name)
+        if pod is None and problems:
+            raise errors.UnknownContainerError(
+                "pod not found",
+                "the directory feed skipped: " + "; ".join(str(p) for p in problems),
+            )
+        return pod
+
+    async def fetch_nad(self, namespace: str, name: str) -> model.KubeObject | None:
+        """The NAD after a re-read (KUBE-NADREAD: one written since the last poll is no 101);
+        a NAD still missing while manifests were skipped names them."""
+        problems = self.load()  # on the loop thread, as `fetch_pod` says why
+        for problem in problems:
+            log.warning("manifest skipped: %s", problem)
+        nad = self.store.lookup_nad(namespace, name)
+        if nad is None and problems:
+            raise errors.AttachmentNotFoundError(
+                f"NetworkAttachmentDefinition {namespace}/{name} not found",
+                "the directory feed skipped: " + "; ".join(str(p) for p in problems),
+            )
+        return nad
+
     # -- status files ---------------------------------------------------------------------------
 
     def status_path(self, namespace: str, pod: str) -> Path:
         """`<directory>/status/<namespace>/<pod>.json`; both names must be DNS-1123 labels."""
-        _check_label("pod namespace", namespace)
-        problem = _subdomain_problem(pod) if isinstance(pod, str) else "is not a string"
+        manifests.check_label("pod namespace", namespace)
+        problem = manifests.subdomain_problem(pod) if isinstance(pod, str) else "is not a string"
         if problem is not None:
             raise errors.InvalidEnvironmentError(f"invalid pod name {pod!r}", problem)
         return self.directory / STATUS_DIRECTORY / namespace / f"{pod}.json"
@@ -371,6 +405,24 @@ class DirectoryFeed:
             )
         return raw
 
+    # -- what a directory has none of -----------------------------------------------------------
+
+    async def record_event(
+        self,
+        namespace: str,
+        pod: str,
+        *,
+        reason: str,
+        message: str,
+        type_: str = "Normal",
+        uid: str = "",
+        kind: str = model.POD,
+    ) -> None:
+        """Nothing: a directory has no Events."""
+
+    async def aclose(self) -> None:
+        """Nothing: the feed holds no connection (`run` closes its own watch when cancelled)."""
+
 
 # -- reading one file -----------------------------------------------------------------------------
 
@@ -414,7 +466,7 @@ def _load_file(path: str) -> Iterator[tuple[int, model.KubeObject | str]]:
     for index, document in enumerate(documents, start=1):
         if document is None:
             continue  # an empty document, as between two `---`
-        for found in _objects_of(document):
+        for found in manifests.objects_of(document):
             yield index, found
 
 
@@ -451,220 +503,3 @@ def _read_bounded(path: str) -> bytes:
     if total > MAX_FILE_BYTES:
         raise _FileRefusedError(f"larger than {MAX_FILE_BYTES} bytes; file skipped")
     return b"".join(chunks)
-
-
-# -- checking one document ------------------------------------------------------------------------
-
-
-def _objects_of(document: Any) -> Iterator[model.KubeObject | str]:
-    """The objects of our kinds in a document (a `List` gives its items), or problems (str)."""
-    try:
-        raw = _plain(document, "")
-    except _NotJSONError as exc:
-        yield str(exc)
-        return
-    if not isinstance(raw, dict):
-        yield f"not an object but {_json_type(raw)}"
-        return
-    kind = raw.get("kind")
-    if isinstance(kind, str) and kind in _LIST_KINDS:
-        yield from _list_items(raw, kind)
-        return
-    found = _check_object(raw)
-    if found is not None:
-        yield found
-
-
-def _list_items(raw: dict[str, Any], list_kind: str) -> Iterator[model.KubeObject | str]:
-    # `kubectl get -o yaml` prints `kind: List`; the API's own lists are `<Kind>List`, whose
-    # items carry no kind or apiVersion of their own.
-    item_kind = _LIST_KINDS[list_kind]
-    items = raw.get("items")
-    if items is None:
-        return
-    if not isinstance(items, list):
-        yield f"{list_kind} items is {_json_type(items)}, not a list"
-        return
-    for index, item in enumerate(items):
-        where = f"items[{index}]"
-        if not isinstance(item, dict):
-            yield f"{where}: not an object but {_json_type(item)}"
-            continue
-        if item_kind is not None:
-            item.setdefault("kind", item_kind)
-            if isinstance(raw.get("apiVersion"), str):
-                item.setdefault("apiVersion", raw["apiVersion"])
-        if item.get("kind") in _LIST_KINDS:
-            yield f"{where}: a {item['kind']} inside a {list_kind}"
-            continue
-        found = _check_object(item)
-        if isinstance(found, str):
-            yield f"{where}: {found}"
-        elif found is not None:
-            yield found
-
-
-def _check_object(raw: dict[str, Any]) -> model.KubeObject | str | None:
-    """The object when it is one of our kinds and well formed; a problem; None for other kinds."""
-    kind = raw.get("kind")
-    if kind is None:
-        return "no kind"
-    if not isinstance(kind, str):
-        return f"kind is {_json_type(kind)}, not a string"
-    if kind not in model.API_VERSIONS:
-        return None  # a Deployment, a ConfigMap: nothing netattach reads
-    problems: list[str] = []
-    want = model.API_VERSIONS[kind]
-    api_version = raw.get("apiVersion")
-    if api_version is None:
-        problems.append(f"no apiVersion (expected {want!r})")
-    elif api_version != want:
-        problems.append(f"apiVersion {api_version!r}, expected {want!r}")
-    metadata = raw.get("metadata")
-    if not isinstance(metadata, dict):
-        problems.append("no metadata" if metadata is None else "metadata is not an object")
-        return _problem_text(raw, problems)
-    name = metadata.get("name")
-    if name is None:
-        problems.append("no metadata.name")
-    else:
-        problems += _label_problems("metadata.name", name, subdomain=kind == model.POD)
-    if kind in _CLUSTER_SCOPED:
-        # A namespace on a cluster-scoped object means nothing; the API server drops it too.
-        metadata.pop("namespace", None)
-    else:
-        if metadata.get("namespace") is None:
-            metadata["namespace"] = _DEFAULT_NAMESPACE  # as kubectl does for a namespaced kind
-        problems += _label_problems("metadata.namespace", metadata["namespace"])
-    uid = metadata.get("uid")
-    if uid is not None and (not isinstance(uid, str) or not uid):
-        problems.append("metadata.uid is not a non-empty string")
-    for field in ("labels", "annotations"):
-        problems += _string_map_problems(f"metadata.{field}", metadata, field)
-    for field in ("spec", "status"):
-        if field in raw and raw[field] is None:
-            del raw[field]  # `spec:` with nothing after it
-        elif field in raw and not isinstance(raw[field], dict):
-            problems.append(f"{field} is {_json_type(raw[field])}, not an object")
-    if kind == model.NAD and isinstance(raw.get("spec"), dict):
-        config = raw["spec"].get("config")
-        # NPWG standard §3.1: config is the delegate's JSON as a string, not an embedded object.
-        if config is not None and not isinstance(config, str):
-            problems.append(f"spec.config is {_json_type(config)}, not a string of JSON")
-    if problems:
-        return _problem_text(raw, problems)
-    if kind == model.POLICY and uid is None:
-        # Rules and sets carry their policy's UID (POL-CRD): one that no API server assigned
-        # is derived from the policy's name, so it is the same on every reload.
-        import uuid  # here: only such a policy needs it, not every start of the thin plugin
-
-        namespace = uuid.UUID(_UID_NAMESPACE)
-        metadata["uid"] = str(uuid.uuid5(namespace, f"{metadata['namespace']}/{name}"))
-    obj: model.KubeObject = raw  # type: ignore[assignment]  # checked above, field by field
-    return obj
-
-
-def _problem_text(raw: dict[str, Any], problems: list[str]) -> str:
-    return f"{_describe(raw)}: {'; '.join(problems)}"
-
-
-def _describe(raw: Any) -> str:
-    kind = raw.get("kind", "?")
-    metadata = raw.get("metadata")
-    if not isinstance(metadata, dict):
-        return str(kind)
-    name = metadata.get("name")
-    namespace = metadata.get("namespace")
-    if not isinstance(name, str):
-        return str(kind)
-    if isinstance(namespace, str) and namespace:
-        return f"{kind} {namespace}/{name}"
-    return f"{kind} {name}"
-
-
-def _label_problems(field: str, value: Any, *, subdomain: bool = False) -> list[str]:
-    if not isinstance(value, str):
-        return [f"{field} is {_json_type(value)}, not a string"]
-    problem = _subdomain_problem(value) if subdomain else _label_problem(value)
-    return [] if problem is None else [f"{field} {value!r} {problem}"]
-
-
-def _label_problem(value: str) -> str | None:
-    if not value:
-        return "is empty"
-    if len(value) > _DNS1123_LABEL_MAX:
-        return f"is longer than {_DNS1123_LABEL_MAX} characters"
-    if not re.fullmatch(_DNS1123_LABEL, value):
-        return "is not a DNS-1123 label (lower-case letters, digits and '-')"
-    return None
-
-
-def _subdomain_problem(value: str) -> str | None:
-    if not value:
-        return "is empty"
-    if len(value) > _DNS1123_SUBDOMAIN_MAX:
-        return f"is longer than {_DNS1123_SUBDOMAIN_MAX} characters"
-    if not re.fullmatch(_DNS1123_SUBDOMAIN, value):
-        return "is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')"
-    return None
-
-
-def _string_map_problems(field: str, metadata: dict[str, Any], key: str) -> list[str]:
-    value = metadata.get(key)
-    if value is None:
-        metadata.pop(key, None)
-        return []
-    if not isinstance(value, dict):
-        return [f"{field} is {_json_type(value)}, not an object"]
-    return [
-        f"{field}[{name!r}] is {_json_type(item)}, not a string (quote it)"
-        for name, item in value.items()
-        if not isinstance(item, str)
-    ]
-
-
-def _check_label(what: str, value: str) -> None:
-    problem = _label_problem(value) if isinstance(value, str) else "is not a string"
-    if problem is not None:
-        raise errors.InvalidEnvironmentError(f"invalid {what} {value!r}", problem)
-
-
-# -- plain JSON values ----------------------------------------------------------------------------
-
-
-def _plain(value: Any, where: str) -> Any:
-    """A fresh copy of `value` holding JSON values only: shared (aliased) parts are unshared, so
-    one object's later edits never show in another. Only called once `_Budget` bounded the size.
-    """
-    if isinstance(value, dict):
-        copy: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _NotJSONError(f"{where or 'document'}: key {key!r} is not a string")
-            copy[key] = _plain(item, f"{where}.{key}" if where else key)
-        return copy
-    if isinstance(value, list):
-        return [_plain(item, f"{where}[{index}]") for index, item in enumerate(value)]
-    if isinstance(value, float) and not math.isfinite(value):
-        raise _NotJSONError(f"{where or 'document'}: {value} is not a JSON number")
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    raise _NotJSONError(
-        f"{where or 'document'}: a {type(value).__name__} is not a JSON value (quote it)"
-    )
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return f"a {type(value).__name__}"

@@ -1,4 +1,5 @@
-"""An indexed in-memory store of the objects a feed delivers, by kind and (namespace, name)."""
+"""An indexed in-memory store of the objects a feed delivers, by kind and (namespace, name),
+and the one port through which it reads what its feed has not delivered yet."""
 
 from __future__ import annotations
 
@@ -10,6 +11,18 @@ TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     import asyncio
+    from typing import Protocol
+
+    # The port, as the type checker sees it: `typing` stays off the thin plugin's path
+    # (netattach.values says why), so it is no class at run time.
+    class ReadThrough(Protocol):
+        """A pod or NAD the cache has not seen yet, as the feed has it now (KUBE-CACHE,
+        KUBE-NADREAD): read from the API, or from the manifests read again; None when the
+        source has none either. Each feed is the port of the store it fills by itself."""
+
+        async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
+        async def fetch_nad(self, namespace: str, name: str) -> model.KubeObject | None: ...
+
 
 _Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped kinds
 
@@ -21,9 +34,14 @@ class ClusterStore:
     be quick and must not raise (the policy sync only marks itself dirty). `observers` are
     called with (kind, namespace, name) of each object added, changed or removed (`replace_all`:
     ("", "", "")), for consumers that follow changes one object at a time.
+
+    `read_through`: where `fetch_pod` and `fetch_nad` read what the cache has not seen (the
+    API feed reads it directly, the directory feed re-reads its manifests); None: they answer
+    from the cache alone.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, read_through: ReadThrough | None = None) -> None:
+        self._read_through = read_through
         self._objects: dict[str, dict[_Key, model.KubeObject]] = {
             kind: {} for kind in model.API_VERSIONS
         }
@@ -101,3 +119,18 @@ class ClusterStore:
 
     def objects(self, kind: str) -> list[model.KubeObject]:
         return list(self._objects.get(kind, {}).values())
+
+    # -- reads through the feed (KUBE-CACHE, KUBE-NADREAD) ---------------------------------------
+
+    async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None:
+        """The pod as the feed has it now, for a pod the cache lacks or has stale (an ADD right
+        after the pod's creation, or an API restart)."""
+        if self._read_through is None:
+            return self.lookup_pod(namespace, name)
+        return await self._read_through.fetch_pod(namespace, name)
+
+    async def fetch_nad(self, namespace: str, name: str) -> model.KubeObject | None:
+        """The NAD as the feed has it now, for a NAD the cache lacks."""
+        if self._read_through is None:
+            return self.lookup_nad(namespace, name)
+        return await self._read_through.fetch_nad(namespace, name)

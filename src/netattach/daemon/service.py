@@ -11,12 +11,12 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from netattach import atomic
-from netattach.cluster import files, kube, model, store
+from netattach.cluster import feeds, files, kube
 from netattach.cni import errors, spec
 from netattach.daemon import (
     delegate_guard,
@@ -44,48 +44,6 @@ REMOVALS_GRACE = 2.0  # status removals DELs left running, after the calls in fl
 READINESS_POLL = 1.0
 
 
-class DirectoryView(store.ClusterStore):
-    """The directory feed's store, read by the orchestrator: a pod it has not seen makes it
-    re-read the manifests once before the pod counts as missing (the feed polls every second,
-    and a pod written just before its ADD must not get "pod not found")."""
-
-    reload: Callable[[], Sequence[object]] | None = None
-
-    async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None:
-        """The pod after a re-read; a pod still missing while manifests were skipped is an
-        error that names them (the pod's own manifest may be one: too large, not YAML...)."""
-        if self.reload is None:
-            return self.lookup_pod(namespace, name)
-        # On the loop thread, on purpose: the reload swaps the store's contents and must not
-        # race the loop's readers. It runs only on a miss and reads a few small files.
-        problems = self.reload()
-        for problem in problems:
-            log.warning("manifest skipped: %s", problem)
-        pod = self.lookup_pod(namespace, name)
-        if pod is None and problems:
-            raise errors.UnknownContainerError(
-                "pod not found",
-                "the directory feed skipped: " + "; ".join(str(p) for p in problems),
-            )
-        return pod
-
-    async def fetch_nad(self, namespace: str, name: str) -> model.KubeObject | None:
-        """The NAD after a re-read (KUBE-NADREAD: one written since the last poll is no 101);
-        a NAD still missing while manifests were skipped names them."""
-        if self.reload is None:
-            return self.lookup_nad(namespace, name)
-        problems = self.reload()  # on the loop thread, as `fetch_pod` says why
-        for problem in problems:
-            log.warning("manifest skipped: %s", problem)
-        nad = self.lookup_nad(namespace, name)
-        if nad is None and problems:
-            raise errors.AttachmentNotFoundError(
-                f"NetworkAttachmentDefinition {namespace}/{name} not found",
-                "the directory feed skipped: " + "; ".join(str(p) for p in problems),
-            )
-        return nad
-
-
 class Daemon:
     def __init__(self, cfg: settings.Settings, *, shim: Path | None = None) -> None:
         self.cfg = cfg
@@ -93,15 +51,20 @@ class Daemon:
         # the default is chosen (and a zipapp built, if it comes to that) at the first install.
         self.shim = shim_install.check_explicit(shim)
         self._shim_source: Path | None = None
-        self.view = store.ClusterStore()
         self.runtime = chain.Runtime(
             path=[str(p) for p in cfg.runtime.bin_dirs],
             cache_dir=cfg.runtime.state_dir / "cache",
             timeout=cfg.runtime.delegate_timeout,
             max_concurrent=cfg.daemon.max_concurrent_delegates,
+            observer=self._observe_delegate,
         )
-        self.runtime.invoker.observer = self._observe_delegate
-        self.feed = self._build_feed()
+        # The server before the feed: the feed's Events wait while it has calls under way. Its
+        # handlers are this daemon's methods, which read what is built below only when called.
+        self.server = server.CNIServer(self.handle, pods=self.describe_pods)
+        self.feed: feeds.Feed = self._build_feed(idle=self.server.idle)
+        # The feed's own store, which reads through it: a pod or NAD the cache has not seen is
+        # read from the API, or from the manifests read again (KUBE-CACHE, KUBE-NADREAD).
+        self.view = self.feed.store
         pod_records = records.PodRecords(cfg.runtime.state_dir)
         self.policy: policy_sync.PolicySync | None = None
         if cfg.daemon.policy.enabled:
@@ -112,10 +75,8 @@ class Daemon:
                     orchestrator.status_entries,
                     device_info_dir=cfg.networks.device_info_dir,
                 ),
-                events=self.feed if isinstance(self.feed, kube.KubeFeed) else None,
-                status_file=(
-                    self.feed.read_status if isinstance(self.feed, files.DirectoryFeed) else None
-                ),
+                events=self.feed,
+                status_file=self.feed.read_status,
             )
         self.orchestrator = orchestrator.Orchestrator(
             settings=cfg,
@@ -132,37 +93,27 @@ class Daemon:
                 view=self.view, records=pod_records, replug=self.orchestrator.replug
             )
             self.view.listeners.append(self.hotplug.notify)
-        self.server = server.CNIServer(self.handle, pods=self.describe_pods)
-        if isinstance(self.feed, kube.KubeFeed):
-            self.feed.idle = self.server.idle
         self.health = metrics.HealthServer(ready=self.ready, before_scrape=self._sample)
         self._ready = False
 
-    def _build_feed(self) -> files.DirectoryFeed | kube.KubeFeed:
-        if isinstance(self.cfg.feed, settings.DirectoryFeed):
-            directory_view = DirectoryView()
-            feed_ = files.DirectoryFeed(self.cfg.feed.path, directory_view)
-            directory_view.reload = feed_.load
-            self.view = directory_view
-            return feed_
-        # The API feed fills a KubeView: the orchestrator, reading through it, falls back to a
-        # direct read of a pod the watch has not delivered yet (KUBE-CACHE).
-        view = kube.KubeView()
-        try:
-            feed = kube.KubeFeed(
-                view,
-                node_name=self.cfg.daemon.node_name,
-                kubeconfig=self.cfg.feed.kubeconfig,
-                all_pods=self.cfg.daemon.policy.enabled,
-            )
-        except errors.CNIError as exc:
-            raise errors.InvalidNetworkConfigError(
-                f"{self.cfg.source}: feed.kubernetes: {exc.msg}", exc.details
-            ) from exc
-        view.reader = feed.fetch_pod
-        view.nad_reader = feed.fetch_nad
-        self.view = view
-        return feed
+    def _build_feed(self, *, idle: asyncio.Event) -> feeds.Feed:
+        """The feed the settings name (the one place that knows there are two); `idle`: the
+        server's, which the API feed's Events wait for."""
+        match self.cfg.feed:
+            case settings.DirectoryFeed(path=path):
+                return files.DirectoryFeed(path)
+            case settings.KubernetesFeed(kubeconfig=kubeconfig):
+                try:
+                    return kube.KubeFeed(
+                        node_name=self.cfg.daemon.node_name,
+                        kubeconfig=kubeconfig,
+                        all_pods=self.cfg.daemon.policy.enabled,
+                        idle=idle,
+                    )
+                except errors.CNIError as exc:
+                    raise errors.InvalidNetworkConfigError(
+                        f"{self.cfg.source}: feed.kubernetes: {exc.msg}", exc.details
+                    ) from exc
 
     # -- readiness (standard §6.1) --------------------------------------------------------------
 
@@ -310,13 +261,9 @@ class Daemon:
 
     async def run(self, stop: asyncio.Event) -> int:
         await asyncio.to_thread(self._remove_stale_temp_files)
-        if isinstance(self.feed, files.DirectoryFeed):
-            for problem in await asyncio.to_thread(self.feed.load):
-                log.warning("%s", problem)
-            tasks = [asyncio.create_task(self.feed.run(interval=1.0))]
-        else:
-            # List+watch in the background; ADDs wait (bounded) for the first sync.
-            tasks = [asyncio.create_task(self.feed.run())]
+        await self.feed.start()
+        # The view kept current in the background; ADDs wait (bounded) for the first sync.
+        tasks = [asyncio.create_task(self.feed.run())]
         if self.policy is not None:
             tasks.append(asyncio.create_task(self._enforce_policies(self.policy)))
         await self.server.start(self.cfg.daemon.socket)
@@ -349,9 +296,8 @@ class Daemon:
             for task in tasks:
                 task.cancel()
             await self.health.close()
-            if isinstance(self.feed, kube.KubeFeed):
-                await asyncio.gather(*tasks, return_exceptions=True)  # the watches end first
-                await self.feed.aclose()  # then queued Events go out, within a bound
+            await asyncio.gather(*tasks, return_exceptions=True)  # the watches end first
+            await self.feed.aclose()  # then queued Events go out, within a bound
             if self.cfg.daemon.cleanup_on_exit:
                 self.uninstall()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import types
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from netattach import loggers
@@ -91,11 +91,16 @@ class Runtime:
         executor: execute.PluginExec | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         max_concurrent: int | None = None,
+        observer: Callable[[str, str, float], None] | None = None,
     ) -> None:
+        """`observer`: told (plugin, command, seconds) after every plugin execution."""
         self.path = tuple(path)
         self.cache = cache.AttachmentCache(cache_dir)
         self.invoker = invoke.Invoker(
-            executor or execute.SubprocessExec(), timeout=timeout, max_concurrent=max_concurrent
+            executor or execute.SubprocessExec(),
+            timeout=timeout,
+            max_concurrent=max_concurrent,
+            observer=observer,
         )
         self._versions: dict[tuple[str, int, int, int], tuple[str, ...]] = {}
 

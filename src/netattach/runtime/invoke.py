@@ -77,7 +77,10 @@ class Invoker:
         *,
         timeout: float = 60.0,
         max_concurrent: int | None = None,
+        observer: Callable[[str, str, float], None] | None = None,
     ) -> None:
+        """`observer`: told (plugin, command, seconds) after every plugin execution (the
+        daemon's metrics)."""
         self.executor = executor
         self.timeout = timeout
         # RT-LIMIT: at most this many plugin processes at once; the rest wait their turn, so a
@@ -85,8 +88,7 @@ class Invoker:
         self._slots = _semaphore(max_concurrent) if max_concurrent else None
         self.waiting = 0  # calls queued for a slot (a metric)
         self.running = 0
-        # Told (plugin, command, seconds) after every plugin execution: the daemon's metrics.
-        self.observer: Callable[[str, str, float], None] | None = None
+        self.observer = observer
 
     async def _run(
         self,
