@@ -120,7 +120,7 @@ def test_the_default_types_are_the_reference_plugins_that_make_pod_interfaces() 
     assert refusals(conflist({"type": "host-device", "device": "eth0"})) == [
         'plugins[0].type "host-device" is not allowed by delegatePolicy.types '
         "[bridge, macvlan, ipvlan, ptp, vlan, host-local, static, dhcp, tuning, "
-        "bandwidth, sbr, vrf, firewall]",
+        "bandwidth, sbr, vrf]",
         'plugins[0].device "eth0" is not allowed by delegatePolicy.device []',
     ]
     allowed = conflist(
@@ -315,7 +315,7 @@ def test_bad_policy_settings_name_the_key_and_quote_the_value() -> None:
     assert problems == (
         "delegatePolicy.enabld: unknown key (known: enabled, types, master, bridge, device, "
         "pciBusID, resourceName, dataDir, sysctl, passthruMaster, gatewayBridge, reservedRanges, "
-        "namespaces), "
+        "nodeChanges, namespaces), "
         "got True",
         "delegatePolicy.types: must be a list of names or globs ('*' any run, '?' one character, "
         "'!' in front excludes), got 'bridge'",
@@ -433,8 +433,7 @@ def test_a_refused_nad_fails_the_add_before_any_plugin_runs_with_an_event(tmp_pa
     assert caught.value.msg == (
         "[blue/web/u1] NetworkAttachmentDefinition blue/net-b refused by the delegate policy: "
         'plugins[0].type "host-device" is not allowed by delegatePolicy.types [bridge, macvlan, '
-        "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, bandwidth, sbr, vrf, "
-        "firewall] (and 1 more)"
+        "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, bandwidth, sbr, vrf] (and 1 more)"
     )
     assert 'plugins[0].device "eth0" is not allowed by delegatePolicy.device []' in (
         caught.value.details

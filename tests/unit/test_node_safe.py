@@ -401,17 +401,18 @@ def test_a_nad_on_the_nodes_address_fails_the_add_before_any_plugin_runs(
     node_guard.forget_node_facts()
 
 
-def test_a_config_that_hands_out_nothing_never_reads_the_node(
+def test_a_config_that_hands_out_nothing_and_names_no_host_link_never_reads_the_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def read() -> node_guard.NodeFacts:
-        raise AssertionError("the node read for a config without addresses")
+        raise AssertionError("the node read for a config without addresses or host links")
 
     monkeypatch.setattr(node_guard, "read_node_facts", read)
     node_guard.forget_node_facts()
     view = store.ClusterStore()
     view.replace_all(
-        [pod("blue", "net-a"), nad("blue", "net-a", {"type": "macvlan", "master": "eth1"})]
+        # No master: the node's default-route interface, which no list had to judge by name.
+        [pod("blue", "net-a"), nad("blue", "net-a", {"type": "macvlan"})]
     )
     view.mark_synced()
     orch, _, plugins = build(tmp_path, view, None)
@@ -437,7 +438,10 @@ def test_two_adds_at_once_cannot_both_claim_one_address(tmp_path: Path) -> None:
     """The first ADD's claims count from its check until its record is on disk (the daemon runs
     ADDs side by side)."""
     store_ = records.PodRecords(tmp_path)
-    policy = delegate_rules.DelegatePolicy(rules=rules(reservedRanges=[]))
+    # Forwarding granted: this is about addresses, not about the node's switches.
+    policy = delegate_rules.DelegatePolicy(
+        rules=rules(reservedRanges=[], nodeChanges=["forwarding"])
+    )
     config = {"type": "ptp", "ipam": static("10.5.0.9/24", gateway="10.5.0.254")}
     first, second = [planned("blue/net-a", config)], [planned("red/net-b", config)]
 

@@ -30,7 +30,14 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from netattach.attach import admission_node, delegate_check, delegate_keys, delegate_rules, globs
+from netattach.attach import (
+    admission_node,
+    delegate_check,
+    delegate_keys,
+    delegate_node,
+    delegate_rules,
+    globs,
+)
 from netattach.cluster import model
 
 API_VERSION: Final = "admissionregistration.k8s.io/v1"
@@ -198,6 +205,24 @@ def _sysctl(rules: delegate_rules.DelegateRules) -> Check:
     return Check(flat, each, (f"{_count(opening)} == {_count(flat)}",))
 
 
+def _node_changes(rules: delegate_rules.DelegateRules) -> Check:
+    """SEC-VALUES, what the config text shows: `macspoofchk` true only when `nodeChanges` grants
+    it, a `daemonSocketPath` other than the dhcp daemon's only when it grants `dhcpSocket`."""
+    mac, socket = delegate_node.MACSPOOFCHK, delegate_node.DHCP_SOCKET
+    grant_mac = "true" if rules.node_changes.allows(mac) else "false"
+    grant_socket = "true" if rules.node_changes.allows(socket) else "false"
+    head_mac = "^" + _key([mac]) + _WS + ":" + _WS
+    head_socket = "^" + _key(["daemonSocketPath"]) + _WS + ":" + _WS
+    sockets = "|".join(path.replace(".", "\\.") for path in delegate_node.DHCP_SOCKETS)
+    tokens = _key([mac, "daemonSocketPath"]) + _WS + ":" + _WS + '(?:"[^"]*"|[^,}\\]\\s]+)'
+    each = (
+        f"{_matches('m', head_mac)} ? ({_matches('m', head_mac + 'false$')} || {grant_mac}) : "
+        f"({_matches('m', head_socket + QUOTE + '(?:' + sockets + ')' + QUOTE + '$')} "
+        f"|| {grant_socket})"
+    )
+    return Check(tokens, each)
+
+
 Render = Callable[[delegate_rules.DelegateRules], Check]
 
 # The validations, one per list: (settings key, what it is called in a message, its check).
@@ -210,6 +235,7 @@ _CHECKS: Final[tuple[tuple[str, str, Render], ...]] = (
     ("dataDir", "dataDir", _data_dir),
     ("sysctl", "sysctl", _sysctl),
     *admission_node.CHECKS,  # SEC-NODE: passthruMaster, gatewayBridge, reservedRanges
+    ("nodeChanges", "node change that outlives the pod", _node_changes),  # SEC-VALUES
 )
 
 
@@ -272,6 +298,7 @@ def _rule_text(rules: delegate_rules.DelegateRules, key: str) -> str:
         "passthruMaster": rules.passthru_master,
         "gatewayBridge": rules.gateway_bridge,
         "reservedRanges": globs.Patterns(rules.reserved_ranges),
+        "nodeChanges": rules.node_changes,
     }
     return f"{rules.source}.{key} {listed[key]}"
 
@@ -311,6 +338,39 @@ def _protected(protected: globs.Prefixes) -> dict[str, str]:
         f"grants: {protected}'",
         "reason": "Invalid",
     }
+
+
+# SEC-VALUES at admission: a host link name as the kernel reads it (printable ASCII without '/'
+# and ':', at most 15 bytes, not '.' or '..'; a NUL needs an escape, refused before), and no
+# IPv4-mapped IPv6 spelling (a run of zeros and colons, then `:ffff:`), which Go reads as IPv4.
+_LINK_NAME: Final = "[!#-.0-9;-~]{0,15}"
+_MAPPED: Final = '(?i)"[0:]*:ffff:[^"]*"'
+
+
+def _values() -> list[dict[str, str]]:
+    names = list(delegate_check.LINK_KEYS)
+    head = "^" + _key(names) + _WS + ":" + _WS + QUOTE
+    readable = _cel(head + _LINK_NAME + QUOTE + "$")
+    dots = _cel(head + "\\.\\.?" + QUOTE + "$")
+    found = f"variables.config.findAll({_cel(_pair(names))})"
+    bad = f"{found}.filter(m, !m.matches({readable}) || m.matches({dots}))"
+    mapped = f"variables.config.findAll({_cel(_MAPPED)})"
+    return [
+        {
+            "expression": f"{bad}.size() == 0",
+            "messageExpression": f"{_NAD} + ': interface name ' + {bad}.join(', ') + ' is not "
+            "read by the kernel as written (at most 15 printable ASCII characters, no / or :, "
+            "not . or ..), refused by SEC-VALUES'",
+            "reason": "Invalid",
+        },
+        {
+            "expression": f"{mapped}.size() == 0",
+            "messageExpression": f"{_NAD} + ': address ' + {mapped}.join(', ') + ' is an "
+            "IPv4-mapped IPv6 spelling, which a Go plugin reads as IPv4: write it as IPv4, "
+            "refused by SEC-VALUES'",
+            "reason": "Invalid",
+        },
+    ]
 
 
 # The characters the daemon strips from the annotation (Python's `str.strip()`, which strips
@@ -400,6 +460,7 @@ def build_validations(policy: delegate_rules.DelegatePolicy) -> list[dict[str, s
             }
         )
     validations.append(_protected(policy.protected))
+    validations.extend(_values())
     if resource_name_checked(policy):
         validations.append(_resource_name(policy))
     return validations

@@ -27,7 +27,7 @@ import json
 import os
 from collections.abc import Mapping
 
-from netattach.attach import delegate_keys, delegate_rules, globs
+from netattach.attach import delegate_keys, delegate_rules, globs, ifnames
 from netattach.cni import conf
 from netattach.values import NamedTuple
 
@@ -49,6 +49,8 @@ NAME_KEYS: Final = {
     "pciBusID": "pciBusID",
     "deviceID": "pciBusID",
 }
+# The keys whose value the kernel resolves to a host link (SEC-VALUES: `ifnames`).
+LINK_KEYS: Final = ("master", "bridge", "device")
 _SHOW: Final = 256  # a path may be long; a hostile value is still cut
 NOT_ALLOWED: Final = "is not allowed by"
 
@@ -81,7 +83,7 @@ def check_config(
     spelled = delegate_keys.spelling_problems(raw)
     if spelled:
         return [
-            Refusal(key=path, value=_show(value), rule="", why=why) for path, value, why in spelled
+            Refusal(key=path, value=show(value), rule="", why=why) for path, value, why in spelled
         ]
     refusals: list[Refusal] = []
     _walk(raw, "", rules, protected, refusals)
@@ -122,7 +124,7 @@ def _check_object(
     def refuse(key: str, value: object, listed: object, name: str, why: str = "") -> None:
         rule = f"{rules.source}.{name} {listed}"
         refusals.append(
-            Refusal(key=_join(path, key), value=_show(value), rule=rule, why=why or NOT_ALLOWED)
+            Refusal(key=_join(path, key), value=show(value), rule=rule, why=why or NOT_ALLOWED)
         )
 
     for key, value in obj.items():
@@ -144,6 +146,9 @@ def _check_object(
             elif value == "" and key == "bridge":
                 if not rules.bridge.allows(DEFAULT_BRIDGE_NAME):
                     refusals.append(_default_bridge(path, rules))
+            elif key in LINK_KEYS and (problem := ifnames.problem(value)):
+                # SEC-VALUES: the kernel would act on another name than the list judged.
+                refuse(key, value, listed, name, f"{problem}; refused whatever")
             elif not listed.allows(value):
                 refuse(key, value, listed, name)
         elif key == "dataDir":
@@ -154,7 +159,7 @@ def _check_object(
                 continue
             for sysctl in value:
                 if not rules.sysctl.allows(str(sysctl)):
-                    refuse(f"{key}[{_show(str(sysctl))}]", sysctl, rules.sysctl, "sysctl")
+                    refuse(f"{key}[{show(str(sysctl))}]", sysctl, rules.sysctl, "sysctl")
         elif key in HOST_DEVICE_OTHER_NAMES and not rules.device.allows_anything:
             refuse(key, value, rules.device, "device", "names a host device that only")
     _check_defaults(obj, path, rules, refusals)
@@ -172,14 +177,14 @@ def _check_data_dir(
     by the list, and neither may lie in a protected directory."""
     rule = f"{rules.source}.dataDir {rules.data_dir}"
     if not isinstance(value, str):
-        refusals.append(Refusal(path, _show(value), rule, "is not a string, refused by"))
+        refusals.append(Refusal(path, show(value), rule, "is not a string, refused by"))
         return
     normal = globs.normal_path(value)
     if normal is None:  # relative, or with `..`: no list takes it
-        refusals.append(Refusal(path, _show(value), rule))
+        refusals.append(Refusal(path, show(value), rule))
         return
     resolved = globs.normal_path(os.path.realpath(normal)) or normal
-    shown = _show(value) if resolved == value else f"{_show(value)} (written to {resolved!r})"
+    shown = show(value) if resolved == value else f"{show(value)} (written to {resolved!r})"
     forms = dict.fromkeys((normal, resolved))
     if not all(rules.data_dir.allows(form) for form in forms):
         refusals.append(Refusal(path, shown, rule))
@@ -230,7 +235,8 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _show(value: object) -> str:
+def show(value: object) -> str:
+    """`value` as JSON for a refusal, cut when long."""
     try:
         shown = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):

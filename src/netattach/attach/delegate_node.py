@@ -32,7 +32,7 @@ import ipaddress
 import json
 from collections.abc import Iterator, Mapping, Sequence
 
-from netattach.attach import delegate_check, delegate_rules
+from netattach.attach import delegate_check, delegate_rules, globs, goaddr
 from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
@@ -43,6 +43,11 @@ if TYPE_CHECKING:
     Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 PASSTHRU: Final = "passthru"
+# SEC-VALUES, by their `nodeChanges` names.
+MACSPOOFCHK: Final = "macspoofchk"
+DHCP_SOCKET: Final = "dhcpSocket"
+# The dhcp daemon's socket (the dhcp plugin's default), by both its names.
+DHCP_SOCKETS: Final = ("/run/cni/dhcp.sock", "/var/run/cni/dhcp.sock")
 GATEWAY_FLAGS: Final = ("isGateway", "isDefaultGateway", "ipMasq")
 BRIDGE: Final = "bridge"
 PTP: Final = "ptp"
@@ -110,9 +115,10 @@ def check_config(
 ) -> list[delegate_check.Refusal]:
     """The SEC-NODE refusals of `raw` that need nothing of the node."""
     refusals: list[delegate_check.Refusal] = []
-    for path, obj in _objects(raw, ""):
+    for path, obj in objects(raw):
         _check_passthru(obj, path, rules, refusals)
         _check_gateway_flags(obj, path, rules, refusals)
+        _check_node_changes(obj, path, rules, refusals)
     found, unreadable = claims(raw)
     refusals.extend(unreadable)
     ranges = reserved_networks(rules.reserved_ranges)
@@ -180,6 +186,46 @@ def _check_gateway_flags(
             if isinstance(bridge, str) and not listed.allows(bridge):
                 why = f"on bridge {_show(bridge)} is not allowed by"
                 refusals.append(delegate_check.Refusal(where, "true", rule, why))
+
+
+def _check_node_changes(
+    obj: Mapping[str, Any],
+    path: str,
+    rules: delegate_rules.DelegateRules,
+    refusals: list[delegate_check.Refusal],
+) -> None:
+    """SEC-VALUES, what the config alone shows: a change to the node that outlives the pod
+    (`daemon/node_effects.py` judges those that need the node's state)."""
+    listed = rules.node_changes
+    if "macspoofchk" in obj and obj["macspoofchk"] is not False:
+        value = obj["macspoofchk"]
+        if not isinstance(value, bool):
+            why = "is not true or false, refused by"
+            rule = f"{rules.source}.nodeChanges {listed}"
+            refusals.append(
+                delegate_check.Refusal(_join(path, "macspoofchk"), _show(value), rule, why)
+            )
+        elif not listed.allows(MACSPOOFCHK):
+            refusals.append(change_refusal(_join(path, "macspoofchk"), "true", MACSPOOFCHK, rules))
+    if "daemonSocketPath" in obj:
+        value = obj["daemonSocketPath"]
+        normal = globs.normal_path(value) if isinstance(value, str) else None
+        if normal not in DHCP_SOCKETS and not listed.allows(DHCP_SOCKET):
+            refusals.append(
+                change_refusal(_join(path, "daemonSocketPath"), _show(value), DHCP_SOCKET, rules)
+            )
+
+
+def change_refusal(
+    key: str, value: str, change: str, rules: delegate_rules.DelegateRules, what: str = ""
+) -> delegate_check.Refusal:
+    """A refusal of the node change `change` (a `NODE_CHANGES` name) that `nodeChanges` does
+    not grant; `what` says it of this node when there is more to say than the name's text."""
+    said = what or delegate_rules.NODE_CHANGES[change]
+    why = f"makes a node change that outlives the pod ({said}); {change!r} is not granted by"
+    return delegate_check.Refusal(
+        key, value, f"{rules.source}.nodeChanges {rules.node_changes}", why
+    )
 
 
 def _special(claim: Claim) -> str:
@@ -316,17 +362,13 @@ def _static(
     """A static IPAM address: the pod's, and its gateway where the plugin puts it."""
     where = _join(path, "address")
     value = item["address"]
-    try:
-        interface = ipaddress.ip_interface(value) if isinstance(value, str) else None
-    except ValueError:
-        interface = None
-    if interface is None:
-        unreadable.append(_unreadable(where, value, "an address with its prefix (10.1.0.5/24)"))
+    cidr = _cidr(value, where, "an address with its prefix (10.1.0.5/24)", unreadable)
+    if cidr is None:
         return
-    found.append(Claim(where, _show(value), POD, interface.ip, interface.ip))
+    found.append(Claim(where, _show(value), POD, cidr.ip, cidr.ip))
     if host is not None:
-        gateway = _gateway(item, path, interface.network, unreadable)
-        _host(host, path, item, interface.network, gateway=gateway, found=found)
+        gateway = _gateway(item, path, cidr.network, unreadable)
+        _host(host, path, item, cidr.network, gateway=gateway, found=found)
 
 
 def _host(
@@ -341,7 +383,7 @@ def _host(
     if gateway is None:
         return
     where = _join(path, "gateway")
-    shown = _show(obj["gateway"]) if "gateway" in obj else f'unset ("{gateway}")'
+    shown = _shown(obj["gateway"], gateway) if "gateway" in obj else f'unset ("{gateway}")'
     found.append(Claim(where, shown, HOST, gateway, gateway, bridge=host.bridge))
     if host.bridge:  # the bridge gets the gateway with the subnet's prefix: a route to it all
         subnet = _show(str(network))
@@ -380,34 +422,48 @@ def _point(
     unreadable: list[delegate_check.Refusal],
 ) -> None:
     """One address (`10.1.0.5`, or `10.1.0.5/24` as `ips` entries are written)."""
-    try:
-        address = ipaddress.ip_interface(value).ip if isinstance(value, str) else None
-    except ValueError:
-        address = None
-    if address is None:
-        unreadable.append(_unreadable(path, value, "an address"))
-        return
-    found.append(Claim(path, _show(value), kind, address, address))
+    if isinstance(value, str) and "/" in value:
+        cidr = _cidr(value, path, "an address", unreadable)
+        address = cidr.ip if cidr is not None else None
+    else:
+        address = _address(value, path, unreadable)
+    if address is not None:
+        found.append(Claim(path, _shown(value, address), kind, address, address))
 
 
 def _address(value: object, path: str, unreadable: list[delegate_check.Refusal]) -> Address | None:
-    try:
-        if not isinstance(value, str):
-            raise ValueError(value)  # ipaddress takes integers too: not a plugin
-        return ipaddress.ip_address(value)
-    except ValueError:
-        unreadable.append(_unreadable(path, value, "an address"))
+    """An address as the plugin acts on it (SEC-VALUES: `::ffff:a.b.c.d` is IPv4)."""
+    address = goaddr.read_ip(value)
+    if address is None:
+        unreadable.append(_unreadable(path, value, "an address as Go reads one"))
+    return address
+
+
+def _cidr(
+    value: object, path: str, what: str, unreadable: list[delegate_check.Refusal]
+) -> goaddr.GoCIDR | None:
+    """A CIDR as the plugin reads it; refused when Go would not, or when its prefix means
+    something else to the plugin than it says (an IPv4-mapped IPv6 CIDR)."""
+    cidr = goaddr.read_cidr(value)
+    if cidr is None:
+        unreadable.append(_unreadable(path, value, f"{what} as Go reads one"))
         return None
+    if cidr.mapped:
+        unreadable.append(
+            delegate_check.Refusal(
+                path,
+                _show(value),
+                "SEC-VALUES (docs/security.md)",
+                f"{goaddr.MAPPED_CIDR}, refused by",
+            )
+        )
+        return None
+    return cidr
 
 
 def _network(value: object, path: str, unreadable: list[delegate_check.Refusal]) -> Network | None:
-    try:
-        if not isinstance(value, str):
-            raise ValueError(value)
-        return ipaddress.ip_network(value, strict=False)
-    except ValueError:
-        unreadable.append(_unreadable(path, value, "a CIDR"))
-        return None
+    cidr = _cidr(value, path, "a CIDR", unreadable)
+    return cidr.network if cidr is not None else None
 
 
 def _usable(network: Network) -> tuple[Address, Address]:
@@ -425,20 +481,27 @@ def _unreadable(path: str, value: object, what: str) -> delegate_check.Refusal:
     )
 
 
-def _objects(node: object, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def objects(node: object, path: str = "") -> Iterator[tuple[str, Mapping[str, Any]]]:
     """Every object of the config with its path, outer first (sysctl maps aside)."""
     if isinstance(node, list):
         for index, item in enumerate(node):
-            yield from _objects(item, f"{path}[{index}]")
+            yield from objects(item, f"{path}[{index}]")
     elif isinstance(node, Mapping):
         yield path, node
         for key, value in node.items():
             if key != "sysctl":
-                yield from _objects(value, _join(path, str(key)))
+                yield from objects(value, _join(path, str(key)))
 
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+def _shown(value: object, address: Address) -> str:
+    """The value as written, and the address a Go plugin reads it as when that differs."""
+    if goaddr.is_mapped(value):
+        return f"{_show(value)} (IPv4 {address} to a Go plugin)"
+    return _show(value)
 
 
 def _show(value: object) -> str:

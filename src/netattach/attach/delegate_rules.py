@@ -24,6 +24,8 @@ operator's settings key `delegatePolicy` bounds that choice; this module turns i
         passthruMaster  the master a macvlan takes whole (`mode: passthru`)    (SEC-NODE,
         gatewayBridge   the bridge of `isGateway`/`isDefaultGateway`/`ipMasq`   checked by
         reservedRanges  CIDRs (and `node`) no address a NAD hands out may lie in  delegate_node)
+        nodeChanges     the node changes that outlive a pod a NAD may make (SEC-VALUES):
+                        `NODE_CHANGES` by name, none by default
 
 The first namespace entry whose selector takes the pod's namespace decides its lists; a namespace
 no entry takes gets the cluster-wide ones. `parse_policy` checks a raw mapping in the settings'
@@ -45,7 +47,9 @@ if TYPE_CHECKING:
 # The reference plugins that only make interfaces, addresses and rules for the pod (issue 16):
 # anything else, `host-device` first, runs only when the operator lists it. `portmap` is not
 # among them (SEC-NODE): it opens the node's own ports (DNAT of a host port into the pod), so
-# listing it in `types` is the grant of host ports.
+# listing it in `types` is the grant of host ports. Nor is `firewall` (SEC-VALUES): its chains
+# (CNI-FORWARD, CNI-ADMIN, the isolation chains) and their jumps stay in the node's iptables
+# after DEL, so listing it is the grant of those.
 DEFAULT_TYPES: Final = (
     "bridge",
     "macvlan",
@@ -59,7 +63,6 @@ DEFAULT_TYPES: Final = (
     "bandwidth",
     "sbr",
     "vrf",
-    "firewall",
 )
 # Which host interface a macvlan/ipvlan/vlan hangs off depends on the node's NICs, which a
 # cluster-wide default cannot know: any, until the operator names them.
@@ -115,6 +118,21 @@ NODE_RANGE: Final = "node"
 # (a pod or gateway there answers the node's own metadata requests). Pod and service CIDRs are
 # the cluster's, which a built-in default cannot know: deploy/configmap.yaml names kubeadm's.
 DEFAULT_RESERVED_RANGES: Final = (NODE_RANGE, "169.254.169.254/32", "fd00:ec2::254/128")
+# SEC-VALUES: what a plugin the defaults allow would change on the node and never undo, each by
+# the name `nodeChanges` grants it with. None is granted by default.
+NODE_CHANGES: Final = {
+    "forwarding": "net.ipv4.ip_forward / net.ipv6.conf.all.forwarding switched on (ptp; a "
+    "bridge with isGateway)",
+    "bridgeUp": "an existing host bridge that is down set up (bridge)",
+    "bridgePromisc": "an existing host bridge made promiscuous (bridge promiscMode)",
+    "bridgeAcceptRA": "an existing host bridge's net.ipv6.conf.<bridge>.accept_ra set to 0 "
+    "(bridge)",
+    "bridgeMtu": "an existing host bridge's MTU lowered by a port with a smaller one (bridge mtu)",
+    "macspoofchk": "the nftables table 'bridge nat' and its PREROUTING chain (bridge macspoofchk)",
+    "dhcpSocket": "a connection to a node socket other than the dhcp daemon's /run/cni/dhcp.sock "
+    "(dhcp daemonSocketPath)",
+}
+DEFAULT_NODE_CHANGES: Final = ()
 # Directories no `dataDir` may name whatever the lists say (SEC-NODE): where the runtime reads
 # CNI configs and plugins and keeps its cached results, and netattach's own defaults. The
 # settings add netattach's directories as configured (`with_protected`).
@@ -144,6 +162,7 @@ RULE_KEYS: Final = (
     "passthruMaster",
     "gatewayBridge",
     "reservedRanges",
+    "nodeChanges",
 )
 POLICY_KEYS: Final = ("enabled", *RULE_KEYS, "namespaces")
 NAMESPACE_KEYS: Final = ("namespaceSelector", *RULE_KEYS)
@@ -169,6 +188,7 @@ _DEFAULTS: Final = {
     "sysctl": globs.Patterns(DEFAULT_SYSCTL),
     "passthruMaster": globs.Patterns(DEFAULT_PASSTHRU_MASTER),
     "gatewayBridge": globs.Patterns(DEFAULT_GATEWAY_BRIDGE),
+    "nodeChanges": globs.Patterns(DEFAULT_NODE_CHANGES),
 }
 _DEFAULT_DATA_DIR: Final = globs.Prefixes(DEFAULT_DATA_DIR)
 DEFAULT_PROTECTED: Final = globs.Prefixes(DEFAULT_PROTECTED_DIRS)
@@ -191,6 +211,8 @@ class DelegateRules(NamedTuple):
     passthru_master: globs.Patterns = _DEFAULTS["passthruMaster"]
     gateway_bridge: globs.Patterns = _DEFAULTS["gatewayBridge"]
     reserved_ranges: tuple[str, ...] = DEFAULT_RESERVED_RANGES
+    # SEC-VALUES (daemon/node_effects.py, attach/delegate_node.py): `NODE_CHANGES` granted.
+    node_changes: globs.Patterns = _DEFAULTS["nodeChanges"]
     # Where these lists were written, for messages: "delegatePolicy" or
     # "delegatePolicy.namespaces[0]".
     source: str = "delegatePolicy"
@@ -309,6 +331,14 @@ def _rules(
     passthru_master = names("passthruMaster", base.passthru_master)
     gateway_bridge = names("gatewayBridge", base.gateway_bridge)
     reserved = _ranges(raw.get("reservedRanges"), f"{key}.reservedRanges", problems)
+    node_changes = names("nodeChanges", base.node_changes)
+    for index, entry in enumerate(node_changes.entries if "nodeChanges" in raw else ()):
+        body = entry.removeprefix(globs.EXCLUDE)
+        if not any(c in body for c in "*?") and body not in NODE_CHANGES:
+            problems.append(
+                f"{key}.nodeChanges[{index}]: must be one of {', '.join(NODE_CHANGES)} "
+                f"(or a glob of them), got {_show(entry)}"
+            )
     return DelegateRules(
         types=types,
         master=master,
@@ -321,6 +351,7 @@ def _rules(
         passthru_master=passthru_master,
         gateway_bridge=gateway_bridge,
         reserved_ranges=base.reserved_ranges if reserved is None else reserved,
+        node_changes=node_changes,
         source=key,
     )
 

@@ -61,6 +61,12 @@ def _add_operator_commands(commands: argparse._SubParsersAction, default: str) -
         metavar="FILE",
         help="YAML or JSON files to check, or directories of them; - reads stdin",
     )
+    validate.add_argument(
+        "--node",
+        action="store_true",
+        help="also judge NADs against this machine as its node daemon would at ADD (its "
+        "addresses, links, forwarding, bridges and recorded attachments)",
+    )
     commands.add_parser("version", help="print the version")
 
 
@@ -140,7 +146,7 @@ def _operator_command(args: argparse.Namespace, default: str, prog: str) -> int 
     if args.command == "validate":
         from netattach.cli import validate
 
-        return validate.run(args.files, stdin=sys.stdin, stdout=sys.stdout)
+        return validate.run(args.files, stdin=sys.stdin, stdout=sys.stdout, node=args.node)
     if args.command not in ("status", "graph"):
         return None
     from netattach.cli import sources

@@ -10,10 +10,16 @@ items may omit their kind). Every document is checked as what it is:
     netattach settings                a mapping with `clusterNetwork` (or with settings keys
                                       only): every key, as the daemon reads them
     NetworkAttachmentDefinition       name and namespace (NAD-NAME); spec.config parsed by the
-                                      daemon's own `resolve_delegate` (NAD-BADCONF) and checked
-                                      against the delegate policy (SEC-DELEGATE) of the settings
-                                      among the inputs (the defaults when none is), with the
-                                      labels of the Namespaces among them
+                                      daemon's own `resolve_delegate` (NAD-BADCONF) and judged
+                                      by the daemon's own `delegate_guard.check_nad` (SEC-
+                                      DELEGATE, SEC-KEYS, SEC-NODE, SEC-VALUES; the
+                                      resourceName annotation included) under the delegate
+                                      policy of the settings among the inputs (the defaults when
+                                      none is), with the labels of the Namespaces among them;
+                                      with `--node`, also by the node guard's `judge_config`
+                                      against this machine as the daemon on it would see it at
+                                      ADD (its addresses, gateways, links, forwarding, bridges,
+                                      and the attachments recorded in the settings' stateDir)
     MultiNetworkPolicy                parsed by the daemon's own `policy.model.parse_policy`:
                                       the policy-for annotation, selectors, peers, ports
     Pod, and the pod template of a    the selection annotation, parsed by the daemon's own
@@ -35,10 +41,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from netattach.attach import delegate, delegate_check, delegate_rules, selection
+from netattach.attach import delegate, delegate_rules, selection
 from netattach.cluster import documents, files, model
 from netattach.cni import conf, errors
-from netattach.daemon import settings
+from netattach.daemon import delegate_guard, node_guard, plan, records, settings
 from netattach.policy import model as policy_model
 
 STDIN = "-"
@@ -100,7 +106,14 @@ class _Report:
         self.unreadable = False
         # SEC-DELEGATE: the policy NADs are checked against, and the namespaces' labels.
         self.policy = delegate_rules.DEFAULT_POLICY
-        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.namespaces: dict[str, Mapping[str, object]] = {}
+        self.state_dir = settings.DEFAULT_STATE_DIR
+        # `--node`: the node's facts and live attachments, read once (None: not judged).
+        self.node: tuple[node_guard.NodeFacts, node_guard.LiveAttachments] | None = None
+
+    def lookup_namespace(self, name: str) -> Mapping[str, object] | None:
+        """The Namespace `name` among the inputs (the daemon's view answers the same)."""
+        return self.namespaces.get(name)
 
     def line(self, text: str) -> None:
         # One line each, whatever a message holds: a line is one problem to a reader or a grep.
@@ -120,8 +133,9 @@ class _Report:
         return EXIT_PROBLEMS if self.problems else EXIT_OK
 
 
-def run(paths: Sequence[str], *, stdin: TextIO, stdout: TextIO) -> int:
-    """Check every document of every file in `paths` (`-` reads `stdin`); the exit status."""
+def run(paths: Sequence[str], *, stdin: TextIO, stdout: TextIO, node: bool = False) -> int:
+    """Check every document of every file in `paths` (`-` reads `stdin`); the exit status.
+    `node`: judge NADs against this machine too, as its daemon would at ADD."""
     report = _Report(stdout)
     if not paths:
         report.line("netattach validate: no input named (give files, or - for standard input)")
@@ -144,6 +158,14 @@ def run(paths: Sequence[str], *, stdin: TextIO, stdout: TextIO) -> int:
             continue
         texts.append((label, text, ""))
     _read_context([read for _, read, _ in texts if read is not None], report)
+    if node:
+        try:
+            facts = node_guard.read_node_facts()
+            live = node_guard.live_attachments(records.PodRecords(report.state_dir), "")
+        except OSError as exc:
+            report.line(f"netattach validate: --node: cannot read this node: {exc}")
+            return EXIT_UNREADABLE
+        report.node = (facts, live)
     for label, read, why in texts:
         if read is None:
             report.unreadable = True
@@ -190,7 +212,8 @@ def _read_context(texts: Sequence[str], report: _Report) -> None:
                 metadata = document.get("metadata")
                 labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
                 if name and isinstance(labels, Mapping):
-                    report.namespace_labels[name] = {str(k): str(v) for k, v in labels.items()}
+                    clean = {str(k): str(v) for k, v in labels.items()}
+                    report.namespaces[name] = {"metadata": {"name": name, "labels": clean}}
             elif (
                 not found_policy
                 and _is_settings(document)
@@ -198,6 +221,7 @@ def _read_context(texts: Sequence[str], report: _Report) -> None:
             ):
                 parsed = settings.parse_settings(document, source="validate")
                 report.policy, found_policy = parsed.networks.delegate_policy, True
+                report.state_dir = parsed.runtime.state_dir
 
 
 def _is_settings(document: Mapping[str, object]) -> bool:
@@ -352,16 +376,30 @@ def _nad_problems(document: Mapping[str, object], report: _Report) -> tuple[list
     else:
         if found.name_mismatch is not None:
             warnings.append(found.name_mismatch.removeprefix(nad))
-        if report.policy.enabled:
-            labels = report.namespace_labels.get(nad_namespace, {})
+        # The daemon's own judges (one judge, SEC-VALUES): the NAD's config and resourceName,
+        # then, with --node, what this node's state shows.
+        reference = f"{nad_namespace}/{nad_name}"
+        raw = found.network.raw
+        refusals = delegate_guard.check_nad(
+            reference, raw, report.policy, report, _resource(metadata)
+        )
+        if not refusals and report.node is not None and report.policy.enabled:
+            labels = delegate_guard.namespace_labels(report, nad_namespace)
             rules = report.policy.rules_for(nad_namespace, labels)
-            problems += [
-                f"refused by the delegate policy: {refusal}"
-                for refusal in delegate_check.check_config(
-                    found.network.raw, rules, report.policy.protected
-                )
-            ]
+            refusals = node_guard.judge_config(raw, rules, *report.node)
+        problems += [f"refused by the delegate policy: {refusal}" for refusal in refusals]
     return problems, warnings
+
+
+def _resource(metadata: Mapping[str, object]) -> str:
+    """The NAD's resourceName annotation as the daemon reads it (`plan.resource_of`); "" when
+    the annotations are no mapping of strings (the API server would not take them)."""
+    annotations = metadata.get("annotations")
+    if not isinstance(annotations, Mapping) or not all(
+        isinstance(v, str) for v in annotations.values()
+    ):
+        return ""
+    return plan.resource_of({"metadata": {"annotations": dict(annotations)}})
 
 
 # --- MultiNetworkPolicy ------------------------------------------------------------------------

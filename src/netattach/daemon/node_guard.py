@@ -16,6 +16,11 @@ attachments of NADs (ptp gives every pod's host veth the same gateway), a pod's 
 NAD's included (DEV-DEFAULT); the cluster default network's host side stays the node's. A pod
 address is compared with all of them.
 
+and what the node's links and switches show (`node_effects`, SEC-VALUES), when the config names
+a host link or would change one: a name that is another link's alternative name, and a change
+that outlives the pod (forwarding switched on, an existing bridge set up, promiscuous, its
+accept_ra or MTU changed) that `nodeChanges` does not grant.
+
 Each refusal is a `DelegateRefusedError` (7) naming the NAD, the key, the value and the rule.
 """
 
@@ -27,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from netattach import offload
 from netattach.attach import delegate_check, delegate_node, delegate_rules
-from netattach.daemon import delegate_guard
+from netattach.daemon import delegate_guard, node_effects
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
 from netattach.values import NamedTuple
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from typing import Final
 
     from netattach.attach.delegate_node import Address
+    from netattach.netns.host import Link
 
 # How long the node's addresses read at one ADD serve the next ones: a burst of pods pays one
 # netlink dump, and an address added to the node counts within a second.
@@ -49,10 +55,15 @@ _JUDGED: Final = (delegate_node.POD, delegate_node.HOST, delegate_node.SPAN, del
 
 
 class NodeFacts(NamedTuple):
-    """The node's addresses, each with the interface it is on, and its default gateways."""
+    """The node's addresses, each with the interface it is on, its default gateways, its links,
+    whether it forwards each IP family (4, 6: None when the switch is not there), and the
+    accept_ra of each bridge."""
 
     addresses: tuple[tuple[str, Address], ...] = ()
     gateways: tuple[Address, ...] = ()
+    links: tuple[Link, ...] = ()
+    forwarding: tuple[tuple[int, bool | None], ...] = ()
+    accept_ra: tuple[tuple[str, str], ...] = ()
 
 
 class LiveAttachments(NamedTuple):
@@ -68,9 +79,26 @@ def read_node_facts() -> NodeFacts:
     from netattach.netns import host  # only when a config hands out addresses
 
     addresses, gateways = host.read_addresses()
+    links = tuple(host.read_links())
+    accept_ra = tuple(
+        (link.name, value)
+        for link in links
+        if link.kind == delegate_node.BRIDGE
+        and (value := host.read_sysctl(f"net/ipv6/conf/{link.name}/accept_ra")) is not None
+    )
+    forwarding = tuple(
+        (family, None if value is None else value == "1")
+        for family, value in (
+            (4, host.read_sysctl("net/ipv4/ip_forward")),
+            (6, host.read_sysctl("net/ipv6/conf/all/forwarding")),
+        )
+    )
     return NodeFacts(
         addresses=tuple((name, ip) for name, text in addresses if (ip := _ip_or_none(text))),
         gateways=tuple(ip for text in gateways if (ip := _ip_or_none(text))),
+        links=links,
+        forwarding=forwarding,
+        accept_ra=accept_ra,
     )
 
 
@@ -206,6 +234,35 @@ def _live_conflict(claim: delegate_node.Claim, live: LiveAttachments) -> str:
     return live.addresses.get(claim.first, "")
 
 
+def judge_config(
+    raw: Mapping[str, object],
+    rules: delegate_rules.DelegateRules,
+    facts: NodeFacts,
+    live: LiveAttachments | None = None,
+    requested: Sequence[str] = (),
+) -> list[delegate_check.Refusal]:
+    """Every refusal of one config that the node's `facts` and the `live` attachments show
+    (what `delegate_check.check_config` refuses from the config alone aside); `requested` the
+    selection's `ips`. The one judge of the node's rules: the daemon, the thin plugin, hot-plug
+    and `netattach validate --node` all come here."""
+    claims, _ = delegate_node.claims(raw, requested)
+    node = facts if delegate_rules.NODE_RANGE in rules.reserved_ranges else None
+    found = refusals(claims, rules, node, live or LiveAttachments())
+    found.extend(node_effects.refusals(raw, rules, facts, node_effects.families_of(claims)))
+    return found
+
+
+def touches_node(raw: Mapping[str, object]) -> bool:
+    """Does `raw` name a host link or run a plugin that may change one (so the node's links and
+    switches must be read to judge it)?"""
+    for _, obj in delegate_node.objects(raw):
+        if obj.get("type") in (delegate_node.PTP, delegate_node.BRIDGE):
+            return True
+        if any(isinstance(obj.get(key), str) and obj[key] for key in delegate_check.LINK_KEYS):
+            return True
+    return False
+
+
 async def check_plan(
     plan: Sequence[plan_mod.PlannedAttachment],
     policy: delegate_rules.DelegatePolicy,
@@ -227,18 +284,22 @@ async def check_plan(
             continue  # the operator's own network (a pod's default-network NAD is judged)
         namespace = planned.status_name.partition("/")[0]
         rules = policy.rules_for(namespace, delegate_guard.namespace_labels(view, namespace))
-        claims, _ = delegate_node.claims(planned.network.raw)  # unreadable: refused before
-        if claims:
-            judged.append((planned.status_name, rules, claims))
+        raw = planned.network.raw
+        claims, _ = delegate_node.claims(raw)  # unreadable: refused before
+        if claims or touches_node(raw):
+            judged.append((planned.status_name, rules, claims, raw))
     if not judged:
         return
-    wanted = any(delegate_rules.NODE_RANGE in rules.reserved_ranges for _, rules, _ in judged)
+    wanted = any(
+        (claims and delegate_rules.NODE_RANGE in rules.reserved_ranges) or touches_node(raw)
+        for _, rules, claims, raw in judged
+    )
     facts = await node_facts(read) if wanted else None
     # From here on nothing awaits: under the daemon's event loop, no other ADD can claim an
     # address between this check and the claims noted as pending below.
     # Every record is read from disk for it: only when a claim is one that live attachments can
     # refuse (a pod or host address) or excuse (a host address or subnet beside the node's).
-    kinds = {claim.kind for _, _, claims in judged for claim in claims}
+    kinds = {claim.kind for _, _, claims, _ in judged for claim in claims}
     needs_live = delegate_node.POD in kinds or delegate_node.HOST in kinds
     needs_live = needs_live or (facts is not None and delegate_node.SUBNET in kinds)
     live = (
@@ -246,12 +307,14 @@ async def check_plan(
         if needs_live
         else LiveAttachments()
     )
-    for name, rules, claims in judged:
-        node = facts if delegate_rules.NODE_RANGE in rules.reserved_ranges else None
-        found = refusals(claims, rules, node, live)
+    for name, rules, claims, raw in judged:
+        if facts is None:
+            found = refusals(claims, rules, None, live)
+        else:
+            found = judge_config(raw, rules, facts, live)
         if found:
             raise delegate_guard.refused(name, found)
-    _PENDING.note(container_id, judged)
+    _PENDING.note(container_id, [(name, rules, claims) for name, rules, claims, _ in judged])
 
 
 class _Pending:
