@@ -67,7 +67,7 @@ cni-plugins:
 CNI_CURRENT_TESTS := tests/netns/test_plugins.py tests/netns/test_chain_failures.py \
 	tests/e2e/test_attach.py tests/e2e/test_gc_check.py tests/e2e/test_cni11_plugins.py \
 	tests/e2e/test_runtime_requests.py tests/e2e/test_node_safe.py tests/e2e/test_teardown.py \
-	tests/e2e/test_delegate_keys.py
+	tests/e2e/test_delegate_keys.py tests/e2e/test_node_values.py
 pytest-cni-current: venv cni-plugins
 	NETATTACH_TEST_CNI_PATH="$$(scripts/build-cni-plugins.sh dir)" \
 		$(BIN)/python -m pytest -p no:cacheprovider $(CNI_CURRENT_TESTS)

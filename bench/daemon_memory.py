@@ -310,6 +310,7 @@ def measure(guard: guard_mod.Guard, pods: int, nads: int, namespaces: int) -> di
     work.mkdir()
     node = guard.netns("mem")
     links.set_up(node, "lo")
+    links.set_node_forwarding(node)
     api = RemoteKubeApi.launch(node, bookmark_interval=30.0, parent=guard.work)
     guard.extra_pids.append(api.proc.pid)
     guard.on_undo("stop the fake API of the memory run", api.close)

@@ -66,6 +66,7 @@ def make_node(guard: guard_mod.Guard, macvlan_master: str, macvlan_peer: str) ->
     """The node namespace, loopback up, a veth pair for the macvlan networks' master; its path."""
     path = guard.netns("node")
     links.set_up(path, "lo")
+    links.set_node_forwarding(path)
     links.add_veth_pair(path, macvlan_master, macvlan_peer)
     return path
 

@@ -91,6 +91,7 @@ def node(netns_ready: None) -> Iterator[Node]:
     path = namespace.create(name)
     try:
         links.set_up(path, "lo")
+        links.set_node_forwarding(path)
         yield Node(name=name, path=path)
     finally:
         namespace.remove(name)

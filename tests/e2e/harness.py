@@ -478,6 +478,22 @@ class Cluster:
         directory = self.manifests / "status"
         return sorted(str(p.relative_to(directory)) for p in directory.rglob("*.json"))
 
+    def premade_bridge(self, name: str, mac: str) -> None:
+        """The bridge `name` made beforehand, as nodes that pre-create their pods' bridges do:
+        with an address of its own (a kernel bridge whose address was never set takes the
+        smallest MAC of its ports, so a CHECK comparing with an earlier result would see it
+        change as pods join), up, and taking no router adverts. The bridge plugin writes 0 to
+        accept_ra itself, a node change netattach refuses on a bridge where it is not 0 already
+        (SEC-VALUES)."""
+        node = ["nsenter", f"--net={self.node.path}", "--"]
+        for args in (
+            ["ip", "link", "add", name, "type", "bridge"],
+            ["ip", "link", "set", name, "address", mac],
+            ["ip", "link", "set", name, "up"],
+            ["sh", "-c", f"echo 0 > /proc/sys/net/ipv6/conf/{name}/accept_ra"],
+        ):
+            subprocess.run([*node, *args], check=True, timeout=10)
+
     def node_links(self) -> list[str]:
         """Every link in the node namespace but `lo`: bridges and host veths plugins made."""
         return sorted(name for name in links.read_interfaces(self.node.path) if name != "lo")

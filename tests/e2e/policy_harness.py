@@ -734,6 +734,7 @@ def node_and_pods(root: Path) -> Iterator[Cluster]:
     node_path = namespace.create(node_name)
     try:
         links.set_up(node_path, "lo")
+        links.set_node_forwarding(node_path)
         ipam = root / "ipam"
         ipam.mkdir(parents=True)
         yield Cluster(root / "cluster", Node(name=node_name, path=node_path), ipam, make_pod)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import stat
-import subprocess
 import time
 from pathlib import Path
 
@@ -36,30 +35,13 @@ pytestmark = pytest.mark.netns
 __all__ = ["daemon", "native_shim", "shim_zipapp"]  # the fixtures this module uses
 
 
-def fixed_mac_bridge(cluster: Cluster, name: str) -> None:
-    """Make the bridge `name` in the node namespace with an address of its own.
-
-    The bridge plugin's CHECK compares the bridge MAC in each attachment's prevResult with the
-    bridge's current one; a kernel bridge whose address was never set takes the smallest MAC of
-    its ports, so the second attachment of the same network (net2) changes what net1's result
-    recorded. A set address stays put, as it does on nodes that pre-create their bridges.
-    """
-    node = ["nsenter", f"--net={cluster.node.path}", "--", "ip", "link"]
-    for args in (
-        ["add", name, "type", "bridge"],
-        ["set", name, "address", "02:00:0a:51:00:01"],
-        ["set", name, "up"],
-    ):
-        subprocess.run([*node, *args], check=True, timeout=10)
-
-
 @pytest.mark.req("RT-DEL")
 def test_shim_to_daemon_attaches_checks_and_deletes_with_real_plugins(
     daemon: DaemonNode,
 ) -> None:
     cluster = daemon.cluster
     net_a = bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"))
-    fixed_mac_bridge(cluster, net_a["plugins"][0]["bridge"])
+    cluster.premade_bridge(net_a["plugins"][0]["bridge"], "02:00:0a:51:00:01")
     cluster.add_nad("blue", "net-a", net_a)
     pod = cluster.pod("blue", "web", "net-a,net-a")
     daemon.start()

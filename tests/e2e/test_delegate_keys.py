@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from netattach.attach import delegate_rules
+from tests.e2e.guard_harness import NS, grant, nic, nothing_attached
 from tests.e2e.harness import Cluster, Reply, bridge_list, host_local
-from tests.e2e.test_delegate_policy import NS, grant, nic, nothing_attached
 from tests.netns_fixtures import unique
 
 pytestmark = pytest.mark.netns

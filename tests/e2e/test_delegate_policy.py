@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from netattach.attach import delegate_rules
-from netattach.netns import links
 from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, wait_for
-from tests.e2e.harness import NOTHING, Cluster, Pod, Reply, bridge_list, host_local
+from tests.e2e.guard_harness import NS, grant, nic, nothing_attached, refused
+from tests.e2e.harness import NOTHING, Cluster, bridge_list, host_local
 from tests.e2e.kube_harness import RemoteKubeApi
 from tests.e2e.test_kube_daemon import WATCH_TIMEOUT, api_pod, kube_api, kube_daemon, wait_events
 from tests.kube import objects
@@ -25,40 +25,6 @@ from tests.netns_fixtures import require_link_kind, unique
 pytestmark = pytest.mark.netns
 
 __all__ = ["daemon", "kube_api", "kube_daemon", "native_shim"]  # the fixtures used here
-
-NS = "blue"
-
-
-def grant(cluster: Cluster, **lists: Any) -> None:
-    """The cluster's delegate policy: the harness's (default types and the test plugins) with
-    `lists` on top."""
-    cluster.settings["delegatePolicy"] = {**cluster.settings["delegatePolicy"], **lists}
-
-
-def nic(cluster: Cluster, role: str) -> str:
-    """A veth end in the node namespace named `na-<role>-*`, standing for a host NIC."""
-    name, peer = unique(role), unique("peer")
-    links.add_veth_pair(cluster.node.path, name, peer)
-    return name
-
-
-def refused(reply: Reply, nad: str, key: str, value: str, rule: str) -> None:
-    assert reply.rc == 1, reply
-    assert reply.code == 7
-    msg = reply.out["msg"]
-    assert f"NetworkAttachmentDefinition {NS}/{nad} refused by the delegate policy: " in msg
-    assert f"{key} {value} " in msg
-    assert rule in msg
-
-
-def nothing_attached(cluster: Cluster, pod: Pod, node_links: list[str]) -> None:
-    """No record, no allocation, no interface in the pod, no new link on the node (the veths
-    standing for NICs, in `node_links`, aside)."""
-    left = cluster.leftovers()
-    left["host veths"] = [name for name in left["host veths"] if name not in node_links]
-    assert left == NOTHING
-    assert cluster.interfaces(pod.netns) == {}
-    assert cluster.node_links() == node_links
 
 
 @pytest.mark.req("SEC-DELEGATE")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -81,18 +80,6 @@ def add_nad(api: RemoteKubeApi, cluster: Cluster, name: str, subnet: str) -> dic
     config = bridge_list(None, host_local(cluster.ipam, subnet))
     api.create(objects.nad(name, NS, config=config))
     return config
-
-
-def fixed_mac_bridge(cluster: Cluster, name: str, mac: str) -> None:
-    """The bridge `name` made beforehand with an address of its own, so that a CHECK compares
-    with a bridge MAC that does not change when another pod's port joins (see test_daemon)."""
-    node = ["nsenter", f"--net={cluster.node.path}", "--", "ip", "link"]
-    for args in (
-        ["add", name, "type", "bridge"],
-        ["set", name, "address", mac],
-        ["set", name, "up"],
-    ):
-        subprocess.run([*node, *args], check=True, timeout=10)
 
 
 def api_pod(
@@ -365,9 +352,9 @@ def test_check_and_del_with_the_api_down_work_from_the_record(
     kube_daemon: DaemonNode, kube_api: RemoteKubeApi
 ) -> None:
     daemon, cluster = kube_daemon, kube_daemon.cluster
-    fixed_mac_bridge(cluster, cluster.default_bridge, "02:00:0a:50:00:01")
+    cluster.premade_bridge(cluster.default_bridge, "02:00:0a:50:00:01")
     config = add_nad(kube_api, cluster, "net-a", "10.81.0.0/24")
-    fixed_mac_bridge(cluster, config["plugins"][0]["bridge"], "02:00:0a:51:00:01")
+    cluster.premade_bridge(config["plugins"][0]["bridge"], "02:00:0a:51:00:01")
     web = api_pod(kube_api, cluster, "web", "net-a")
     gone = api_pod(kube_api, cluster, "gone", "net-a")
     daemon.start()

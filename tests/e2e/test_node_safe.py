@@ -10,53 +10,26 @@ default route through a gateway on its link is its uplink.
 from __future__ import annotations
 
 import json
-import subprocess
-from typing import Any
 
 import pytest
 
-from netattach.netns import links
 from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim
+from tests.e2e.guard_harness import (
+    NS,
+    grant,
+    macvlan,
+    nic,
+    node_state,
+    nothing_attached,
+    refused,
+    uplink,
+)
 from tests.e2e.harness import Cluster, bridge_list, host_local
-from tests.e2e.test_delegate_policy import NS, grant, nic, nothing_attached, refused
 from tests.netns_fixtures import require_link_kind, unique
 
 pytestmark = pytest.mark.netns
 
 __all__ = ["daemon", "native_shim"]  # the fixtures used here
-
-
-def ip(cluster: Cluster, *args: str) -> None:
-    """`ip ARGS` in the test's node namespace (never the host's)."""
-    subprocess.run(
-        ["nsenter", f"--net={cluster.node.path}", "--", "ip", *args],
-        check=True,
-        capture_output=True,
-        timeout=10,
-    )
-
-
-def uplink(cluster: Cluster, address: str, gateway: str) -> str:
-    """A stand-in for the node's uplink: `address` on it and the default route via `gateway`."""
-    name = nic(cluster, "up")
-    ip(cluster, "address", "add", address, "dev", name)
-    ip(cluster, "route", "add", "default", "via", gateway, "dev", name)
-    return name
-
-
-def node_state(cluster: Cluster) -> tuple[dict[str, tuple[str, ...]], list[dict[str, Any]]]:
-    """The node's links with their addresses, and its routes: what an attack must not change."""
-    found = links.read_interfaces(cluster.node.path)
-    addresses = {name: state.addresses for name, state in found.items() if name != "lo"}
-    return addresses, cluster.routes(cluster.node.path)
-
-
-def macvlan(master: str | None, subnet: str, cluster: Cluster, **extra: Any) -> dict[str, Any]:
-    plugin: dict[str, Any] = {"cniVersion": "1.0.0", "type": "macvlan", **extra}
-    if master is not None:
-        plugin["master"] = master
-    plugin["ipam"] = host_local(cluster.ipam, subnet)
-    return plugin
 
 
 @pytest.mark.req("SEC-NODE")

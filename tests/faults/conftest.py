@@ -42,6 +42,7 @@ def module_cluster() -> Iterator[Cluster]:
 
     try:
         links.set_up(node.path, "lo")
+        links.set_node_forwarding(node.path)
         ipam = root / "ipam"
         ipam.mkdir()
         yield Cluster(root / "cluster", node, ipam, make_pod)

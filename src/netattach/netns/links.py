@@ -8,6 +8,7 @@ import dataclasses
 import errno
 import ipaddress
 import secrets
+import subprocess
 from typing import Any
 
 from pyroute2 import NetNS
@@ -90,6 +91,22 @@ def add_veth_pair(netns_path: str, name: str, peer: str, *, up: bool = True) -> 
 def set_up(netns_path: str, ifname: str) -> None:
     with NetNS(netns_path) as ns:
         ns.link("set", index=ns.link_lookup(ifname=ifname)[0], state="up")
+
+
+def set_node_forwarding(netns_path: str) -> None:
+    """Switch IPv4 and IPv6 forwarding on in the namespace, as a Kubernetes node has them (the
+    kube-proxy and every default network need them): a namespace standing for a node. IPv6 only
+    where the namespace has it."""
+    script = (
+        "echo 1 > /proc/sys/net/ipv4/ip_forward && "
+        "{ ! test -e /proc/sys/net/ipv6 || echo 1 > /proc/sys/net/ipv6/conf/all/forwarding; }"
+    )
+    subprocess.run(
+        ["nsenter", f"--net={netns_path}", "--", "sh", "-c", script],
+        check=True,
+        capture_output=True,
+        timeout=10,
+    )
 
 
 def delete_link(netns_path: str, ifname: str) -> bool:
