@@ -107,19 +107,19 @@ def test_an_ipv4_mapped_address_is_judged_as_the_ipv4_address() -> None:
         "169.254.169.254/32, fd00:ec2::254/128]"
     )
     # The node's own address, spelled in hex.
-    pod = {"type": "macvlan", "ipam": {"type": "static", "addresses": []}}
+    pod: dict[str, Any] = {"type": "macvlan", "ipam": {"type": "static", "addresses": []}}
     pod["args"] = {"cni": {"ips": ["::ffff:c000:20a"]}}
     (own,) = judged(pod)
     assert "is the node's own address 192.0.2.10 (on eth0)" in own
 
 
 def test_an_ipv4_mapped_cidr_is_refused_outright() -> None:
-    config = {"type": "macvlan", "ipam": {"type": "static", "addresses": []}}
+    config: dict[str, Any] = {"type": "macvlan", "ipam": {"type": "static", "addresses": []}}
     config["ipam"]["addresses"] = [{"address": "::ffff:10.44.0.5/120"}]
     (refusal,) = refusals(config)
     assert refusal.startswith('ipam.addresses[0].address "::ffff:10.44.0.5/120" is an ')
     assert refusal.endswith("write it as IPv4, refused by SEC-VALUES (docs/security.md)")
-    ranged = {"type": "bridge", "bridge": "b", "ipam": {"type": "host-local"}}
+    ranged: dict[str, Any] = {"type": "bridge", "bridge": "b", "ipam": {"type": "host-local"}}
     ranged["ipam"]["subnet"] = "::ffff:10.44.0.0/120"
     assert "IPv4-mapped IPv6 CIDR" in refusals(ranged)[0]
 
@@ -233,7 +233,10 @@ def test_macspoofchk_and_a_foreign_dhcp_socket_need_the_grant() -> None:
     assert "the nftables table 'bridge nat' and its PREROUTING chain" in mac
     assert refusals({"type": "bridge", "bridge": "b", "macspoofchk": False}) == []
     assert refusals({"type": "bridge", "bridge": "b", "macspoofchk": True}, nodeChanges=["*"]) == []
-    socket = {"type": "macvlan", "ipam": {"type": "dhcp", "daemonSocketPath": "/run/x.sock"}}
+    socket: dict[str, Any] = {
+        "type": "macvlan",
+        "ipam": {"type": "dhcp", "daemonSocketPath": "/run/x.sock"},
+    }
     (foreign,) = refusals(socket)
     assert foreign.startswith('ipam.daemonSocketPath "/run/x.sock" makes a node change')
     assert "'dhcpSocket' is not granted" in foreign

@@ -70,17 +70,8 @@ PLUGINS = (
 )
 
 # Disagreements found: a product bug each (src/ is not changed to make them pass here).
-_CNI_ARGS_UNSEEN = (
-    "validate --node judges each NAD alone: a Pod's selection is only parsed "
-    "(parse_selections), never merged into its NAD's config (`cni-args` into args.cni) and judged "
-    "as the daemon, the thin plugin and hot-plug judge the planned attachment; validate admits "
-    "what they refuse"
-)
 # The attack, and the judges that part from the others' verdict, and why.
-DISAGREEMENTS: dict[str, tuple[tuple[str, ...], str]] = {
-    "cni-args-Sysctl": (("validate --node",), _CNI_ARGS_UNSEEN),
-    "cni-args-ips-mapped-node-address": (("validate --node",), _CNI_ARGS_UNSEEN),
-}
+DISAGREEMENTS: dict[str, tuple[tuple[str, ...], str]] = {}
 
 
 class KnownDisagreementError(AssertionError):
@@ -283,8 +274,9 @@ def judge_validate(world: World) -> Verdict:
     out = io.StringIO()
     paths = [str(settings_file), *sorted(str(p) for p in world.manifests.iterdir())]
     validate.run(paths, stdin=io.StringIO(), stdout=out, node=True)
-    subject = f"{model.NAD} {NAMESPACE}/{ATTACK_NAD}: "
-    lines = [line for line in out.getvalue().splitlines() if subject in line]
+    # The NAD judged alone, and the pod's selection of it planned as at ADD (its cni-args).
+    subjects = (f"{model.NAD} {NAMESPACE}/{ATTACK_NAD}: ", f"{model.POD} {NAMESPACE}/{POD}: ")
+    lines = [line for line in out.getvalue().splitlines() if any(s in line for s in subjects)]
     found = sorted({refusal_in(line) for line in lines} - {""})
     return Verdict(found[0] if found else "", " | ".join(lines) or out.getvalue().splitlines()[-1])
 

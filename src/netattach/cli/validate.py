@@ -23,7 +23,10 @@ items may omit their kind). Every document is checked as what it is:
     MultiNetworkPolicy                parsed by the daemon's own `policy.model.parse_policy`:
                                       the policy-for annotation, selectors, peers, ports
     Pod, and the pod template of a    the selection annotation, parsed by the daemon's own
-    Deployment, DaemonSet, ...        `parse_selections`
+    Deployment, DaemonSet, ...        `parse_selections`; each selection of a NAD among the
+                                      inputs planned by the daemon's own `plan.selected`
+                                      (`cni-args`, `ips`, `mac` merged as at ADD) and judged as
+                                      the NAD is
     a CNI config or config list       a mapping with `type`, `plugins` or `cniVersion`
 
 Other kinds are listed as skipped, which is not a problem. Output: one line per problem,
@@ -39,7 +42,7 @@ import re
 import reprlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from netattach.attach import delegate, delegate_rules, selection
 from netattach.cluster import documents, files, model
@@ -107,6 +110,10 @@ class _Report:
         # SEC-DELEGATE: the policy NADs are checked against, and the namespaces' labels.
         self.policy = delegate_rules.DEFAULT_POLICY
         self.namespaces: dict[str, Mapping[str, object]] = {}
+        self.nads: dict[tuple[str, str], model.KubeObject] = {}
+        self.networks = settings.NetworkSettings(
+            cluster_network=settings.ClusterNetworkRef(kind="name", name="validate")
+        )
         self.state_dir = settings.DEFAULT_STATE_DIR
         # `--node`: the node's facts and live attachments, read once (None: not judged).
         self.node: tuple[node_guard.NodeFacts, node_guard.LiveAttachments] | None = None
@@ -114,6 +121,21 @@ class _Report:
     def lookup_namespace(self, name: str) -> Mapping[str, object] | None:
         """The Namespace `name` among the inputs (the daemon's view answers the same)."""
         return self.namespaces.get(name)
+
+    def lookup_nad(self, namespace: str, name: str) -> model.KubeObject | None:
+        """The NAD `namespace/name` among the inputs, when its spec.config is a string."""
+        return self.nads.get((namespace, name))
+
+    def judged(self, reference: str, raw: Mapping[str, object], resource: str) -> list[str]:
+        """The delegate policy's refusals of the NAD `namespace/name` as it would run (`raw`):
+        the daemon's `check_nad`, then, with --node, its node guard."""
+        refusals = delegate_guard.check_nad(reference, raw, self.policy, self, resource)
+        if not refusals and self.node is not None and self.policy.enabled:
+            namespace = reference.partition("/")[0]
+            labels = delegate_guard.namespace_labels(self, namespace)
+            rules = self.policy.rules_for(namespace, labels)
+            refusals = node_guard.judge_config(raw, rules, *self.node)
+        return [f"refused by the delegate policy: {refusal}" for refusal in refusals]
 
     def line(self, text: str) -> None:
         # One line each, whatever a message holds: a line is one problem to a reader or a grep.
@@ -222,6 +244,13 @@ def _read_context(texts: Sequence[str], report: _Report) -> None:
                 parsed = settings.parse_settings(document, source="validate")
                 report.policy, found_policy = parsed.networks.delegate_policy, True
                 report.state_dir = parsed.runtime.state_dir
+                report.networks = parsed.networks
+            elif document.get("kind") == model.NAD:
+                namespace, name = _names(document)
+                spec = document.get("spec")
+                if name and isinstance(spec, Mapping) and isinstance(spec.get("config"), str):
+                    nad = cast("model.KubeObject", dict(document))  # checked as it is read
+                    report.nads[(namespace or "default", name)] = nad
 
 
 def _is_settings(document: Mapping[str, object]) -> bool:
@@ -311,9 +340,9 @@ def _check_object(
         report.results(subject, *_policy_problems(document))
     elif kind == model.POD:
         namespace, name = _names(document)
-        report.results(subject, _selection_problems(document, namespace, name, ""))
+        report.results(subject, _selection_problems(document, namespace, name, "", report))
     elif kind in _POD_TEMPLATES:
-        report.results(subject, _template_problems(document, _POD_TEMPLATES[kind]))
+        report.results(subject, _template_problems(document, _POD_TEMPLATES[kind], report))
     else:
         report.line(f"{subject}: skipped, netattach does not check this kind")
 
@@ -379,15 +408,7 @@ def _nad_problems(document: Mapping[str, object], report: _Report) -> tuple[list
         # The daemon's own judges (one judge, SEC-VALUES): the NAD's config and resourceName,
         # then, with --node, what this node's state shows.
         reference = f"{nad_namespace}/{nad_name}"
-        raw = found.network.raw
-        refusals = delegate_guard.check_nad(
-            reference, raw, report.policy, report, _resource(metadata)
-        )
-        if not refusals and report.node is not None and report.policy.enabled:
-            labels = delegate_guard.namespace_labels(report, nad_namespace)
-            rules = report.policy.rules_for(nad_namespace, labels)
-            refusals = node_guard.judge_config(raw, rules, *report.node)
-        problems += [f"refused by the delegate policy: {refusal}" for refusal in refusals]
+        problems += report.judged(reference, found.network.raw, _resource(metadata))
     return problems, warnings
 
 
@@ -455,7 +476,9 @@ def _bounded(text: str) -> str:
 # --- the selection annotation ------------------------------------------------------------------
 
 
-def _template_problems(document: Mapping[str, object], path: tuple[str, ...]) -> list[str]:
+def _template_problems(
+    document: Mapping[str, object], path: tuple[str, ...], report: _Report
+) -> list[str]:
     """The selection problems of a workload's pod template, in its pods' namespace."""
     template: object = document
     for key in path:
@@ -466,11 +489,11 @@ def _template_problems(document: Mapping[str, object], path: tuple[str, ...]) ->
     if not isinstance(template, Mapping):
         return [f"{where}: must be a mapping, got {_show(template)}"]
     namespace, name = _names(document)
-    return _selection_problems(template, namespace, name, f"{where}.")
+    return _selection_problems(template, namespace, name, f"{where}.", report)
 
 
 def _selection_problems(
-    owner: Mapping[str, object], namespace: str, name: str, where: str
+    owner: Mapping[str, object], namespace: str, name: str, where: str, report: _Report
 ) -> list[str]:
     metadata = owner.get("metadata")
     if metadata is None:
@@ -489,13 +512,33 @@ def _selection_problems(
     if not isinstance(text, str):
         # Unquoted in YAML, the JSON form becomes a list: Kubernetes refuses the object.
         return [f"{key}: must be a string (quote the JSON form in YAML), got {_show(text)}"]
+    lead = f"{where.rstrip('.')}: " if where else ""
     try:
-        selection.parse_selections(text, pod_namespace=namespace or "default", pod=name or "?")
+        chosen = selection.parse_selections(
+            text, pod_namespace=namespace or "default", pod=name or "?"
+        )
     except errors.InvalidSelectionError as exc:
         # A template's problems say which template: "spec.template: networks[0].mac: ...".
-        lead = f"{where.rstrip('.')}: " if where else ""
         return [f"{lead}{problem}" for problem in _SELECTION_SPLIT.split(exc.details)]
-    return []
+    return [f"{lead}{problem}" for problem in _planned_problems(chosen, report)]
+
+
+def _planned_problems(chosen: Sequence[selection.Selection], report: _Report) -> list[str]:
+    """What the delegate policy refuses of each selection of a NAD among the inputs, planned
+    as the daemon plans it at ADD (the selection's `cni-args`, `ips` and `mac` merged into
+    the config, SEL-CNIARGS): a pod author's part judged with the NAD's."""
+    problems: list[str] = []
+    for index, one in enumerate(chosen):
+        if report.lookup_nad(one.namespace, one.name) is None:
+            continue  # not among the inputs: the NAD itself is judged where it is
+        try:
+            planned = plan.selected(one, ifname=f"net{index + 1}", view=report, cfg=report.networks)
+        except errors.CNIError as exc:
+            problems.append(f"networks[{index}]: {exc.msg}")
+            continue
+        for problem in report.judged(planned.status_name, planned.network.raw, planned.resource):
+            problems.append(f"networks[{index}] ({planned.status_name}): {problem}")
+    return problems
 
 
 # --- CNI configs -------------------------------------------------------------------------------
