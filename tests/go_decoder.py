@@ -9,6 +9,11 @@ installed. A build that fails fails the test: CI machines have Go.
 `Decoder.read(configs)` feeds any number of configs, one JSON text a line, through one process
 (`cnidecode -batch`) and returns a reading per config (tests/go/cnidecode/decode.go says what a
 reading holds).
+
+The same binary is the value oracle of SEC-VALUES (tests/go/cnidecode/oracle.go):
+`Decoder.addresses(queries)` reads addresses and CIDRs with Go's `net` and CNI's
+`types.ParseCIDR`, `Decoder.links(names, netns)` resolves interface names with the plugins'
+netlink `LinkByName` inside a network namespace (run there by `nsenter`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ BUILD_TIMEOUT = 900.0
 READ_TIMEOUT = 300.0
 
 Reading = dict[str, Any]
+# A query for `cnidecode -addr`: ("ip" or "cidr", the text).
+AddrQuery = tuple[str, str]
 
 
 def source_hash(directory: Path = GO_DIR) -> str:
@@ -64,11 +71,28 @@ class Decoder:
         for config in configs:
             if "\n" in config or "\r" in config:
                 raise ValueError(f"a config must be one line: {config!r}")
-        if not configs:
+        return self._lines(["-batch"], configs)
+
+    def addresses(self, queries: Sequence[AddrQuery]) -> list[Reading]:
+        """Go's reading of each (kind, text): `{"ok", "ip", "v4", "prefix", "bits"}` (oracle.go)."""
+        lines = [json.dumps({"kind": kind, "text": text}) for kind, text in queries]
+        return self._lines(["-addr"], lines)
+
+    def links(self, names: Sequence[str], netns: str) -> list[Reading]:
+        """netlink's `LinkByName` of each name inside the network namespace at path `netns`:
+        `{"found", "name", "index"}` (oracle.go). Needs root."""
+        lines = [json.dumps({"name": name}) for name in names]
+        return self._lines(["-links"], lines, prefix=["nsenter", f"--net={netns}", "--"])
+
+    def _lines(
+        self, flags: Sequence[str], lines: Sequence[str], prefix: Sequence[str] = ()
+    ) -> list[Reading]:
+        """Run the binary with `flags` over `lines` (JSON texts), one answer a line."""
+        if not lines:
             return []
         done = subprocess.run(
-            [str(self.binary), "-batch"],
-            input="".join(config + "\n" for config in configs),
+            [*prefix, str(self.binary), *flags],
+            input="".join(line + "\n" for line in lines),
             capture_output=True,
             text=True,
             encoding="utf-8",
@@ -76,10 +100,12 @@ class Decoder:
             check=False,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"cnidecode -batch exited {done.returncode}: {done.stderr}")
+            raise RuntimeError(
+                f"cnidecode {' '.join(flags)} exited {done.returncode}: {done.stderr}"
+            )
         readings: list[Reading] = [json.loads(line) for line in done.stdout.splitlines()]
-        if len(readings) != len(configs):
-            raise RuntimeError(f"cnidecode gave {len(readings)} readings for {len(configs)}")
+        if len(readings) != len(lines):
+            raise RuntimeError(f"cnidecode gave {len(readings)} answers for {len(lines)}")
         return readings
 
     def modules(self) -> dict[str, str]:

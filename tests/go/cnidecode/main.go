@@ -8,6 +8,8 @@
 //	                     line that is not a JSON object gives {"error": "..."}
 //	cnidecode -drift DIR compare plugins.go with the plugins module's source in DIR
 //	cnidecode -modules   the versions of the cni and plugins modules built in
+//	cnidecode -addr      addresses and CIDRs as the plugins parse them, one a line (oracle.go)
+//	cnidecode -links     interface names as netlink resolves them here, one a line (oracle.go)
 //
 // decode.go says what a reading holds.
 package main
@@ -28,12 +30,18 @@ func main() {
 	batch := flag.Bool("batch", false, "one config per input line, one reading per output line")
 	drift := flag.String("drift", "", "the plugins module's directory: compare the declared structs with its source")
 	modules := flag.Bool("modules", false, "print the CNI module versions built in")
+	addr := flag.Bool("addr", false, "one address query per input line, one answer per output line")
+	links := flag.Bool("links", false, "one link-name query per input line, resolved in this network namespace")
 	flag.Parse()
 	switch {
 	case *drift != "":
 		os.Exit(runDrift(*drift))
 	case *modules:
 		os.Exit(printModules())
+	case *addr:
+		os.Exit(runLines(os.Stdin, os.Stdout, readAddr))
+	case *links:
+		os.Exit(runLines(os.Stdin, os.Stdout, readLink))
 	case *batch:
 		os.Exit(runBatch(os.Stdin, os.Stdout))
 	default:
