@@ -420,6 +420,12 @@ ATTACKS: list[Attack] = [
         does="the kernel reads `eth0`: the node's uplink moved into the pod past `!eth0`",
     ),
     Attack(
+        "bridge-name-pattern",
+        {"type": "bridge", "bridge": "br%d"},
+        does="the kernel made the new bridge br0 (the first free number), not the name judged, "
+        "and the failed ADD left it on the node",
+    ),
+    Attack(
         "master-over-15-bytes",
         {"type": "macvlan", "master": f"{MANAGEMENT_NIC}0"},
         NOT_UPLINK,

@@ -145,6 +145,7 @@ def test_a_cidr_go_would_not_read_is_refused(value: str) -> None:
         ("ethé" * 4, "is 20 bytes"),
         ("eth\ud800", "is not valid UTF-8"),
         ("eth/0", "is no name the kernel gives an interface"),
+        ("br%d", "holds a '%': the kernel makes another name of it"),
         ("..", "is no name the kernel gives an interface"),
         ("eth 0", "is no name the kernel gives an interface"),
     ],

@@ -340,10 +340,10 @@ def _protected(protected: globs.Prefixes) -> dict[str, str]:
     }
 
 
-# SEC-VALUES at admission: a host link name as the kernel reads it (printable ASCII without '/'
-# and ':', at most 15 bytes, not '.' or '..'; a NUL needs an escape, refused before), and no
+# SEC-VALUES at admission: a host link name as the kernel reads it (printable ASCII without '/',
+# ':' and '%', at most 15 bytes, not '.' or '..'; a NUL needs an escape, refused before), and no
 # IPv4-mapped IPv6 spelling (a run of zeros and colons, then `:ffff:`), which Go reads as IPv4.
-_LINK_NAME: Final = "[!#-.0-9;-~]{0,15}"
+_LINK_NAME: Final = "[!#$&-.0-9;-~]{0,15}"
 _MAPPED: Final = '(?i)"[0:]*:ffff:[^"]*"'
 
 
@@ -359,7 +359,7 @@ def _values() -> list[dict[str, str]]:
         {
             "expression": f"{bad}.size() == 0",
             "messageExpression": f"{_NAD} + ': interface name ' + {bad}.join(', ') + ' is not "
-            "read by the kernel as written (at most 15 printable ASCII characters, no / or :, "
+            "read by the kernel as written (at most 15 printable ASCII characters, no /, : or %, "
             "not . or ..), refused by SEC-VALUES'",
             "reason": "Invalid",
         },

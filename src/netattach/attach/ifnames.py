@@ -11,6 +11,9 @@ kernel does not read the name as the NAD's string:
     name (altname)      lookup of `uplink` with eth0 (altnames are up to 127 bytes)
     not UTF-8           Go's JSON decoder turns a lone surrogate escape into U+FFFD; Python
                         keeps it: two readings of one string
+    a '%'               a name the kernel makes from a pattern when it creates the link
+                        ("br%d" becomes br0, the first free number): the bridge plugin makes a
+                        link of another name, and a failed ADD leaves it on the node
     "", ".", "..", a '/', ':' or a space
                         names the kernel never gives an interface (dev_valid_name): a lookup
                         finds nothing and a create fails, so the plugin acts on nothing we
@@ -46,6 +49,11 @@ def problem(name: str) -> str:
         return (
             f"is {size} bytes: the kernel reads at most {IFNAMSIZ - 1} of an interface name "
             f"(cut, {cut!r}, or refused)"
+        )
+    if "%" in name:
+        return (
+            "holds a '%': the kernel makes another name of it when it creates the link "
+            "(br%d is br0)"
         )
     if name in ("", ".", "..") or any(c in _INVALID for c in name):
         return "is no name the kernel gives an interface (no '/', ':' or space; not '.' or '..')"
