@@ -37,8 +37,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from netattach.attach import delegate_rules
-from netattach.daemon import node_guard
+from netattach.guard import delegate_policy, node_state
 from netattach.netns import host
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,31 +93,31 @@ def corpus_settings() -> dict[str, Any]:
     policy["namespaces"] = [
         _grant(
             "device",
-            types=[*delegate_rules.DEFAULT_TYPES, "host-device"],
+            types=[*delegate_policy.DEFAULT_TYPES, "host-device"],
             device=["net1"],
             pciBusID=["0000:00:1f.6"],
         ),
         _grant("master", master=["eth1"]),
         _grant("any-type", types=["*"]),
-        _grant("default-data-dir", dataDir=list(delegate_rules.DEFAULT_DATA_DIR)),
+        _grant("default-data-dir", dataDir=list(delegate_policy.DEFAULT_DATA_DIR)),
         _grant(
             "not-uplink",
-            types=[*delegate_rules.DEFAULT_TYPES, "host-device"],
+            types=[*delegate_policy.DEFAULT_TYPES, "host-device"],
             master=["*", f"!{UPLINK}", f"!{MANAGEMENT_NIC}"],
             device=["*", f"!{UPLINK}", f"!{MANAGEMENT_NIC}"],
         ),
         _grant(
             "sriov",
-            types=[*delegate_rules.DEFAULT_TYPES, "host-device"],
+            types=[*delegate_policy.DEFAULT_TYPES, "host-device"],
             resourceName=[DATA_RESOURCE],
         ),
     ]
     return policy
 
 
-def corpus_policy() -> delegate_rules.DelegatePolicy:
+def corpus_policy() -> delegate_policy.DelegatePolicy:
     problems: list[str] = []
-    policy = delegate_rules.parse_policy(corpus_settings(), "delegatePolicy", problems)
+    policy = delegate_policy.parse_policy(corpus_settings(), "delegatePolicy", problems)
     assert policy is not None, problems
     return policy
 
@@ -141,9 +140,9 @@ NOT_UPLINK = {GRANT_LABEL: "not-uplink"}
 SRIOV = {GRANT_LABEL: "sriov"}
 
 
-def node_facts() -> node_guard.NodeFacts:
+def node_facts() -> node_state.NodeFacts:
     """The corpus's node as the node guard reads it (the module docstring says what it has)."""
-    return node_guard.NodeFacts(
+    return node_state.NodeFacts(
         addresses=(
             ("eth0", ipaddress.ip_address(NODE_ADDRESS)),
             ("eth0", ipaddress.ip_address("2001:db8::10")),

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from netattach.attach import delegate_rules
+from netattach.guard import delegate_policy
 from netattach.netns import links
 from tests.netns_fixtures import PLUGIN_DIR, Node, unique
 
@@ -188,7 +188,7 @@ class Cluster:
             "feed": {"directory": str(self.manifests)},
             # The tests' own plugins (na-probe, na-rec, ...) are no reference plugins: the delegate
             # policy runs them because they are listed, as an operator lists what it installs.
-            "delegatePolicy": {"types": [*delegate_rules.DEFAULT_TYPES, "na-*"]},
+            "delegatePolicy": {"types": [*delegate_policy.DEFAULT_TYPES, "na-*"]},
         }
         self.default_bridge = unique("br")
         self.write_network_file(

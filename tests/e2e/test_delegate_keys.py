@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from netattach.attach import delegate_rules
+from netattach.guard import delegate_policy
 from tests.e2e.guard_harness import NS, grant, nic, nothing_attached
 from tests.e2e.harness import Cluster, Reply, bridge_list, host_local
 from tests.netns_fixtures import unique
@@ -34,7 +34,7 @@ def refused_spelling(reply: Reply, nad: str, key: str, canonical: str) -> None:
 def test_a_second_spelling_of_device_cannot_move_the_uplink(cluster: Cluster) -> None:
     """`{"device": <granted>, "DEVICE": <uplink>}`: host-device would take the last, the uplink."""
     uplink, granted = nic(cluster, "up"), nic(cluster, "ok")
-    grant(cluster, types=[*delegate_rules.DEFAULT_TYPES, "host-device"], device=["na-ok-*"])
+    grant(cluster, types=[*delegate_policy.DEFAULT_TYPES, "host-device"], device=["na-ok-*"])
     attack = {"cniVersion": "1.0.0", "type": "host-device", "device": granted, "DEVICE": uplink}
     cluster.add_nad(NS, "net-hd", attack)
     cluster.add_nad(NS, "net-ok", {"cniVersion": "1.0.0", "type": "host-device", "device": granted})

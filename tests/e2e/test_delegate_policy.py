@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from netattach.attach import delegate_rules
+from netattach.guard import delegate_policy
 from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, wait_for
 from tests.e2e.guard_harness import NS, grant, nic, nothing_attached, refused
 from tests.e2e.harness import NOTHING, Cluster, bridge_list, host_local
@@ -30,7 +30,7 @@ __all__ = ["daemon", "kube_api", "kube_daemon", "native_shim"]  # the fixtures u
 @pytest.mark.req("SEC-DELEGATE")
 def test_host_device_on_an_interface_outside_the_list_is_refused(cluster: Cluster) -> None:
     uplink = nic(cluster, "up")
-    grant(cluster, types=[*delegate_rules.DEFAULT_TYPES, "host-device"], device=["na-ok-*"])
+    grant(cluster, types=[*delegate_policy.DEFAULT_TYPES, "host-device"], device=["na-ok-*"])
     cluster.add_nad(NS, "net-hd", {"cniVersion": "1.0.0", "type": "host-device", "device": uplink})
     before = cluster.node_links()
     pod = cluster.pod(NS, "web", "net-hd")
@@ -66,7 +66,7 @@ def test_a_namespace_granted_host_device_gets_it_and_others_do_not(cluster: Clus
         namespaces=[
             {
                 "namespaceSelector": {"matchLabels": {"netattach.io/host-devices": "granted"}},
-                "types": [*delegate_rules.DEFAULT_TYPES, "host-device"],
+                "types": [*delegate_policy.DEFAULT_TYPES, "host-device"],
                 "device": ["na-ok-*"],
             }
         ],
@@ -237,7 +237,7 @@ def test_the_daemon_refuses_with_a_warning_event_and_grants_by_namespace_label(
         "namespaces": [
             {
                 "namespaceSelector": {"matchLabels": {"netattach.io/host-devices": "granted"}},
-                "types": [*delegate_rules.DEFAULT_TYPES, "host-device"],
+                "types": [*delegate_policy.DEFAULT_TYPES, "host-device"],
                 "device": ["na-ok-*"],
             }
         ],

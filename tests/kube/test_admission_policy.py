@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 import yaml
 
-from netattach.attach import admission, delegate_rules
 from netattach.cluster import model
+from netattach.guard import admission, delegate_policy
 from tests import attack_corpus
 from tests.attack_corpus import ALLOWED, ATTACKS, Attack
 from tests.kube import objects
@@ -267,7 +267,7 @@ def test_the_policy_refuses_a_resource_name_the_namespace_is_not_granted(
     real_api: RealKubeApi,
 ) -> None:
     problems: list[str] = []
-    policy = delegate_rules.parse_policy(RESOURCE_LISTS, "delegatePolicy", problems)
+    policy = delegate_policy.parse_policy(RESOURCE_LISTS, "delegatePolicy", problems)
     assert policy is not None
     assert problems == []
     name = f"netattach-test-resource-{secrets.token_hex(3)}"

@@ -15,7 +15,7 @@ characters), each judged as a macvlan master, a bridge and a host-device device 
 that excludes the uplink and one bridge by their primary names:
 
     the guard's view is the kernel's: whenever the guard accepts a name (`ifnames.problem` finds
-        nothing, `delegate_check.check_config` and `node_guard.judge_config` with the facts of
+        nothing, `check.check_config` and `node_guard.judge_config` with the facts of
         that namespace refuse nothing), the oracle finds no link or the link of that very name
     what the kernel resolves to a protected link is refused: whenever the oracle resolves a
         spelling to a link the policy excludes for that key, the guard refuses the config
@@ -41,8 +41,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from netattach.attach import delegate_check, delegate_rules, globs, ifnames
 from netattach.daemon import node_guard
+from netattach.guard import check, delegate_policy, globs, ifnames, node_state
 from tests import go_decoder
 from tests.netns_fixtures import Node
 
@@ -136,7 +136,7 @@ def oracle() -> go_decoder.Decoder:
     return go_decoder.build_decoder()
 
 
-def read_facts_in(node: Node) -> node_guard.NodeFacts:
+def read_facts_in(node: Node) -> node_state.NodeFacts:
     """`node_guard.read_node_facts()` as a process inside the namespace reads it."""
     code = (
         f"import sys; sys.path.insert(0, {str(SRC)!r}); import base64, pickle; "
@@ -152,21 +152,21 @@ def read_facts_in(node: Node) -> node_guard.NodeFacts:
     )
     assert done.returncode == 0, done.stderr
     facts = pickle.loads(base64.b64decode(done.stdout))
-    assert isinstance(facts, node_guard.NodeFacts)
+    assert isinstance(facts, node_state.NodeFacts)
     return facts
 
 
 @pytest.fixture
-def facts(node: Node, names: Names) -> node_guard.NodeFacts:
+def facts(node: Node, names: Names) -> node_state.NodeFacts:
     """The facts of the namespace with its links made (once for all examples of a property)."""
     return read_facts_in(node)
 
 
-def rules_for(made: Names) -> delegate_rules.DelegateRules:
+def rules_for(made: Names) -> delegate_policy.DelegateRules:
     """Any link but the protected ones, by primary name; every node change granted (this is
     about which link a name is, not what a plugin does to it)."""
-    return delegate_rules.DelegateRules(
-        types=globs.Patterns((*delegate_rules.DEFAULT_TYPES, "host-device")),
+    return delegate_policy.DelegateRules(
+        types=globs.Patterns((*delegate_policy.DEFAULT_TYPES, "host-device")),
         master=globs.Patterns(("*", f"!{made.uplink}")),
         bridge=globs.Patterns(("*", f"!{made.bridge}")),
         device=globs.Patterns(("*", f"!{made.uplink}", f"!{made.bridge}")),
@@ -179,19 +179,19 @@ def config(plugin: str, name: str) -> dict[str, Any]:
 
 
 def refusals(
-    raw: dict[str, Any], rules: delegate_rules.DelegateRules, facts: node_guard.NodeFacts
-) -> list[delegate_check.Refusal]:
+    raw: dict[str, Any], rules: delegate_policy.DelegateRules, facts: node_state.NodeFacts
+) -> list[check.Refusal]:
     """What the guard refuses of `raw`: the config alone, then with the node's facts."""
-    found = delegate_check.check_config(raw, rules)
-    return found or node_guard.judge_config(raw, rules, facts, live=node_guard.LiveAttachments())
+    found = check.check_config(raw, rules)
+    return found or node_guard.judge_config(raw, rules, facts, live=node_state.LiveAttachments())
 
 
 def violations(
     spellings: Sequence[str],
     answers: Sequence[go_decoder.Reading],
     made: Names,
-    rules: delegate_rules.DelegateRules,
-    facts: node_guard.NodeFacts,
+    rules: delegate_policy.DelegateRules,
+    facts: node_state.NodeFacts,
     mix: Counter[str],
 ) -> list[str]:
     """Each spelling and config where the guard and the kernel part ways, said precisely."""
@@ -316,7 +316,7 @@ def targets(made: Names) -> tuple[str, ...]:
 
 
 def test_the_oracle_resolves_names_as_the_kernel_does(
-    node: Node, names: Names, facts: node_guard.NodeFacts, oracle: go_decoder.Decoder
+    node: Node, names: Names, facts: node_state.NodeFacts, oracle: go_decoder.Decoder
 ) -> None:
     """What the property relies on, once: the kernel resolves a name up to a NUL and by its
     alternative names, exactly otherwise (case, a long name's first 15 bytes); and the facts
@@ -343,7 +343,7 @@ def test_the_oracle_resolves_names_as_the_kernel_does(
 
 
 def test_each_name_of_a_protected_link_is_refused(
-    node: Node, names: Names, facts: node_guard.NodeFacts, oracle: go_decoder.Decoder
+    node: Node, names: Names, facts: node_state.NodeFacts, oracle: go_decoder.Decoder
 ) -> None:
     """Every spelling the kernel resolves to the uplink or the protected bridge, named: the
     exact names and the alternative ones, with a NUL and without."""
@@ -387,7 +387,7 @@ def mix() -> Iterator[Counter[str]]:
 def test_the_guard_accepts_a_name_only_as_the_kernel_resolves_it(
     node: Node,
     names: Names,
-    facts: node_guard.NodeFacts,
+    facts: node_state.NodeFacts,
     oracle: go_decoder.Decoder,
     mix: Counter[str],
     data: st.DataObject,

@@ -1,5 +1,5 @@
 """The node-safe defaults at admission (SEC-NODE, SEC-ADMISSION): the CEL of
-`attach/admission_node.py`, evaluated as the API server does (tests/unit/test_admission_policy.py's
+`guard/admission_node.py`, evaluated as the API server does (tests/unit/test_admission_policy.py's
 evaluator), refuses whatever the daemon's per-config check refuses of passthru masters, gateway
 bridges and reserved ranges, refuses the corpus's SEC-NODE attacks under deploy/'s policy, and
 admits the plain uses."""
@@ -16,13 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from netattach.attach import (
-    admission,
-    admission_node,
-    delegate_check,
-    delegate_node,
-    delegate_rules,
-)
+from netattach.guard import admission, admission_node, check, delegate_policy, node_rules
 from tests import attack_corpus
 from tests.unit.test_admission_policy import CompiledPolicy, nad, policy_of
 
@@ -54,7 +48,7 @@ def test_the_corpus_policy_refuses_the_node_attacks_at_admission(name: str) -> N
     assert messages, name
     # And the daemon, on the config alone (the node's facts aside).
     rules = attack_corpus.corpus_policy().rules_for("blue", labels_of(attack))
-    assert delegate_check.check_config(json.loads(text), rules), name
+    assert check.check_config(json.loads(text), rules), name
 
 
 @pytest.mark.parametrize("attack", attack_corpus.ALLOWED, ids=lambda a: a.name)
@@ -121,7 +115,7 @@ def node_plugins(draw: st.DrawFn) -> dict[str, Any]:
     if kind == "bridge" and draw(st.booleans()):
         plugin["bridge"] = draw(NAMES)
     if kind in ("bridge", "ptp"):
-        for flag in delegate_node.GATEWAY_FLAGS:
+        for flag in node_rules.GATEWAY_FLAGS:
             if draw(st.integers(0, 3)) == 0:
                 plugin[flag] = draw(st.booleans())
     if kind in ("macvlan", "bridge", "ptp", "ipvlan") and draw(st.booleans()):
@@ -138,7 +132,7 @@ def node_plugins(draw: st.DrawFn) -> dict[str, Any]:
 @functools.cache
 def compiled_for(
     passthru: tuple[str, ...], gateway: tuple[str, ...], reserved: tuple[str, ...]
-) -> tuple[delegate_rules.DelegatePolicy, CompiledPolicy]:
+) -> tuple[delegate_policy.DelegatePolicy, CompiledPolicy]:
     raw = {
         "types": ["*"],
         "passthruMaster": list(passthru),
@@ -168,7 +162,7 @@ def test_admission_refuses_whatever_the_daemon_refuses_of_the_node_rules(
     config = {"cniVersion": "1.0.0", "name": "net-a", "plugins": chain}
     text = json.dumps(config, separators=(",", ":") if compact else None)
 
-    refused_at_add = delegate_check.check_config(config, policy.rules)
+    refused_at_add = check.check_config(config, policy.rules)
     messages = compiled.messages(nad("blue", text), {})
 
     if refused_at_add:
@@ -218,7 +212,7 @@ def test_a_passthru_without_its_own_master_is_refused_unless_any_master_is_allow
 
         messages = compiled.messages(nad("blue", text), {})
 
-        assert bool(delegate_check.check_config(config, policy.rules)) is refused, passthru
+        assert bool(check.check_config(config, policy.rules)) is refused, passthru
         assert bool(messages) is refused, (passthru, messages)
 
 
@@ -235,7 +229,7 @@ def test_a_passthru_with_its_own_master_beside_nested_objects_is_admitted() -> N
     ]
     config = {"cniVersion": "1.0.0", "name": "net-a", "plugins": chain}
     policy, compiled = compiled_for(("eth1",), (), ())
-    assert delegate_check.check_config(config, policy.rules) == []
+    assert check.check_config(config, policy.rules) == []
     for text in (json.dumps(config), json.dumps(config, indent=2)):
         assert compiled.messages(nad("blue", text), {}) == []
 
@@ -260,4 +254,4 @@ def test_the_ipv4_regex_takes_exactly_the_addresses_of_its_range(
 
 def test_an_ipv6_range_is_left_to_the_daemon() -> None:
     assert admission_node.ipv4_regex("fd00:ec2::254/128") is None
-    assert delegate_rules.DEFAULT_RESERVED_RANGES[-1] == "fd00:ec2::254/128"
+    assert delegate_policy.DEFAULT_RESERVED_RANGES[-1] == "fd00:ec2::254/128"

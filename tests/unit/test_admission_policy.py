@@ -23,11 +23,11 @@ from celpy import adapter, celtypes, evaluation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from netattach.attach import admission, delegate_check, delegate_rules
 from netattach.cli import admission as admission_cmd
 from netattach.cli import main as cli_main
 from netattach.cluster import model
 from netattach.daemon import settings as settings_mod
+from netattach.guard import admission, check, delegate_policy
 from tests.unit import test_delegate_keys
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ class CompiledPolicy:
                     "metadata": {
                         "name": namespace,
                         # The API server labels every namespace with its name.
-                        "labels": {**labels, delegate_rules.NAMESPACE_NAME_LABEL: namespace},
+                        "labels": {**labels, delegate_policy.NAMESPACE_NAME_LABEL: namespace},
                     }
                 }
             ),
@@ -95,8 +95,8 @@ class CompiledPolicy:
             {celtypes.StringType(k): v for k, v in values.items()}
         )
         failed = []
-        for check, message in self.validations:
-            verdict = check.evaluate(activation)
+        for validation, message in self.validations:
+            verdict = validation.evaluate(activation)
             assert isinstance(verdict, celtypes.BoolType), verdict
             if not verdict:
                 failed.append(str(message.evaluate(activation)))
@@ -118,9 +118,9 @@ def nad(
     }
 
 
-def policy_of(raw: dict[str, Any]) -> delegate_rules.DelegatePolicy:
+def policy_of(raw: dict[str, Any]) -> delegate_policy.DelegatePolicy:
     problems: list[str] = []
-    policy = delegate_rules.parse_policy(raw, "delegatePolicy", problems)
+    policy = delegate_policy.parse_policy(raw, "delegatePolicy", problems)
     assert problems == []
     assert policy is not None
     return policy
@@ -259,9 +259,9 @@ def text_of(config: dict[str, Any], style: int) -> str:
 
 
 def daemon_refuses(
-    policy: delegate_rules.DelegatePolicy, namespace: str, labels: Any, raw: Any
+    policy: delegate_policy.DelegatePolicy, namespace: str, labels: Any, raw: Any
 ) -> bool:
-    return bool(delegate_check.check_config(raw, policy.rules_for(namespace, labels)))
+    return bool(check.check_config(raw, policy.rules_for(namespace, labels)))
 
 
 @pytest.mark.req("SEC-ADMISSION")
@@ -362,7 +362,7 @@ def resource_messages(namespace: str, labels: dict[str, str], value: str | None)
 
 
 def daemon_refuses_resource(
-    policy: delegate_rules.DelegatePolicy, namespace: str, labels: dict[str, str], value: str
+    policy: delegate_policy.DelegatePolicy, namespace: str, labels: dict[str, str], value: str
 ) -> bool:
     # As the daemon reads and checks it: daemon/plan.py resource_of strips the annotation
     # ("" names no resource), daemon/delegate_guard.py check_nad judges it by the NAD's namespace.

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from netattach.attach import delegate_rules
 from netattach.cluster import model, store
 from netattach.cni import conf, env, errors
 from netattach.daemon import (
@@ -26,6 +25,7 @@ from netattach.daemon import (
     records,
     settings,
 )
+from netattach.guard import delegate_policy
 from netattach.runtime import chain
 from tests.unit.fake_plugins import FakePlugins
 from tests.unit.test_orchestrator_events import Sink
@@ -313,14 +313,14 @@ def test_the_delegate_policy_judges_the_pods_default_network_nad() -> None:
     view = view_of(pod("ovn"), nad(POD_NS, "ovn", config))
     planned = build(view)
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
-        delegate_guard.check_plan(planned, delegate_rules.DEFAULT_POLICY, view)
+        delegate_guard.check_plan(planned, delegate_policy.DEFAULT_POLICY, view)
     assert caught.value.code == 7
     assert caught.value.msg.startswith(
         "NetworkAttachmentDefinition blue/ovn refused by the delegate policy: "
     )
     # The cluster default, the operator's own, is not judged: the same config passes as it.
     operators = [planned[0]._replace(pod_default=False)]
-    delegate_guard.check_plan(operators, delegate_rules.DEFAULT_POLICY, view)
+    delegate_guard.check_plan(operators, delegate_policy.DEFAULT_POLICY, view)
 
 
 def static(address: str) -> dict[str, Any]:
@@ -352,7 +352,7 @@ def test_the_node_guard_judges_the_pods_default_network_nad(tmp_path: Path) -> N
     config = {"type": "macvlan", "master": "eth1", "ipam": static("10.20.0.5/24")}
     view = view_of(pod("ovn"), nad(POD_NS, "ovn", config))
     planned = build(view)
-    policy = delegate_rules.DelegatePolicy(rules=delegate_rules.DelegateRules(reserved_ranges=()))
+    policy = delegate_policy.DelegatePolicy(rules=delegate_policy.DelegateRules(reserved_ranges=()))
 
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
         asyncio.run(node_guard.check_plan(planned, policy, view, store_, "c1"))

@@ -33,9 +33,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from netattach.attach import delegate, delegate_node, delegate_rules, globs
+from netattach.attach import delegate
 from netattach.cni import conf, errors
 from netattach.daemon import delegate_guard
+from netattach.guard import delegate_policy, globs, node_rules
 from netattach.runtime import chain
 from tests import attack_corpus
 from tests.go_decoder import CNI_MODULE, GO_DIR, PLUGINS_MODULE, Decoder, Reading
@@ -48,8 +49,8 @@ LONG_S = "\u017f"  # Go reads it as s
 KELVIN = "\u212a"  # Go reads it as k
 
 # The lists the generated configs are judged by: names the generator writes are on both sides.
-STRICT = delegate_rules.DelegateRules(
-    types=globs.Patterns((*delegate_rules.DEFAULT_TYPES, "host-device", "portmap")),
+STRICT = delegate_policy.DelegateRules(
+    types=globs.Patterns((*delegate_policy.DEFAULT_TYPES, "host-device", "portmap")),
     master=globs.Patterns(("na-ok*",)),
     bridge=globs.Patterns(("br-ok",)),
     device=globs.Patterns(("dev-ok",)),
@@ -60,7 +61,7 @@ STRICT = delegate_rules.DelegateRules(
     gateway_bridge=globs.Patterns(("br-ok",)),
 )
 NO_DEVICE = STRICT._replace(device=globs.Patterns(()), pci_bus_id=globs.Patterns(()))
-FRESH = delegate_rules.DelegateRules()  # a fresh install: no delegatePolicy key
+FRESH = delegate_policy.DelegateRules()  # a fresh install: no delegatePolicy key
 RULES = {"strict": STRICT, "no-device": NO_DEVICE, "fresh": FRESH}
 
 # Plugins that hang off the node's default-route interface when their master is "".
@@ -85,7 +86,7 @@ class Judged(NamedTuple):
 def judge(
     spec: str,
     cni_args: Mapping[str, object] | None,
-    policy: delegate_rules.DelegatePolicy,
+    policy: delegate_policy.DelegatePolicy,
     labels: Mapping[str, str] | None = None,
 ) -> Judged:
     """`spec` as the daemon takes a NAD's spec.config, with a pod's `cni-args` merged."""
@@ -129,7 +130,7 @@ class _Namespaces:
 
 
 def outside_policy(
-    reading: Reading, rules: delegate_rules.DelegateRules, protected: globs.Prefixes
+    reading: Reading, rules: delegate_policy.DelegateRules, protected: globs.Prefixes
 ) -> list[str]:
     """What one plugin's reading does that the rules do not allow; [] when nothing."""
     found: list[str] = []
@@ -177,7 +178,7 @@ def outside_policy(
     return found
 
 
-def _outside_node_rules(reading: Reading, rules: delegate_rules.DelegateRules) -> list[str]:
+def _outside_node_rules(reading: Reading, rules: delegate_policy.DelegateRules) -> list[str]:
     """SEC-NODE's per-config rules on a reading: a master taken whole, a gateway or NAT on the
     node."""
     found: list[str] = []
@@ -197,7 +198,7 @@ def _outside_node_rules(reading: Reading, rules: delegate_rules.DelegateRules) -
 
 
 def _outside_ipam(
-    ipam: Mapping[str, Any], rules: delegate_rules.DelegateRules, protected: globs.Prefixes
+    ipam: Mapping[str, Any], rules: delegate_policy.DelegateRules, protected: globs.Prefixes
 ) -> list[str]:
     if "error" in ipam:
         return []
@@ -206,7 +207,7 @@ def _outside_ipam(
     if kind and (conf.plugin_type_problem(kind) or not rules.types.allows(kind)):
         found.append(f"ipam type (read by {ipam['plugin']}) {kind!r} not in types {rules.types}")
     found.extend(_outside_data_dir("ipam dataDir", ipam.get("dataDir"), rules, protected))
-    reserved = delegate_node.reserved_networks(rules.reserved_ranges)
+    reserved = node_rules.reserved_networks(rules.reserved_ranges)
     points = [a["address"] for a in ipam.get("addresses") or ()] + list(ipam.get("ips") or ())
     for text in points:
         address = _interface(text)
@@ -238,7 +239,7 @@ def _interface(text: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface |
 
 
 def _outside_data_dir(
-    where: str, value: object, rules: delegate_rules.DelegateRules, protected: globs.Prefixes
+    where: str, value: object, rules: delegate_policy.DelegateRules, protected: globs.Prefixes
 ) -> list[str]:
     """A dataDir the plugin writes, judged as the kernel resolves it ("" is the plugin's
     default, which the lists do not judge)."""
@@ -261,7 +262,7 @@ def _outside_data_dir(
 def readings_outside(
     judged: Judged,
     readings: Reading,
-    rules: delegate_rules.DelegateRules,
+    rules: delegate_policy.DelegateRules,
     protected: globs.Prefixes,
 ) -> list[str]:
     """Everything the plugins of one config read outside the rules, each named by plugin."""
@@ -567,8 +568,8 @@ def mix() -> Iterator[Counter[str]]:
         assert seen[kind] > 0, seen
 
 
-def _policy(rules: delegate_rules.DelegateRules) -> delegate_rules.DelegatePolicy:
-    return delegate_rules.DelegatePolicy(rules=rules)
+def _policy(rules: delegate_policy.DelegateRules) -> delegate_policy.DelegatePolicy:
+    return delegate_policy.DelegatePolicy(rules=rules)
 
 
 @pytest.mark.req("SEC-KEYS")
@@ -667,7 +668,7 @@ def _traits(case: Case, *, accepted: bool) -> list[str]:
 class Named(NamedTuple):
     spec: str
     reads: tuple[int, str, object]  # (plugin index, reading key, value) the plugin reads
-    rules: delegate_rules.DelegateRules = STRICT
+    rules: delegate_policy.DelegateRules = STRICT
     cni_args: dict[str, object] | None = None
 
 

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from netattach.attach import delegate, delegate_check, delegate_keys, delegate_rules
+from netattach.attach import delegate
 from netattach.cni import conf, errors
 from netattach.daemon import settings
+from netattach.guard import check, delegate_policy, keys
 
 # --- Go's folding ------------------------------------------------------------------------------
 
@@ -34,7 +35,7 @@ from netattach.daemon import settings
     ],
 )
 def test_go_fold_matches_encoding_json(key: str, folded: str) -> None:
-    assert delegate_keys.go_fold(key) == folded
+    assert keys.go_fold(key) == folded
 
 
 @pytest.mark.req("SEC-KEYS")
@@ -44,15 +45,15 @@ def test_a_key_folds_to_a_field_exactly_when_go_would_take_it_for_that_field(key
     `marker`-like keys the same field (Unicode's CaseFolding.txt, which Go's tables follow)."""
     plain = key.replace("\u017f", "s").replace("\u212a", "k").lower()
     for field in ("master", "kernelpath"[:6], "tasker"):
-        assert (delegate_keys.go_fold(key) == delegate_keys.go_fold(field)) == (plain == field)
+        assert (keys.go_fold(key) == keys.go_fold(field)) == (plain == field)
 
 
 # --- spellings ---------------------------------------------------------------------------------
 
 
-def policy_rules(**lists: Any) -> delegate_rules.DelegateRules:
+def policy_rules(**lists: Any) -> delegate_policy.DelegateRules:
     problems: list[str] = []
-    policy = delegate_rules.parse_policy(lists, "delegatePolicy", problems)
+    policy = delegate_policy.parse_policy(lists, "delegatePolicy", problems)
     assert problems == [], problems
     assert policy is not None
     return policy.rules
@@ -60,10 +61,10 @@ def policy_rules(**lists: Any) -> delegate_rules.DelegateRules:
 
 def refusals(config: object, **lists: Any) -> list[str]:
     assert isinstance(config, dict)
-    return [str(r) for r in delegate_check.check_config(config, policy_rules(**lists))]
+    return [str(r) for r in check.check_config(config, policy_rules(**lists))]
 
 
-HOST_DEVICE = {"types": [*delegate_rules.DEFAULT_TYPES, "host-device"], "device": ["na-ok"]}
+HOST_DEVICE = {"types": [*delegate_policy.DEFAULT_TYPES, "host-device"], "device": ["na-ok"]}
 
 # Issue 27's attacks by key spelling: each passed the exact-name policy, each is refused now.
 SPELLINGS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
@@ -241,14 +242,12 @@ def test_netattachs_directories_are_refused_whatever_the_lists_allow(tmp_path: P
         "/etc/cni/net.d",
         "/opt/cni/bin",
     ):
-        found = delegate_check.check_config(host_local(directory), policy.rules, policy.protected)
+        found = check.check_config(host_local(directory), policy.rules, policy.protected)
         assert [r.why for r in found] == [
             "lies in a directory of netattach or the runtime, which no list grants:"
         ], directory
         assert str(state) in found[0].rule
-    ok = delegate_check.check_config(
-        host_local(str(tmp_path / "ipam")), policy.rules, policy.protected
-    )
+    ok = check.check_config(host_local(str(tmp_path / "ipam")), policy.rules, policy.protected)
     assert ok == []
 
 

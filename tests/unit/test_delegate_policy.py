@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from netattach.attach import delegate_check, delegate_rules, globs
 from netattach.cluster import model, store
 from netattach.cni import env, errors
 from netattach.daemon import delegate_guard, locks, orchestrator, records, settings
+from netattach.guard import check, delegate_policy, globs
 from netattach.runtime import chain
 from tests.unit.fake_plugins import FakePlugins
 from tests.unit.test_orchestrator_events import Sink
@@ -99,16 +99,16 @@ def test_a_relative_or_dotdot_path_is_in_no_list() -> None:
 # --- what each rule refuses --------------------------------------------------------------------
 
 
-def rules(**lists: list[str]) -> delegate_rules.DelegateRules:
+def rules(**lists: list[str]) -> delegate_policy.DelegateRules:
     problems: list[str] = []
-    policy = delegate_rules.parse_policy(lists, "delegatePolicy", problems)
+    policy = delegate_policy.parse_policy(lists, "delegatePolicy", problems)
     assert problems == []
     assert policy is not None
     return policy.rules
 
 
 def refusals(config: dict[str, Any], **lists: list[str]) -> list[str]:
-    return [str(r) for r in delegate_check.check_config(config, rules(**lists))]
+    return [str(r) for r in check.check_config(config, rules(**lists))]
 
 
 def conflist(*plugins: dict[str, Any]) -> dict[str, Any]:
@@ -259,7 +259,7 @@ POLICY = {
 @pytest.mark.req("SEC-DELEGATE")
 def test_the_first_namespace_entry_that_selects_decides_and_keys_it_omits_are_inherited() -> None:
     problems: list[str] = []
-    policy = delegate_rules.parse_policy(POLICY, "delegatePolicy", problems)
+    policy = delegate_policy.parse_policy(POLICY, "delegatePolicy", problems)
     assert problems == []
     assert policy is not None
     radio = policy.rules_for("radio", {"team": "radio", "tier": "lab"})
@@ -283,16 +283,16 @@ def test_a_selector_on_the_namespace_name_works_without_labels() -> None:
         "namespaces": [
             {
                 "namespaceSelector": {
-                    "matchLabels": {delegate_rules.NAMESPACE_NAME_LABEL: "radio"}
+                    "matchLabels": {delegate_policy.NAMESPACE_NAME_LABEL: "radio"}
                 },
                 "types": ["macvlan"],
             }
         ]
     }
-    policy = delegate_rules.parse_policy(raw, "delegatePolicy", problems)
+    policy = delegate_policy.parse_policy(raw, "delegatePolicy", problems)
     assert policy is not None
     assert policy.rules_for("radio", {}).types.entries == ("macvlan",)
-    assert policy.rules_for("blue", {}).types == delegate_rules.DelegateRules().types
+    assert policy.rules_for("blue", {}).types == delegate_policy.DelegateRules().types
 
 
 @pytest.mark.req("SEC-DELEGATE")
@@ -338,7 +338,7 @@ def test_bad_policy_settings_name_the_key_and_quote_the_value() -> None:
 
 def test_settings_without_a_policy_get_the_defaults() -> None:
     cfg = settings.parse_settings({"clusterNetwork": "x", "feed": {"directory": "/m"}}, source="t")
-    assert cfg.networks.delegate_policy == delegate_rules.DEFAULT_POLICY
+    assert cfg.networks.delegate_policy == delegate_policy.DEFAULT_POLICY
     assert cfg.networks.delegate_policy.enabled
 
 

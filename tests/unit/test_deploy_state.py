@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from netattach.attach import globs
 from netattach.daemon import settings
+from netattach.guard import globs
 from tests.unit.test_deploy import one
 
 # Where the reference plugins keep state when a NAD names no `dataDir` (containernetworking/
@@ -60,8 +60,8 @@ def deploy_settings() -> settings.Settings:
 def allowed_data_dirs() -> list[globs.Prefixes]:
     """`delegatePolicy.dataDir` of deploy/configmap.yaml: the cluster-wide list and each
     namespace rule's."""
-    delegate_policy = deploy_settings().networks.delegate_policy
-    rule_sets = [delegate_policy.rules, *(entry.rules for entry in delegate_policy.namespaces)]
+    shipped = deploy_settings().networks.delegate_policy
+    rule_sets = [shipped.rules, *(entry.rules for entry in shipped.namespaces)]
     return [rules.data_dir for rules in rule_sets]
 
 

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from netattach.attach import delegate, delegate_rules, globs, status
+from netattach.attach import delegate, status
 from netattach.cni import conf, errors
 from netattach.daemon import delegate_guard, devices, records
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import settings as settings_mod
+from netattach.guard import delegate_policy, globs
 from tests.devices import podresources_server
 from tests.devices.podresources_server import Claim, Container, PodResourcesStandIn
 
@@ -92,7 +93,7 @@ def test_a_device_info_path_never_leaves_its_directory(
 
 def test_the_resource_name_list_is_a_delegate_policy_list() -> None:
     problems: list[str] = []
-    policy = delegate_rules.parse_policy(
+    policy = delegate_policy.parse_policy(
         {
             "resourceName": ["intel.com/*"],
             "namespaces": [
@@ -107,9 +108,9 @@ def test_the_resource_name_list_is_a_delegate_policy_list() -> None:
     assert policy.rules.resource_name.allows("intel.com/sriov_netdevice")
     assert not policy.rules.resource_name.allows("nvidia.com/gpu")
     assert not policy.namespaces[0].rules.resource_name.allows("intel.com/sriov_netdevice")
-    assert delegate_rules.DelegateRules().resource_name.allows("any.io/thing")
+    assert delegate_policy.DelegateRules().resource_name.allows("any.io/thing")
 
-    delegate_rules.parse_policy({"resourceName": "intel.com/*"}, "delegatePolicy", problems)
+    delegate_policy.parse_policy({"resourceName": "intel.com/*"}, "delegatePolicy", problems)
     assert problems == [
         "delegatePolicy.resourceName: must be a list of names or globs ('*' any run, '?' one "
         "character, '!' in front excludes), got 'intel.com/*'"
@@ -226,8 +227,8 @@ def test_devices_already_held_are_not_given_again(kubelet: PodResourcesStandIn) 
 @pytest.mark.req("DEV-RESOURCE")
 @pytest.mark.req("SEC-DELEGATE")
 def test_a_resource_the_namespace_is_not_granted_is_a_delegate_policy_refusal() -> None:
-    policy = delegate_rules.DelegatePolicy(
-        rules=delegate_rules.DelegateRules(resource_name=globs.Patterns(("x/*",)))
+    policy = delegate_policy.DelegatePolicy(
+        rules=delegate_policy.DelegateRules(resource_name=globs.Patterns(("x/*",)))
     )
 
     bridge = conf.parse_config_list(
@@ -312,8 +313,8 @@ def test_netattach_status_lists_a_nad_whose_resource_the_policy_refuses(tmp_path
 
     view = store.ClusterStore()
     view.replace_all([nad("granted", " x/vf "), nad("other", "a.io/vf")])  # type: ignore[list-item]
-    policy = delegate_rules.DelegatePolicy(
-        rules=delegate_rules.DelegateRules(resource_name=globs.Patterns(("x/*",)))
+    policy = delegate_policy.DelegatePolicy(
+        rules=delegate_policy.DelegateRules(resource_name=globs.Patterns(("x/*",)))
     )
 
     assert delegate_guard.refused_nads(view, policy, tmp_path) == [

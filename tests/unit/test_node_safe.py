@@ -1,4 +1,4 @@
-"""Node-safe defaults (SEC-NODE) as pure code: each rule of `attach/delegate_node.py` on its own
+"""Node-safe defaults (SEC-NODE) as pure code: each rule of `guard/node_rules.py` on its own
 config, the node's facts and the live attachments of `daemon/node_guard.py`, the settings that
 write them, and the orchestrator refusing before any plugin runs (fake plugins, no root)."""
 
@@ -11,25 +11,25 @@ from typing import Any
 
 import pytest
 
-from netattach.attach import delegate_check, delegate_node, delegate_rules
 from netattach.cluster import store
 from netattach.cni import conf
 from netattach.daemon import delegate_guard, node_guard, plan, records, settings
+from netattach.guard import check, delegate_policy, node_rules, node_state
 from tests.unit.test_delegate_policy import build, call, nad, pod
 
 pytestmark = pytest.mark.req("SEC-NODE")
 
 
-def rules(**lists: Any) -> delegate_rules.DelegateRules:
+def rules(**lists: Any) -> delegate_policy.DelegateRules:
     problems: list[str] = []
-    policy = delegate_rules.parse_policy(lists, "delegatePolicy", problems)
+    policy = delegate_policy.parse_policy(lists, "delegatePolicy", problems)
     assert problems == []
     assert policy is not None
     return policy.rules
 
 
 def refusals(config: dict[str, Any], **lists: Any) -> list[str]:
-    return [str(r) for r in delegate_check.check_config(config, rules(**lists))]
+    return [str(r) for r in check.check_config(config, rules(**lists))]
 
 
 def ipam_bridge(ipam: dict[str, Any], **bridge: Any) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def test_passthru_is_found_at_any_depth() -> None:
 # --- isGateway, isDefaultGateway, ipMasq -------------------------------------------------------
 
 
-@pytest.mark.parametrize("flag", delegate_node.GATEWAY_FLAGS)
+@pytest.mark.parametrize("flag", node_rules.GATEWAY_FLAGS)
 def test_a_gateway_flag_needs_a_granted_bridge(flag: str) -> None:
     config = ipam_bridge({"type": "host-local", "subnet": "10.9.0.0/24"}, **{flag: True})
     assert refusals(config) == [
@@ -200,17 +200,17 @@ def test_the_settings_check_reserved_ranges() -> None:
 
 
 def test_the_defaults_and_a_namespace_entry_inherit_and_replace() -> None:
-    policy = delegate_rules.DelegatePolicy()
+    policy = delegate_policy.DelegatePolicy()
     assert policy.rules.passthru_master.entries == ()
     assert policy.rules.gateway_bridge.entries == ()
-    assert "portmap" not in delegate_rules.DEFAULT_TYPES
-    assert policy.rules.reserved_ranges[0] == delegate_rules.NODE_RANGE
+    assert "portmap" not in delegate_policy.DEFAULT_TYPES
+    assert policy.rules.reserved_ranges[0] == delegate_policy.NODE_RANGE
     problems: list[str] = []
     raw = {
         "reservedRanges": ["node", SERVICES],
         "namespaces": [{"namespaceSelector": {}, "gatewayBridge": ["na-*"]}],
     }
-    parsed = delegate_rules.parse_policy(raw, "delegatePolicy", problems)
+    parsed = delegate_policy.parse_policy(raw, "delegatePolicy", problems)
     assert parsed is not None
     entry = parsed.namespaces[0].rules
     assert entry.reserved_ranges == ("node", SERVICES)
@@ -220,11 +220,11 @@ def test_the_defaults_and_a_namespace_entry_inherit_and_replace() -> None:
 # --- the node's facts and the live attachments -------------------------------------------------
 
 
-def addr(text: str) -> delegate_node.Address:
+def addr(text: str) -> node_rules.Address:
     return ipaddress.ip_address(text)
 
 
-FACTS = node_guard.NodeFacts(
+FACTS = node_state.NodeFacts(
     addresses=(
         ("eth0", addr("192.0.2.2")),
         ("na-br", addr("10.9.0.1")),
@@ -232,13 +232,13 @@ FACTS = node_guard.NodeFacts(
     ),
     gateways=(addr("192.0.2.1"),),
 )
-LIVE = node_guard.LiveAttachments(
+LIVE = node_state.LiveAttachments(
     addresses={addr("10.9.0.7"): "red/net-a of pod red/db"}, host_interfaces=frozenset({"veth1"})
 )
 
 
-def node_refusals(config: dict[str, Any], live: node_guard.LiveAttachments = LIVE) -> list[str]:
-    claims, _ = delegate_node.claims(config)
+def node_refusals(config: dict[str, Any], live: node_state.LiveAttachments = LIVE) -> list[str]:
+    claims, _ = node_rules.claims(config)
     return [str(r) for r in node_guard.refusals(claims, rules(), FACTS, live)]
 
 
@@ -302,7 +302,7 @@ def test_a_static_claim_of_a_live_address_is_refused() -> None:
 
 
 def test_without_node_in_reserved_ranges_only_live_attachments_count() -> None:
-    claims, _ = delegate_node.claims({"type": "macvlan", "ipam": static("192.0.2.2/24")})
+    claims, _ = node_rules.claims({"type": "macvlan", "ipam": static("192.0.2.2/24")})
     assert node_guard.refusals(claims, rules(reservedRanges=[]), None, LIVE) == []
 
 
@@ -370,7 +370,7 @@ def test_a_nad_on_the_nodes_address_fails_the_add_before_any_plugin_runs(
 ) -> None:
     reads: list[int] = []
 
-    def read() -> node_guard.NodeFacts:
+    def read() -> node_state.NodeFacts:
         reads.append(1)
         return FACTS
 
@@ -404,7 +404,7 @@ def test_a_nad_on_the_nodes_address_fails_the_add_before_any_plugin_runs(
 def test_a_config_that_hands_out_nothing_and_names_no_host_link_never_reads_the_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def read() -> node_guard.NodeFacts:
+    def read() -> node_state.NodeFacts:
         raise AssertionError("the node read for a config without addresses or host links")
 
     monkeypatch.setattr(node_guard, "read_node_facts", read)
@@ -439,7 +439,7 @@ def test_two_adds_at_once_cannot_both_claim_one_address(tmp_path: Path) -> None:
     ADDs side by side)."""
     store_ = records.PodRecords(tmp_path)
     # Forwarding granted: this is about addresses, not about the node's switches.
-    policy = delegate_rules.DelegatePolicy(
+    policy = delegate_policy.DelegatePolicy(
         rules=rules(reservedRanges=[], nodeChanges=["forwarding"])
     )
     config = {"type": "ptp", "ipam": static("10.5.0.9/24", gateway="10.5.0.254")}
@@ -498,12 +498,12 @@ def test_a_range_alone_reads_no_record(tmp_path: Path, monkeypatch: pytest.Monke
     """A host-local range (the common NAD) is judged against the node only: the ADD path reads
     no other pod's record for it."""
 
-    def loaded(*_: object, **__: object) -> node_guard.LiveAttachments:
+    def loaded(*_: object, **__: object) -> node_state.LiveAttachments:
         raise AssertionError("the records were read for a range alone")
 
     monkeypatch.setattr(node_guard, "live_attachments", loaded)
     node_guard.forget_node_facts()
-    policy = delegate_rules.DelegatePolicy(rules=rules(reservedRanges=[]))
+    policy = delegate_policy.DelegatePolicy(rules=rules(reservedRanges=[]))
     ipam = {"type": "host-local", "ranges": [[{"subnet": "10.5.0.0/24"}]]}
     span = [planned("blue/net-a", {"type": "macvlan", "master": "eth1", "ipam": ipam})]
     asyncio.run(node_guard.check_plan(span, policy, None, records.PodRecords(tmp_path), "c1"))

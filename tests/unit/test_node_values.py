@@ -16,24 +16,24 @@ from typing import Any
 import pytest
 import yaml
 
-from netattach.attach import delegate_check, delegate_rules, goaddr, ifnames
 from netattach.cli import validate
 from netattach.daemon import node_guard, settings
+from netattach.guard import check, delegate_policy, goaddr, ifnames, node_state
 from netattach.netns.host import Link
 
 pytestmark = pytest.mark.req("SEC-VALUES")
 
 
-def rules(**lists: Any) -> delegate_rules.DelegateRules:
+def rules(**lists: Any) -> delegate_policy.DelegateRules:
     problems: list[str] = []
-    policy = delegate_rules.parse_policy(lists, "delegatePolicy", problems)
+    policy = delegate_policy.parse_policy(lists, "delegatePolicy", problems)
     assert problems == []
     assert policy is not None
     return policy.rules
 
 
 def refusals(config: dict[str, Any], **lists: Any) -> list[str]:
-    return [str(r) for r in delegate_check.check_config(config, rules(**lists))]
+    return [str(r) for r in check.check_config(config, rules(**lists))]
 
 
 def address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
@@ -42,7 +42,7 @@ def address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
 
 # The node: 192.0.2.10 on eth0 (altname `uplink0`), its gateway 192.0.2.1; a bridge `br-data`
 # that is up, taking no router adverts, MTU 9000; `br-ra` taking them; `br-down` down.
-NODE = node_guard.NodeFacts(
+NODE = node_state.NodeFacts(
     addresses=(("eth0", address("192.0.2.10")),),
     gateways=(address("192.0.2.1"),),
     links=(
@@ -56,7 +56,7 @@ NODE = node_guard.NodeFacts(
 )
 
 
-def judged(config: dict[str, Any], facts: node_guard.NodeFacts = NODE, **lists: Any) -> list[str]:
+def judged(config: dict[str, Any], facts: node_state.NodeFacts = NODE, **lists: Any) -> list[str]:
     return [str(r) for r in node_guard.judge_config(config, rules(**lists), facts)]
 
 
@@ -247,14 +247,14 @@ def test_macspoofchk_and_a_foreign_dhcp_socket_need_the_grant() -> None:
 
 
 def test_the_firewall_plugin_is_no_default_type() -> None:
-    assert "firewall" not in delegate_rules.DEFAULT_TYPES
+    assert "firewall" not in delegate_policy.DEFAULT_TYPES
     (refusal,) = refusals({"type": "firewall"})
     assert refusal.startswith('type "firewall" is not allowed by delegatePolicy.types')
 
 
 def test_node_changes_names_are_checked_in_the_settings() -> None:
     problems: list[str] = []
-    delegate_rules.parse_policy({"nodeChanges": ["forwarding", "bridgeUP"]}, "dp", problems)
+    delegate_policy.parse_policy({"nodeChanges": ["forwarding", "bridgeUP"]}, "dp", problems)
     assert problems == [
         "dp.nodeChanges[1]: must be one of forwarding, bridgeUp, bridgePromisc, bridgeAcceptRA, "
         "bridgeMtu, macspoofchk, dhcpSocket (or a glob of them), got 'bridgeUP'"

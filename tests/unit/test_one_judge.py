@@ -34,11 +34,11 @@ from typing import Any, NamedTuple
 import pytest
 import yaml
 
-from netattach.attach import admission, delegate_rules
 from netattach.cli import validate
 from netattach.cluster import files, model, store
 from netattach.cni import env, errors
 from netattach.daemon import call_log, locks, node_guard, orchestrator, records, settings, thin
+from netattach.guard import admission, delegate_policy
 from netattach.runtime import chain
 from tests import attack_corpus
 from tests.attack_corpus import Attack
@@ -63,7 +63,7 @@ CLUSTER_NETWORK = "cluster-default"
 # Every plugin type the corpus names, as stubs: no ADD stops short at "not installed" before
 # the node guard has judged it.
 PLUGINS = (
-    *delegate_rules.DEFAULT_TYPES,
+    *delegate_policy.DEFAULT_TYPES,
     "host-device",
     "portmap",
     "firewall",
@@ -110,7 +110,7 @@ def _cases() -> list[Any]:
 
 
 def namespace_doc(attack: Attack) -> dict[str, Any]:
-    labels = {**attack.labels, delegate_rules.NAMESPACE_NAME_LABEL: NAMESPACE}
+    labels = {**attack.labels, delegate_policy.NAMESPACE_NAME_LABEL: NAMESPACE}
     return {
         "apiVersion": "v1",
         "kind": model.NAMESPACE,

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from netattach.attach import delegate_rules
 from netattach.cni import errors
 from netattach.daemon import settings
+from netattach.guard import delegate_policy
 
 SOURCE = "/etc/netattach/config.yaml"
 NODE = "node-a"
@@ -134,7 +134,7 @@ def test_every_key_given_is_read_into_its_group() -> None:
             namespace_isolation=False,
             global_namespaces=("default", "shared-nets"),
             # SEC-NODE: netattach's own directories, wherever the settings put them.
-            delegate_policy=delegate_rules.DEFAULT_POLICY.with_protected(
+            delegate_policy=delegate_policy.DEFAULT_POLICY.with_protected(
                 ("/usr/libexec/cni", "/var/run/netattach")
             ),
         ),

@@ -37,7 +37,7 @@ NOT_ON_THE_THIN_PATH = (
     "traceback",
     "netattach.logs",
     "netattach.cluster.dirwatch",
-    "netattach.attach.delegate_check",
+    "netattach.guard.check",
     "netattach.daemon.passes",
     "difflib",
     "secrets",
@@ -68,10 +68,8 @@ def test_the_thin_plugins_call_path_imports_nothing_it_does_not_use() -> None:
 
 def test_the_delegate_policy_an_add_checks_brings_no_dataclasses_or_typing() -> None:
     # The policy is on by default: the thin plugin imports its check at every ADD of a NAD.
-    loaded = loaded_after(
-        "from netattach.daemon import thin; from netattach.attach import delegate_check"
-    )
-    assert "netattach.attach.delegate_check" in loaded  # the probe did import it
+    loaded = loaded_after("from netattach.daemon import thin; from netattach.guard import check")
+    assert "netattach.guard.check" in loaded  # the probe did import it
     assert sorted({"dataclasses", "inspect", "ast", "typing"} & loaded) == []
 
 

@@ -3,7 +3,7 @@
 A reference plugin reads an address with Go's `net.ParseIP` and a CIDR with CNI's
 `types.ParseCIDR`, and acts on what they return: an IPv4-mapped IPv6 spelling
 (`::ffff:169.254.169.254`, `::ffff:a9fe:a9fe`) is the IPv4 address, a zone or a netmask prefix
-is refused, and so on. `netattach.attach.goaddr` says how Go reads a text; the guard judges that
+is refused, and so on. `netattach.guard.goaddr` says how Go reads a text; the guard judges that
 reading. tests/go/cnidecode's `-addr` mode is the oracle: the plugins' own parsers, in Go.
 
 Two properties over generated spellings (IPv4 with leading zeros, 3 or 5 parts, octets over 255;
@@ -17,9 +17,9 @@ with padded, signed, spaced, netmask, oversized and mapped prefixes):
               and gateways, a bridge's gateway, routes, `args.cni.ips`), written with spellings
               of the node's address and gateway, loopback, the metadata address and a reserved
               range: every config in which Go reads a protected address where the plugin would
-              take it is refused by `delegate_check.check_config` with
+              take it is refused by `check.check_config` with
               `node_guard.judge_config`, and in every config the guard accepts, the addresses it
-              judged (`delegate_node.claims`) are Go's readings of the values.
+              judged (`node_rules.claims`) are Go's readings of the values.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from netattach.attach import delegate_check, delegate_node, delegate_rules, goaddr
 from netattach.daemon import node_guard
+from netattach.guard import check, delegate_policy, goaddr, node_rules, node_state
 from tests.go_decoder import AddrQuery, Decoder, Reading
 
 pytestmark = pytest.mark.req("SEC-VALUES")
@@ -52,7 +52,7 @@ NODE_ADDRESS = A("10.77.0.2")
 NODE_ADDRESS_6 = A("fd00:77::2")
 NODE_GATEWAY = A("10.77.0.1")
 NODE_UPLINK = "na-up"
-FACTS = node_guard.NodeFacts(
+FACTS = node_state.NodeFacts(
     addresses=((NODE_UPLINK, NODE_ADDRESS), (NODE_UPLINK, NODE_ADDRESS_6)),
     gateways=(NODE_GATEWAY,),
 )
@@ -60,10 +60,10 @@ RESERVED = ("node", "169.254.169.254/32", "fd00:ec2::254/128", "10.96.0.0/12")
 BRIDGE = "na-br0"
 
 
-def _policy() -> delegate_rules.DelegatePolicy:
+def _policy() -> delegate_policy.DelegatePolicy:
     problems: list[str] = []
     raw = {"gatewayBridge": ["na-br*"], "reservedRanges": list(RESERVED)}
-    policy = delegate_rules.parse_policy(raw, "delegatePolicy", problems)
+    policy = delegate_policy.parse_policy(raw, "delegatePolicy", problems)
     assert policy is not None, problems
     return policy
 
@@ -591,11 +591,11 @@ def config(draw: st.DrawFn) -> Config:
     return Config(template, raw, tuple(slots), tuple(ranges), gateway_bridge)
 
 
-def guard(raw: Mapping[str, Any]) -> list[delegate_check.Refusal]:
+def guard(raw: Mapping[str, Any]) -> list[check.Refusal]:
     """Everything the guard refuses of `raw` on the node of FACTS: the config alone, then what
     the node knows."""
-    found = delegate_check.check_config(raw, RULES)
-    return found or node_guard.judge_config(raw, RULES, FACTS, live=node_guard.LiveAttachments())
+    found = check.check_config(raw, RULES)
+    return found or node_guard.judge_config(raw, RULES, FACTS, live=node_state.LiveAttachments())
 
 
 def must_refuse(cfg: Config, go: Mapping[str, GoRead]) -> list[str]:
@@ -651,11 +651,11 @@ def _range_takes(cfg: Config, at: str, go: Mapping[str, GoRead]) -> Iterator[str
 
 
 def claims_differ(cfg: Config, go: Mapping[str, GoRead]) -> list[str]:
-    """Where the addresses the guard judged (`delegate_node.claims`) are not Go's readings."""
-    found, unreadable = delegate_node.claims(cfg.raw)
+    """Where the addresses the guard judged (`node_rules.claims`) are not Go's readings."""
+    found, unreadable = node_rules.claims(cfg.raw)
     if unreadable:
         return [f"accepted, yet claims() found values unreadable: {unreadable}"]
-    by_key: dict[tuple[str, str], delegate_node.Claim] = {}
+    by_key: dict[tuple[str, str], node_rules.Claim] = {}
     for claim in found:
         by_key.setdefault((claim.key, claim.kind), claim)
     problems: list[str] = []
@@ -676,14 +676,12 @@ def claims_differ(cfg: Config, go: Mapping[str, GoRead]) -> list[str]:
         if read.ip is None or (slot.kind == "cidr" and read.mapped):
             problems.append(f"accepted {slot.path} {slot.text!r}, which Go reads as {read}")
         elif slot.role in (POD, HOST):
-            kind = delegate_node.POD if slot.role == POD else delegate_node.HOST
+            kind = node_rules.POD if slot.role == POD else node_rules.HOST
             expect(slot.path, kind, read.ip, read.ip)
         elif slot.role == ROUTE and slot.path.endswith(".dst"):
-            expect(
-                slot.path, delegate_node.ROUTE_DST, read.network.network_address, read.network[-1]
-            )
+            expect(slot.path, node_rules.ROUTE_DST, read.network.network_address, read.network[-1])
         elif slot.role == ROUTE:
-            expect(slot.path, delegate_node.ROUTE_GW, read.ip, read.ip)
+            expect(slot.path, node_rules.ROUTE_GW, read.ip, read.ip)
     for at in cfg.ranges:
         network = go[f"{at}.subnet"].network
         usable = (network.network_address + 1, network[-2] if network.version == 4 else network[-1])
@@ -697,12 +695,12 @@ def claims_differ(cfg: Config, go: Mapping[str, GoRead]) -> list[str]:
             gateway = go[f"{at}.gateway"].ip
         else:
             gateway = network.network_address + 1 if network.num_addresses > 2 else None
-        expect(f"{at}.subnet", delegate_node.SPAN, *bounds, gateway=gateway)
+        expect(f"{at}.subnet", node_rules.SPAN, *bounds, gateway=gateway)
         node_side = cfg.template == "host-local-ptp" or cfg.gateway_bridge
         if node_side and gateway is not None:
-            expect(f"{at}.gateway", delegate_node.HOST, gateway, gateway)
+            expect(f"{at}.gateway", node_rules.HOST, gateway, gateway)
         if cfg.gateway_bridge and gateway is not None:
-            expect(f"{at}.gateway", delegate_node.SUBNET, network.network_address, network[-1])
+            expect(f"{at}.gateway", node_rules.SUBNET, network.network_address, network[-1])
     return problems
 
 

@@ -44,10 +44,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO, cast
 
-from netattach.attach import delegate, delegate_rules, selection
+from netattach.attach import delegate, selection
 from netattach.cluster import documents, files, model
 from netattach.cni import conf, errors
 from netattach.daemon import delegate_guard, node_guard, plan, records, settings
+from netattach.guard import delegate_policy, node_state
 from netattach.policy import model as policy_model
 
 STDIN = "-"
@@ -108,7 +109,7 @@ class _Report:
         self.problems = 0
         self.unreadable = False
         # SEC-DELEGATE: the policy NADs are checked against, and the namespaces' labels.
-        self.policy = delegate_rules.DEFAULT_POLICY
+        self.policy = delegate_policy.DEFAULT_POLICY
         self.namespaces: dict[str, Mapping[str, object]] = {}
         self.nads: dict[tuple[str, str], model.KubeObject] = {}
         self.networks = settings.NetworkSettings(
@@ -116,7 +117,7 @@ class _Report:
         )
         self.state_dir = settings.DEFAULT_STATE_DIR
         # `--node`: the node's facts and live attachments, read once (None: not judged).
-        self.node: tuple[node_guard.NodeFacts, node_guard.LiveAttachments] | None = None
+        self.node: tuple[node_state.NodeFacts, node_state.LiveAttachments] | None = None
 
     def lookup_namespace(self, name: str) -> Mapping[str, object] | None:
         """The Namespace `name` among the inputs (the daemon's view answers the same)."""

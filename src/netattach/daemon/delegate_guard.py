@@ -18,16 +18,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from netattach.attach import delegate_rules
 from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.daemon import plan as plan_mod
+from netattach.guard import delegate_policy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final, Protocol, TypeGuard
 
-    from netattach.attach import delegate_check
+    from netattach.guard import check
 
     class NamespaceLookup(Protocol):
         def lookup_namespace(self, name: str) -> model.KubeObject | None: ...
@@ -56,27 +56,27 @@ def namespace_labels(view: object, namespace: str) -> Mapping[str, str]:
 def check_nad(
     reference: str,
     raw: Mapping[str, object],
-    policy: delegate_rules.DelegatePolicy,
+    policy: delegate_policy.DelegatePolicy,
     view: object,
     resource: str = "",
-) -> list[delegate_check.Refusal]:
+) -> list[check.Refusal]:
     """Every refusal of the NAD `namespace/name`: of its config `raw`, and of the device
     resource its `resourceName` annotation names (DEV-RESOURCE; "" for none)."""
     if not policy.enabled:
         return []
     # Imported only with a policy to check: every ADD of the thin plugin would pay for it.
-    from netattach.attach import delegate_check
+    from netattach.guard import check
 
     namespace = reference.partition("/")[0]
     rules = policy.rules_for(namespace, namespace_labels(view, namespace))
-    refusals = delegate_check.check_config(raw, rules, policy.protected)
+    refusals = check.check_config(raw, rules, policy.protected)
     if resource and not rules.resource_name.allows(resource):
         rule = f"{rules.source}.resourceName {rules.resource_name}"
-        refusals.append(delegate_check.Refusal(key="resourceName", value=repr(resource), rule=rule))
+        refusals.append(check.Refusal(key="resourceName", value=repr(resource), rule=rule))
     return refusals
 
 
-def refused(reference: str, refusals: Sequence[delegate_check.Refusal]) -> DelegateRefusedError:
+def refused(reference: str, refusals: Sequence[check.Refusal]) -> DelegateRefusedError:
     more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
     return DelegateRefusedError(
         f"NetworkAttachmentDefinition {reference} refused by the delegate policy: "
@@ -87,7 +87,7 @@ def refused(reference: str, refusals: Sequence[delegate_check.Refusal]) -> Deleg
 
 def check_plan(
     plan: Sequence[plan_mod.PlannedAttachment],
-    policy: delegate_rules.DelegatePolicy,
+    policy: delegate_policy.DelegatePolicy,
     view: object,
 ) -> None:
     """Raise `DelegateRefusedError` for the first attachment of `plan` the policy refuses."""
@@ -105,7 +105,7 @@ def check_plan(
 
 def refused_nads(
     view: store.ClusterStore,
-    policy: delegate_rules.DelegatePolicy,
+    policy: delegate_policy.DelegatePolicy,
     networks_dir: Path,
     *,
     namespace: str = "",

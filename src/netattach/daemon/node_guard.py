@@ -1,6 +1,6 @@
 """Node-safe defaults at ADD: what only the node knows (SEC-NODE).
 
-`attach/delegate_node.py` judges a config alone (passthru masters, gateway bridges, reserved
+`guard/node_rules.py` judges a config alone (passthru masters, gateway bridges, reserved
 CIDRs). This module adds, once a plan stands and before anything is recorded or run:
 
     the node's own addresses and default gateways (read here, in the host network namespace,
@@ -16,7 +16,7 @@ attachments of NADs (ptp gives every pod's host veth the same gateway), a pod's 
 NAD's included (DEV-DEFAULT); the cluster default network's host side stays the node's. A pod
 address is compared with all of them.
 
-and what the node's links and switches show (`node_effects`, SEC-VALUES), when the config names
+and what the node's links and switches show (`guard/effects.py`, SEC-VALUES), when the config names
 a host link or would change one: a name that is another link's alternative name, and a change
 that outlives the pod (forwarding switched on, an existing bridge set up, promiscuous, its
 accept_ra or MTU changed) that `nodeChanges` does not grant.
@@ -31,19 +31,17 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from netattach import offload
-from netattach.attach import delegate_check, delegate_node, delegate_rules
-from netattach.daemon import delegate_guard, node_effects
+from netattach.daemon import delegate_guard
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
-from netattach.values import NamedTuple
+from netattach.guard import check, delegate_policy, effects, node_rules, node_state
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Final
 
-    from netattach.attach.delegate_node import Address
-    from netattach.netns.host import Link
+    from netattach.guard.node_rules import Address
 
 # How long the node's addresses read at one ADD serve the next ones: a burst of pods pays one
 # netlink dump, and an address added to the node counts within a second.
@@ -51,30 +49,10 @@ NODE_FACTS_TTL: Final = 1.0
 LIVE_RULE: Final = "SEC-NODE (an address is one attachment's)"
 # How long an ADD's claims count before its record is on disk (it is written at once).
 PENDING_TTL: Final = 30.0
-_JUDGED: Final = (delegate_node.POD, delegate_node.HOST, delegate_node.SPAN, delegate_node.SUBNET)
+_JUDGED: Final = (node_rules.POD, node_rules.HOST, node_rules.SPAN, node_rules.SUBNET)
 
 
-class NodeFacts(NamedTuple):
-    """The node's addresses, each with the interface it is on, its default gateways, its links,
-    whether it forwards each IP family (4, 6: None when the switch is not there), and the
-    accept_ra of each bridge."""
-
-    addresses: tuple[tuple[str, Address], ...] = ()
-    gateways: tuple[Address, ...] = ()
-    links: tuple[Link, ...] = ()
-    forwarding: tuple[tuple[int, bool | None], ...] = ()
-    accept_ra: tuple[tuple[str, str], ...] = ()
-
-
-class LiveAttachments(NamedTuple):
-    """What the node's other live attachments hold: their pods' addresses (by whom), and the
-    host-side interfaces (bridges, host veths) they use."""
-
-    addresses: Mapping[Address, str] = {}
-    host_interfaces: frozenset[str] = frozenset()
-
-
-def read_node_facts() -> NodeFacts:
+def read_node_facts() -> node_state.NodeFacts:
     """The addresses and default gateways of this network namespace (the node's). Blocking."""
     from netattach.netns import host  # only when a config hands out addresses
 
@@ -83,7 +61,7 @@ def read_node_facts() -> NodeFacts:
     accept_ra = tuple(
         (link.name, value)
         for link in links
-        if link.kind == delegate_node.BRIDGE
+        if link.kind == node_rules.BRIDGE
         and (value := host.read_sysctl(f"net/ipv6/conf/{link.name}/accept_ra")) is not None
     )
     forwarding = tuple(
@@ -93,7 +71,7 @@ def read_node_facts() -> NodeFacts:
             (6, host.read_sysctl("net/ipv6/conf/all/forwarding")),
         )
     )
-    return NodeFacts(
+    return node_state.NodeFacts(
         addresses=tuple((name, ip) for name, text in addresses if (ip := _ip_or_none(text))),
         gateways=tuple(ip for text in gateways if (ip := _ip_or_none(text))),
         links=links,
@@ -105,7 +83,7 @@ def read_node_facts() -> NodeFacts:
 class _Cache:
     def __init__(self) -> None:
         self.read_at = float("-inf")
-        self.facts = NodeFacts()
+        self.facts = node_state.NodeFacts()
 
 
 _CACHE: Final = _Cache()
@@ -122,7 +100,9 @@ def forget_node_facts() -> None:
     _PENDING.claims.clear()
 
 
-async def node_facts(read: Callable[[], NodeFacts] | None = None) -> NodeFacts:
+async def node_facts(
+    read: Callable[[], node_state.NodeFacts] | None = None,
+) -> node_state.NodeFacts:
     """The node's facts, read at most once per `NODE_FACTS_TTL` (a blocking netlink dump: in a
     worker thread under the daemon's event loop, inline in the thin plugin)."""
     now = time.monotonic()
@@ -134,7 +114,7 @@ async def node_facts(read: Callable[[], NodeFacts] | None = None) -> NodeFacts:
 
 def live_attachments(
     records: records_mod.PodRecords, container_id: str, *, cluster_nad: str = ""
-) -> LiveAttachments:
+) -> node_state.LiveAttachments:
     """What the records of every container but `container_id` hold: their results' addresses,
     and the pod addresses the config of an attachment without a result yet claims.
 
@@ -162,9 +142,9 @@ def live_attachments(
                 if address is not None:
                     held.setdefault(address, who)
             # An attachment still running has no result yet: the addresses its config claims.
-            claims, _ = delegate_node.claims(attachment.config) if result == {} else ([], [])
+            claims, _ = node_rules.claims(attachment.config) if result == {} else ([], [])
             for claim in claims:
-                if claim.kind == delegate_node.POD:
+                if claim.kind == node_rules.POD:
                     held.setdefault(claim.first, who)
             if not _operators(attachment, cluster_nad):
                 for interface in _list(result.get("interfaces")):
@@ -173,7 +153,7 @@ def live_attachments(
                         host_interfaces.add(name)
     for address, who in _PENDING.held(recorded, container_id).items():
         held.setdefault(address, who)
-    return LiveAttachments(addresses=held, host_interfaces=frozenset(host_interfaces))
+    return node_state.LiveAttachments(addresses=held, host_interfaces=frozenset(host_interfaces))
 
 
 def _operators(attachment: records_mod.AttachmentRecord, cluster_nad: str) -> bool:
@@ -183,32 +163,34 @@ def _operators(attachment: records_mod.AttachmentRecord, cluster_nad: str) -> bo
 
 
 def refusals(
-    claims: Iterable[delegate_node.Claim],
-    rules: delegate_rules.DelegateRules,
-    facts: NodeFacts | None,
-    live: LiveAttachments,
-) -> list[delegate_check.Refusal]:
+    claims: Iterable[node_rules.Claim],
+    rules: delegate_policy.DelegateRules,
+    facts: node_state.NodeFacts | None,
+    live: node_state.LiveAttachments,
+) -> list[check.Refusal]:
     """The claims the node's facts (None: not judged, `node` is not reserved) and the live
     attachments refuse."""
-    found: list[delegate_check.Refusal] = []
+    found: list[check.Refusal] = []
     reserved = f"{rules.source}.reservedRanges [{', '.join(rules.reserved_ranges)}]"
     for claim in claims:
         if claim.kind not in _JUDGED:
             continue  # a route is the pod's own
         why = _node_conflict(claim, facts, live) if facts is not None else ""
         if why:
-            found.append(delegate_check.Refusal(claim.key, claim.shown(), reserved, why))
+            found.append(check.Refusal(claim.key, claim.shown(), reserved, why))
             continue
         holder = _live_conflict(claim, live)
         if holder:
             why = f"is held by the live attachment {holder}, refused by"
-            found.append(delegate_check.Refusal(claim.key, claim.shown(), LIVE_RULE, why))
+            found.append(check.Refusal(claim.key, claim.shown(), LIVE_RULE, why))
     return found
 
 
-def _node_conflict(claim: delegate_node.Claim, facts: NodeFacts, live: LiveAttachments) -> str:
+def _node_conflict(
+    claim: node_rules.Claim, facts: node_state.NodeFacts, live: node_state.LiveAttachments
+) -> str:
     """Why `claim` takes the node's own address or gateway; "" when it does not."""
-    on_node = claim.kind in (delegate_node.HOST, delegate_node.SUBNET)
+    on_node = claim.kind in (node_rules.HOST, node_rules.SUBNET)
     for name, address in facts.addresses:
         if on_node and (name == claim.bridge or name in live.host_interfaces):
             continue  # that bridge's own gateway, a live attachment's host side
@@ -220,57 +202,57 @@ def _node_conflict(claim: delegate_node.Claim, facts: NodeFacts, live: LiveAttac
     return ""
 
 
-def _what(claim: delegate_node.Claim) -> str:
-    if claim.kind == delegate_node.SPAN:
+def _what(claim: node_rules.Claim) -> str:
+    if claim.kind == node_rules.SPAN:
         return "hands out"
-    if claim.kind == delegate_node.SUBNET:
+    if claim.kind == node_rules.SUBNET:
         return "puts a route on the node over"
     return "is"
 
 
-def _live_conflict(claim: delegate_node.Claim, live: LiveAttachments) -> str:
-    if claim.kind not in (delegate_node.POD, delegate_node.HOST) or claim.first != claim.last:
+def _live_conflict(claim: node_rules.Claim, live: node_state.LiveAttachments) -> str:
+    if claim.kind not in (node_rules.POD, node_rules.HOST) or claim.first != claim.last:
         return ""
     return live.addresses.get(claim.first, "")
 
 
 def judge_config(
     raw: Mapping[str, object],
-    rules: delegate_rules.DelegateRules,
-    facts: NodeFacts,
-    live: LiveAttachments | None = None,
+    rules: delegate_policy.DelegateRules,
+    facts: node_state.NodeFacts,
+    live: node_state.LiveAttachments | None = None,
     requested: Sequence[str] = (),
-) -> list[delegate_check.Refusal]:
+) -> list[check.Refusal]:
     """Every refusal of one config that the node's `facts` and the `live` attachments show
-    (what `delegate_check.check_config` refuses from the config alone aside); `requested` the
+    (what `check.check_config` refuses from the config alone aside); `requested` the
     selection's `ips`. The one judge of the node's rules: the daemon, the thin plugin, hot-plug
     and `netattach validate --node` all come here."""
-    claims, _ = delegate_node.claims(raw, requested)
-    node = facts if delegate_rules.NODE_RANGE in rules.reserved_ranges else None
-    found = refusals(claims, rules, node, live or LiveAttachments())
-    found.extend(node_effects.refusals(raw, rules, facts, node_effects.families_of(claims)))
+    claims, _ = node_rules.claims(raw, requested)
+    node = facts if delegate_policy.NODE_RANGE in rules.reserved_ranges else None
+    found = refusals(claims, rules, node, live or node_state.LiveAttachments())
+    found.extend(effects.refusals(raw, rules, facts, effects.families_of(claims)))
     return found
 
 
 def touches_node(raw: Mapping[str, object]) -> bool:
     """Does `raw` name a host link or run a plugin that may change one (so the node's links and
     switches must be read to judge it)?"""
-    for _, obj in delegate_node.objects(raw):
-        if obj.get("type") in (delegate_node.PTP, delegate_node.BRIDGE):
+    for _, obj in node_rules.objects(raw):
+        if obj.get("type") in (node_rules.PTP, node_rules.BRIDGE):
             return True
-        if any(isinstance(obj.get(key), str) and obj[key] for key in delegate_check.LINK_KEYS):
+        if any(isinstance(obj.get(key), str) and obj[key] for key in check.LINK_KEYS):
             return True
     return False
 
 
 async def check_plan(
     plan: Sequence[plan_mod.PlannedAttachment],
-    policy: delegate_rules.DelegatePolicy,
+    policy: delegate_policy.DelegatePolicy,
     view: object,
     records: records_mod.PodRecords,
     container_id: str,
     *,
-    read: Callable[[], NodeFacts] | None = None,
+    read: Callable[[], node_state.NodeFacts] | None = None,
     cluster_nad: str = "",
 ) -> None:
     """Raise `DelegateRefusedError` for the first NAD of `plan` that takes what is the node's or
@@ -285,13 +267,13 @@ async def check_plan(
         namespace = planned.status_name.partition("/")[0]
         rules = policy.rules_for(namespace, delegate_guard.namespace_labels(view, namespace))
         raw = planned.network.raw
-        claims, _ = delegate_node.claims(raw)  # unreadable: refused before
+        claims, _ = node_rules.claims(raw)  # unreadable: refused before
         if claims or touches_node(raw):
             judged.append((planned.status_name, rules, claims, raw))
     if not judged:
         return
     wanted = any(
-        (claims and delegate_rules.NODE_RANGE in rules.reserved_ranges) or touches_node(raw)
+        (claims and delegate_policy.NODE_RANGE in rules.reserved_ranges) or touches_node(raw)
         for _, rules, claims, raw in judged
     )
     facts = await node_facts(read) if wanted else None
@@ -300,12 +282,12 @@ async def check_plan(
     # Every record is read from disk for it: only when a claim is one that live attachments can
     # refuse (a pod or host address) or excuse (a host address or subnet beside the node's).
     kinds = {claim.kind for _, _, claims, _ in judged for claim in claims}
-    needs_live = delegate_node.POD in kinds or delegate_node.HOST in kinds
-    needs_live = needs_live or (facts is not None and delegate_node.SUBNET in kinds)
+    needs_live = node_rules.POD in kinds or node_rules.HOST in kinds
+    needs_live = needs_live or (facts is not None and node_rules.SUBNET in kinds)
     live = (
         live_attachments(records, container_id, cluster_nad=cluster_nad)
         if needs_live
-        else LiveAttachments()
+        else node_state.LiveAttachments()
     )
     for name, rules, claims, raw in judged:
         if facts is None:
@@ -326,15 +308,12 @@ class _Pending:
         self.claims: dict[str, tuple[float, dict[Address, str]]] = {}
 
     def note(
-        self, container_id: str, judged: Iterable[tuple[str, object, Iterable[delegate_node.Claim]]]
+        self, container_id: str, judged: Iterable[tuple[str, object, Iterable[node_rules.Claim]]]
     ) -> None:
         held: dict[Address, str] = {}
         for name, _, claims in judged:
             for claim in claims:
-                if (
-                    claim.kind in (delegate_node.POD, delegate_node.HOST)
-                    and claim.first == claim.last
-                ):
+                if claim.kind in (node_rules.POD, node_rules.HOST) and claim.first == claim.last:
                     held.setdefault(
                         claim.first, f"{name} of container {container_id[:12]} (being added)"
                     )

@@ -6,7 +6,7 @@ explicitly (as kopf passes its settings), never a global:
 
     Settings
     ├── networks: NetworkSettings     clusterNetwork, networksDir, namespaceIsolation,
-    │                                 globalNamespaces, delegatePolicy (attach/delegate_rules.py),
+    │                                 globalNamespaces, delegatePolicy (guard/delegate_policy.py),
     │                                 podResourcesSocket, deviceInfoDir
     ├── runtime: RuntimeSettings      binDirs, stateDir, delegateTimeout
     ├── feed: DirectoryFeed | KubernetesFeed
@@ -44,9 +44,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from netattach import values
-from netattach.attach import delegate_rules, status
+from netattach.attach import status
 from netattach.cluster import documents
 from netattach.cni import conf, errors
+from netattach.guard import delegate_policy
 from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
@@ -192,7 +193,7 @@ class NetworkSettings(NamedTuple):
     namespace_isolation: bool = True
     global_namespaces: tuple[str, ...] = DEFAULT_GLOBAL_NAMESPACES
     # SEC-DELEGATE: what the NADs of a namespace may make netattach run.
-    delegate_policy: delegate_rules.DelegatePolicy = delegate_rules.DEFAULT_POLICY
+    delegate_policy: delegate_policy.DelegatePolicy = delegate_policy.DEFAULT_POLICY
     # DEV-RESOURCE: where the kubelet says which devices a pod got, and the device-info files.
     pod_resources_socket: Path = DEFAULT_POD_RESOURCES_SOCKET
     device_info_dir: Path = DEFAULT_DEVICE_INFO_DIR
@@ -472,7 +473,7 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
     cleanup = _flag(raw.get("cleanupOnExit"), key("cleanupOnExit"), problems)
     policy = _policy(raw.get("policy"), key("policy"), problems)
     hotplug = _hotplug(raw.get("hotplug"), key("hotplug"), problems)
-    delegate_policy = delegate_rules.parse_policy(
+    delegates_allowed = delegate_policy.parse_policy(
         raw.get("delegatePolicy"), key("delegatePolicy"), problems
     )
     pod_resources = _socket(raw.get("podResourcesSocket"), key("podResourcesSocket"), problems)
@@ -488,7 +489,7 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
                 DEFAULT_GLOBAL_NAMESPACES if global_namespaces is None else global_namespaces
             ),
             delegate_policy=(
-                delegate_rules.DEFAULT_POLICY if delegate_policy is None else delegate_policy
+                delegate_policy.DEFAULT_POLICY if delegates_allowed is None else delegates_allowed
             ).with_protected(
                 _own_dirs(
                     state_dir=state_dir,

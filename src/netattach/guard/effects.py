@@ -4,7 +4,7 @@
     names       a `master`, `bridge` or `device` that is an alternative name of a node link
                 (`ip link property add dev eth0 altname uplink`): the kernel acts on eth0,
                 so the name the lists judged is not the link the plugin takes: refused
-                outright. (`attach/ifnames.py` refuses what needs no node: NULs, long names.)
+                outright. (`guard/ifnames.py` refuses what needs no node: NULs, long names.)
     changes     what a plugin the defaults allow changes on the node and never undoes, each
                 refused unless `nodeChanges` grants it by name:
         forwarding      ptp (and a bridge with isGateway) switch the node's IPv4 or IPv6
@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from netattach.attach import delegate_check, delegate_node, delegate_rules
+from netattach.guard import check, delegate_policy, node_rules
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Final
 
-    from netattach.daemon.node_guard import NodeFacts
+    from netattach.guard.node_state import NodeFacts
     from netattach.netns.host import Link
 
 NAMES_RULE: Final = "SEC-VALUES (docs/security.md)"
@@ -41,38 +41,38 @@ _IN_CONTAINER: Final = "linkInContainer"
 
 def refusals(
     raw: Mapping[str, Any],
-    rules: delegate_rules.DelegateRules,
+    rules: delegate_policy.DelegateRules,
     facts: NodeFacts,
     families: frozenset[int],
-) -> list[delegate_check.Refusal]:
+) -> list[check.Refusal]:
     """The refusals of `raw` that the node's `facts` show: names that are another link's, and
     changes that outlive the pod. `families`: the IP families the config hands out (both when
     it cannot be told: a dhcp or third-party IPAM)."""
-    found: list[delegate_check.Refusal] = []
+    found: list[check.Refusal] = []
     links = {link.name: link for link in facts.links}
     aliases = {alt: link.name for link in facts.links for alt in link.altnames}
-    for path, obj in delegate_node.objects(raw):
+    for path, obj in node_rules.objects(raw):
         found.extend(_names(obj, path, aliases))
         kind = obj.get("type")
-        if kind == delegate_node.PTP or (
-            kind == delegate_node.BRIDGE
+        if kind == node_rules.PTP or (
+            kind == node_rules.BRIDGE
             and (obj.get("isGateway") is True or obj.get("isDefaultGateway") is True)
         ):
             found.extend(_forwarding(path, str(kind), rules, facts, families))
-        if kind == delegate_node.BRIDGE:
-            name = obj.get(delegate_node.BRIDGE) or delegate_check.DEFAULT_BRIDGE_NAME
+        if kind == node_rules.BRIDGE:
+            name = obj.get(node_rules.BRIDGE) or check.DEFAULT_BRIDGE_NAME
             link = links.get(name) if isinstance(name, str) else None
-            if link is not None and link.kind == delegate_node.BRIDGE:
+            if link is not None and link.kind == node_rules.BRIDGE:
                 found.extend(_bridge(obj, path, link, rules, facts))
     return found
 
 
 def _names(
     obj: Mapping[str, Any], path: str, aliases: Mapping[str, str]
-) -> Iterator[delegate_check.Refusal]:
+) -> Iterator[check.Refusal]:
     if obj.get(_IN_CONTAINER) is True:
         return  # the master is looked up in the pod's namespace, not the node's
-    for key in delegate_check.LINK_KEYS:
+    for key in check.LINK_KEYS:
         value = obj.get(key)
         if isinstance(value, str) and value in aliases:
             why = (
@@ -80,25 +80,23 @@ def _names(
                 f"on {aliases[value]!r}, not on what the lists judged; write the link's own "
                 "name. Refused by"
             )
-            yield delegate_check.Refusal(
-                _join(path, key), delegate_check.show(value), NAMES_RULE, why
-            )
+            yield check.Refusal(_join(path, key), check.show(value), NAMES_RULE, why)
 
 
 def _forwarding(
     path: str,
     kind: str,
-    rules: delegate_rules.DelegateRules,
+    rules: delegate_policy.DelegateRules,
     facts: NodeFacts,
     families: frozenset[int],
-) -> Iterator[delegate_check.Refusal]:
+) -> Iterator[check.Refusal]:
     if rules.node_changes.allows("forwarding"):
         return
     for family in sorted(families):
         if dict(facts.forwarding).get(family) is False:
             what = f"switches the node's {_FORWARDING[family]} on; it is off here"
-            yield delegate_node.change_refusal(
-                _join(path, "type"), delegate_check.show(kind), "forwarding", rules, what
+            yield node_rules.change_refusal(
+                _join(path, "type"), check.show(kind), "forwarding", rules, what
             )
 
 
@@ -106,18 +104,18 @@ def _bridge(
     obj: Mapping[str, Any],
     path: str,
     link: Link,
-    rules: delegate_rules.DelegateRules,
+    rules: delegate_policy.DelegateRules,
     facts: NodeFacts,
-) -> Iterator[delegate_check.Refusal]:
+) -> Iterator[check.Refusal]:
     """What the bridge plugin does to `link`, a bridge the node already has."""
     listed = rules.node_changes
-    key, shown = _join(path, delegate_node.BRIDGE), delegate_check.show(link.name)
+    key, shown = _join(path, node_rules.BRIDGE), check.show(link.name)
     if not link.up and not listed.allows("bridgeUp"):
         what = f"sets the node's bridge {link.name!r} up; it is down"
-        yield delegate_node.change_refusal(key, shown, "bridgeUp", rules, what)
+        yield node_rules.change_refusal(key, shown, "bridgeUp", rules, what)
     if obj.get("promiscMode") is True and not link.promisc and not listed.allows("bridgePromisc"):
         what = f"makes the node's bridge {link.name!r} promiscuous, and never undoes it"
-        yield delegate_node.change_refusal(
+        yield node_rules.change_refusal(
             _join(path, "promiscMode"), "true", "bridgePromisc", rules, what
         )
     accept_ra = dict(facts.accept_ra).get(link.name)
@@ -126,7 +124,7 @@ def _bridge(
             f"writes 0 to net.ipv6.conf.{link.name}.accept_ra, which is {accept_ra} here: the "
             "bridge stops taking router adverts"
         )
-        yield delegate_node.change_refusal(key, shown, "bridgeAcceptRA", rules, what)
+        yield node_rules.change_refusal(key, shown, "bridgeAcceptRA", rules, what)
     mtu = obj.get("mtu")
     port = mtu if isinstance(mtu, int) and not isinstance(mtu, bool) and mtu > 0 else DEFAULT_MTU
     if port < link.mtu and not listed.allows("bridgeMtu"):
@@ -134,14 +132,14 @@ def _bridge(
             f"a port of MTU {port} lowers the node's bridge {link.name!r} from {link.mtu}; "
             f"give the NAD mtu {link.mtu}"
         )
-        yield delegate_node.change_refusal(_join(path, "mtu"), str(port), "bridgeMtu", rules, what)
+        yield node_rules.change_refusal(_join(path, "mtu"), str(port), "bridgeMtu", rules, what)
 
 
-def families_of(claims: list[delegate_node.Claim]) -> frozenset[int]:
+def families_of(claims: list[node_rules.Claim]) -> frozenset[int]:
     """The IP families a config hands out to pods: of its pod addresses and ranges; both when
     it shows none (the addresses come from elsewhere: dhcp, a third-party IPAM)."""
     found = frozenset(
-        c.first.version for c in claims if c.kind in (delegate_node.POD, delegate_node.SPAN)
+        c.first.version for c in claims if c.kind in (node_rules.POD, node_rules.SPAN)
     )
     return found or frozenset((4, 6))
 

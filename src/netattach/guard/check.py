@@ -27,8 +27,8 @@ import json
 import os
 from collections.abc import Mapping
 
-from netattach.attach import delegate_keys, delegate_rules, globs, ifnames
 from netattach.cni import conf
+from netattach.guard import delegate_policy, globs, ifnames, keys
 from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
@@ -73,14 +73,14 @@ class Refusal(NamedTuple):
 
 def check_config(
     raw: Mapping[str, Any],
-    rules: delegate_rules.DelegateRules,
-    protected: globs.Prefixes = delegate_rules.DEFAULT_PROTECTED,
+    rules: delegate_policy.DelegateRules,
+    protected: globs.Prefixes = delegate_policy.DEFAULT_PROTECTED,
 ) -> list[Refusal]:
     """Every refusal of the config `raw` under `rules`: first the keys a Go plugin would read
     otherwise than written (SEC-KEYS: nothing else can be judged then), else the values, in
     the order the keys are written. `protected` are directories no `dataDir` may name, whatever
     the lists say (netattach's own and the runtime's)."""
-    spelled = delegate_keys.spelling_problems(raw)
+    spelled = keys.spelling_problems(raw)
     if spelled:
         return [
             Refusal(key=path, value=show(value), rule="", why=why) for path, value, why in spelled
@@ -88,16 +88,16 @@ def check_config(
     refusals: list[Refusal] = []
     _walk(raw, "", rules, protected, refusals)
     # SEC-NODE: passthru masters, gateway bridges, reserved ranges (imported here: it imports us).
-    from netattach.attach import delegate_node
+    from netattach.guard import node_rules
 
-    refusals.extend(delegate_node.check_config(raw, rules))
+    refusals.extend(node_rules.check_config(raw, rules))
     return refusals
 
 
 def _walk(
     node: object,
     path: str,
-    rules: delegate_rules.DelegateRules,
+    rules: delegate_policy.DelegateRules,
     protected: globs.Prefixes,
     refusals: list[Refusal],
 ) -> None:
@@ -117,7 +117,7 @@ def _walk(
 def _check_object(
     obj: Mapping[str, Any],
     path: str,
-    rules: delegate_rules.DelegateRules,
+    rules: delegate_policy.DelegateRules,
     protected: globs.Prefixes,
     refusals: list[Refusal],
 ) -> None:
@@ -168,7 +168,7 @@ def _check_object(
 def _check_data_dir(
     value: object,
     path: str,
-    rules: delegate_rules.DelegateRules,
+    rules: delegate_policy.DelegateRules,
     protected: globs.Prefixes,
     refusals: list[Refusal],
 ) -> None:
@@ -194,7 +194,7 @@ def _check_data_dir(
 
 
 def _check_defaults(
-    obj: Mapping[str, Any], path: str, rules: delegate_rules.DelegateRules, refusals: list[Refusal]
+    obj: Mapping[str, Any], path: str, rules: delegate_policy.DelegateRules, refusals: list[Refusal]
 ) -> None:
     """What a plugin uses when the config leaves a name out: the node's uplink, or cni0."""
     kind = obj.get("type")
@@ -204,7 +204,7 @@ def _check_defaults(
         refusals.append(_default_bridge(path, rules))
 
 
-def _default_master(path: str, rules: delegate_rules.DelegateRules) -> Refusal:
+def _default_master(path: str, rules: delegate_policy.DelegateRules) -> Refusal:
     return Refusal(
         key=_join(path, "master"),
         value="unset (the node's default-route interface)",
@@ -213,7 +213,7 @@ def _default_master(path: str, rules: delegate_rules.DelegateRules) -> Refusal:
     )
 
 
-def _default_bridge(path: str, rules: delegate_rules.DelegateRules) -> Refusal:
+def _default_bridge(path: str, rules: delegate_policy.DelegateRules) -> Refusal:
     return Refusal(
         key=_join(path, "bridge"),
         value=f"unset (bridge CNI's default, {DEFAULT_BRIDGE_NAME!r})",
@@ -221,7 +221,7 @@ def _default_bridge(path: str, rules: delegate_rules.DelegateRules) -> Refusal:
     )
 
 
-def _names(rules: delegate_rules.DelegateRules, name: str) -> globs.Patterns:
+def _names(rules: delegate_policy.DelegateRules, name: str) -> globs.Patterns:
     if name == "master":
         return rules.master
     if name == "bridge":

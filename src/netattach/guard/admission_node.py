@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from netattach.attach import delegate_check, delegate_node, delegate_rules, globs
+from netattach.guard import check, delegate_policy, globs, node_rules
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-    from netattach.attach import admission
+    from netattach.guard import admission
 
 _WS: Final = r"\s*"
 
@@ -87,13 +87,13 @@ def _same_object(depth: int = SAME_OBJECT_DEPTH) -> str:
     return inner
 
 
-def _passthru(rules: delegate_rules.DelegateRules) -> admission.Check:
-    from netattach.attach import admission
+def _passthru(rules: delegate_policy.DelegateRules) -> admission.Check:
+    from netattach.guard import admission
 
     listed = rules.passthru_master
     if listed.allows_anything:
         return admission.Check(_pair("master"), "true")
-    mode = _key(["mode"]) + _WS + ":" + _WS + '"' + delegate_node.PASSTHRU + '"'
+    mode = _key(["mode"]) + _WS + ":" + _WS + '"' + node_rules.PASSTHRU + '"'
     master = _key(["master"]) + _WS + ":"
     absent = "!" + _found(mode)
     each = f"{absent} || {_allowed('master', listed, empty='false')}"
@@ -106,27 +106,27 @@ def _passthru(rules: delegate_rules.DelegateRules) -> admission.Check:
     return admission.Check(_pair("master"), each, (f"({absent} || {enough})",))
 
 
-def _gateway_bridge(rules: delegate_rules.DelegateRules) -> admission.Check:
-    from netattach.attach import admission
+def _gateway_bridge(rules: delegate_policy.DelegateRules) -> admission.Check:
+    from netattach.guard import admission
 
     listed = rules.gateway_bridge
-    flags = _key(delegate_node.GATEWAY_FLAGS) + _WS + ":" + _WS
+    flags = _key(node_rules.GATEWAY_FLAGS) + _WS + ":" + _WS
     # Neither true nor false, whatever the lists: the plugin would not decode it.
     booleans = "!" + _found(flags + "(?:[^tf\\s]|t[^r]|f[^a])")
     if listed.allows_anything:
         return admission.Check(_pair("bridge"), "true", (booleans,))
     off = "!" + _found(flags + "[^f\\s]")
-    bridges = _count(_key(["type"]) + _WS + ":" + _WS + '"' + delegate_node.BRIDGE + '"')
+    bridges = _count(_key(["type"]) + _WS + ":" + _WS + '"' + node_rules.BRIDGE + '"')
     conditions = [
-        "!" + _found(_key(["type"]) + _WS + ":" + _WS + '"' + delegate_node.PTP + '"'),
+        "!" + _found(_key(["type"]) + _WS + ":" + _WS + '"' + node_rules.PTP + '"'),
         *(
             f"{_count(_key([flag]) + _WS + ':' + _WS + '[^f' + chr(92) + 's]')} <= {bridges}"
-            for flag in delegate_node.GATEWAY_FLAGS
+            for flag in node_rules.GATEWAY_FLAGS
         ),
     ]
-    if not listed.allows(delegate_check.DEFAULT_BRIDGE_NAME):
+    if not listed.allows(check.DEFAULT_BRIDGE_NAME):
         conditions.append(f"{bridges} <= {_count(_key(['bridge']) + _WS + ':')}")
-    cni0 = "true" if listed.allows(delegate_check.DEFAULT_BRIDGE_NAME) else "false"
+    cni0 = "true" if listed.allows(check.DEFAULT_BRIDGE_NAME) else "false"
     each = f"{off} || {_allowed('bridge', listed, empty=cni0)}"
     return admission.Check(
         _pair("bridge"), each, (booleans, f"({off} || ({' && '.join(conditions)}))")
@@ -162,10 +162,10 @@ def ipv4_regex(cidr: str) -> str | None:
     return "\\.".join(parts)
 
 
-def _reserved(rules: delegate_rules.DelegateRules) -> admission.Check:
-    from netattach.attach import admission
+def _reserved(rules: delegate_policy.DelegateRules) -> admission.Check:
+    from netattach.guard import admission
 
-    ranges = [r for r in (*_ALWAYS, *rules.reserved_ranges) if r != delegate_rules.NODE_RANGE]
+    ranges = [r for r in (*_ALWAYS, *rules.reserved_ranges) if r != delegate_policy.NODE_RANGE]
     regexes = [found for found in (ipv4_regex(r) for r in ranges) if found is not None]
     pair = _key(ADDRESS_KEYS) + _WS + ":" + _WS + '"[^"]*"'
     inside = (
@@ -175,7 +175,7 @@ def _reserved(rules: delegate_rules.DelegateRules) -> admission.Check:
     return admission.Check(pair, f"!m.matches({_cel(inside)})", ("!" + _found(ips),))
 
 
-Render = Callable[[delegate_rules.DelegateRules], "admission.Check"]
+Render = Callable[[delegate_policy.DelegateRules], "admission.Check"]
 
 # (settings key, what a message calls it, its check), as admission._CHECKS lists its own.
 CHECKS: Final[tuple[tuple[str, str, Render], ...]] = (

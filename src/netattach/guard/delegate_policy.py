@@ -23,7 +23,7 @@ operator's settings key `delegatePolicy` bounds that choice; this module turns i
         sysctl      the keys of tuning's `sysctl`
         passthruMaster  the master a macvlan takes whole (`mode: passthru`)    (SEC-NODE,
         gatewayBridge   the bridge of `isGateway`/`isDefaultGateway`/`ipMasq`   checked by
-        reservedRanges  CIDRs (and `node`) no address a NAD hands out may lie in  delegate_node)
+        reservedRanges  CIDRs (and `node`) no address a NAD hands out may lie in  node_rules)
         nodeChanges     the node changes that outlive a pod a NAD may make (SEC-VALUES):
                         `NODE_CHANGES` by name, none by default
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 import reprlib
 from collections.abc import Mapping
 
-from netattach.attach import globs
+from netattach.guard import globs
 from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
@@ -206,12 +206,12 @@ class DelegateRules(NamedTuple):
     resource_name: globs.Patterns = _DEFAULTS["resourceName"]
     data_dir: globs.Prefixes = _DEFAULT_DATA_DIR
     sysctl: globs.Patterns = _DEFAULTS["sysctl"]
-    # SEC-NODE (attach/delegate_node.py): masters a macvlan may take whole, bridges that may
+    # SEC-NODE (guard/node_rules.py): masters a macvlan may take whole, bridges that may
     # carry a gateway on the node, ranges (CIDRs, `node`) no handed-out address may lie in.
     passthru_master: globs.Patterns = _DEFAULTS["passthruMaster"]
     gateway_bridge: globs.Patterns = _DEFAULTS["gatewayBridge"]
     reserved_ranges: tuple[str, ...] = DEFAULT_RESERVED_RANGES
-    # SEC-VALUES (daemon/node_effects.py, attach/delegate_node.py): `NODE_CHANGES` granted.
+    # SEC-VALUES (guard/effects.py, guard/node_rules.py): `NODE_CHANGES` granted.
     node_changes: globs.Patterns = _DEFAULTS["nodeChanges"]
     # Where these lists were written, for messages: "delegatePolicy" or
     # "delegatePolicy.namespaces[0]".

@@ -2,7 +2,7 @@
 
 The per-config half of the rules; `daemon/node_guard.py` adds what only the node knows at ADD
 (its addresses, its default gateways, the addresses live attachments hold). Keys are found
-wherever they are written, at any depth, as `delegate_check` finds the others:
+wherever they are written, at any depth, as `check` finds the others:
 
     mode: passthru      a macvlan that takes its master whole: the master (unset or "": the
                         node's default-route interface) must be in `passthruMaster`
@@ -32,7 +32,7 @@ import ipaddress
 import json
 from collections.abc import Iterator, Mapping, Sequence
 
-from netattach.attach import delegate_check, delegate_rules, globs, goaddr
+from netattach.guard import check, delegate_policy, globs, goaddr
 from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
@@ -111,10 +111,10 @@ class Claim(NamedTuple):
 
 
 def check_config(
-    raw: Mapping[str, Any], rules: delegate_rules.DelegateRules
-) -> list[delegate_check.Refusal]:
+    raw: Mapping[str, Any], rules: delegate_policy.DelegateRules
+) -> list[check.Refusal]:
     """The SEC-NODE refusals of `raw` that need nothing of the node."""
-    refusals: list[delegate_check.Refusal] = []
+    refusals: list[check.Refusal] = []
     for path, obj in objects(raw):
         _check_passthru(obj, path, rules, refusals)
         _check_gateway_flags(obj, path, rules, refusals)
@@ -128,12 +128,12 @@ def check_config(
         if special:
             verb = "holds" if claim.kind in (SPAN, SUBNET) else "is"
             why = f"{verb} {special}, which no list can grant; see"
-            refusals.append(delegate_check.Refusal(claim.key, claim.shown(), rule, why))
+            refusals.append(check.Refusal(claim.key, claim.shown(), rule, why))
             continue
         for network in ranges:
             if claim.overlaps(network):
                 why = f"{claim.relation()} {network}, {_RESERVED_BY}"
-                refusals.append(delegate_check.Refusal(claim.key, claim.shown(), rule, why))
+                refusals.append(check.Refusal(claim.key, claim.shown(), rule, why))
                 break
     return refusals
 
@@ -141,8 +141,8 @@ def check_config(
 def _check_passthru(
     obj: Mapping[str, Any],
     path: str,
-    rules: delegate_rules.DelegateRules,
-    refusals: list[delegate_check.Refusal],
+    rules: delegate_policy.DelegateRules,
+    refusals: list[check.Refusal],
 ) -> None:
     if obj.get("mode") != PASSTHRU:
         return
@@ -153,17 +153,17 @@ def _check_passthru(
         if not listed.allows_anything:
             value = "unset (the node's default-route interface)"
             why = "is taken whole (mode passthru): only a list that allows anything allows it, not"
-            refusals.append(delegate_check.Refusal(_join(path, "master"), value, rule, why))
+            refusals.append(check.Refusal(_join(path, "master"), value, rule, why))
     elif isinstance(master, str) and not listed.allows(master):
         why = "is taken whole (mode passthru), which is not allowed by"
-        refusals.append(delegate_check.Refusal(_join(path, "master"), _show(master), rule, why))
+        refusals.append(check.Refusal(_join(path, "master"), _show(master), rule, why))
 
 
 def _check_gateway_flags(
     obj: Mapping[str, Any],
     path: str,
-    rules: delegate_rules.DelegateRules,
-    refusals: list[delegate_check.Refusal],
+    rules: delegate_policy.DelegateRules,
+    refusals: list[check.Refusal],
 ) -> None:
     listed = rules.gateway_bridge
     rule = f"{rules.source}.gatewayBridge {listed}"
@@ -174,37 +174,35 @@ def _check_gateway_flags(
         where = _join(path, flag)
         if not isinstance(value, bool):
             why = "is not true or false, refused by"
-            refusals.append(delegate_check.Refusal(where, _show(value), rule, why))
+            refusals.append(check.Refusal(where, _show(value), rule, why))
         elif obj.get("type") != BRIDGE:
             if not listed.allows_anything:
                 why = (
                     "outside a bridge plugin is allowed only by a list that allows anything, not by"
                 )
-                refusals.append(delegate_check.Refusal(where, "true", rule, why))
+                refusals.append(check.Refusal(where, "true", rule, why))
         else:
-            bridge = obj.get(BRIDGE) or delegate_check.DEFAULT_BRIDGE_NAME
+            bridge = obj.get(BRIDGE) or check.DEFAULT_BRIDGE_NAME
             if isinstance(bridge, str) and not listed.allows(bridge):
                 why = f"on bridge {_show(bridge)} is not allowed by"
-                refusals.append(delegate_check.Refusal(where, "true", rule, why))
+                refusals.append(check.Refusal(where, "true", rule, why))
 
 
 def _check_node_changes(
     obj: Mapping[str, Any],
     path: str,
-    rules: delegate_rules.DelegateRules,
-    refusals: list[delegate_check.Refusal],
+    rules: delegate_policy.DelegateRules,
+    refusals: list[check.Refusal],
 ) -> None:
     """SEC-VALUES, what the config alone shows: a change to the node that outlives the pod
-    (`daemon/node_effects.py` judges those that need the node's state)."""
+    (`guard/effects.py` judges those that need the node's state)."""
     listed = rules.node_changes
     if "macspoofchk" in obj and obj["macspoofchk"] is not False:
         value = obj["macspoofchk"]
         if not isinstance(value, bool):
             why = "is not true or false, refused by"
             rule = f"{rules.source}.nodeChanges {listed}"
-            refusals.append(
-                delegate_check.Refusal(_join(path, "macspoofchk"), _show(value), rule, why)
-            )
+            refusals.append(check.Refusal(_join(path, "macspoofchk"), _show(value), rule, why))
         elif not listed.allows(MACSPOOFCHK):
             refusals.append(change_refusal(_join(path, "macspoofchk"), "true", MACSPOOFCHK, rules))
     if "daemonSocketPath" in obj:
@@ -217,15 +215,13 @@ def _check_node_changes(
 
 
 def change_refusal(
-    key: str, value: str, change: str, rules: delegate_rules.DelegateRules, what: str = ""
-) -> delegate_check.Refusal:
+    key: str, value: str, change: str, rules: delegate_policy.DelegateRules, what: str = ""
+) -> check.Refusal:
     """A refusal of the node change `change` (a `NODE_CHANGES` name) that `nodeChanges` does
     not grant; `what` says it of this node when there is more to say than the name's text."""
-    said = what or delegate_rules.NODE_CHANGES[change]
+    said = what or delegate_policy.NODE_CHANGES[change]
     why = f"makes a node change that outlives the pod ({said}); {change!r} is not granted by"
-    return delegate_check.Refusal(
-        key, value, f"{rules.source}.nodeChanges {rules.node_changes}", why
-    )
+    return check.Refusal(key, value, f"{rules.source}.nodeChanges {rules.node_changes}", why)
 
 
 def _special(claim: Claim) -> str:
@@ -241,7 +237,7 @@ def _special(claim: Claim) -> str:
 def reserved_networks(entries: Sequence[str]) -> tuple[Network, ...]:
     """The CIDRs of a `reservedRanges` list (its `node` entry aside)."""
     return tuple(
-        ipaddress.ip_network(e, strict=False) for e in entries if e != delegate_rules.NODE_RANGE
+        ipaddress.ip_network(e, strict=False) for e in entries if e != delegate_policy.NODE_RANGE
     )
 
 
@@ -250,12 +246,12 @@ def reserved_networks(entries: Sequence[str]) -> tuple[Network, ...]:
 
 def claims(
     raw: Mapping[str, Any], requested: Sequence[str] = ()
-) -> tuple[list[Claim], list[delegate_check.Refusal]]:
+) -> tuple[list[Claim], list[check.Refusal]]:
     """Every address `raw` hands out (and `requested`, the selection's `ips`), and a refusal
     for each address key whose value is not an address (the plugin would fail, or read it some
     way we did not check)."""
     found: list[Claim] = []
-    unreadable: list[delegate_check.Refusal] = []
+    unreadable: list[check.Refusal] = []
     _collect(raw, "", None, found, unreadable)
     for index, text in enumerate(requested):
         _point(f"selection ips[{index}]", text, POD, found, unreadable)
@@ -276,7 +272,7 @@ def _plugin_of(obj: Mapping[str, Any]) -> _Plugin:
     if kind == BRIDGE:
         gateway = obj.get("isGateway") is True or obj.get("isDefaultGateway") is True
         bridge = obj.get(BRIDGE)
-        name = bridge if isinstance(bridge, str) and bridge else delegate_check.DEFAULT_BRIDGE_NAME
+        name = bridge if isinstance(bridge, str) and bridge else check.DEFAULT_BRIDGE_NAME
         return _Plugin(host_side=gateway, bridge=name)
     return _Plugin(host_side=False, bridge="")
 
@@ -286,7 +282,7 @@ def _collect(
     path: str,
     plugin: _Plugin | None,
     found: list[Claim],
-    unreadable: list[delegate_check.Refusal],
+    unreadable: list[check.Refusal],
 ) -> None:
     if isinstance(node, list):
         for index, item in enumerate(node):
@@ -325,7 +321,7 @@ def _range(
     path: str,
     host: _Plugin | None,
     found: list[Claim],
-    unreadable: list[delegate_check.Refusal],
+    unreadable: list[check.Refusal],
 ) -> None:
     """A host-local range: what it hands out, and its gateway where the plugin puts it."""
     subnet = _network(obj["subnet"], _join(path, "subnet"), unreadable)
@@ -357,7 +353,7 @@ def _static(
     path: str,
     host: _Plugin | None,
     found: list[Claim],
-    unreadable: list[delegate_check.Refusal],
+    unreadable: list[check.Refusal],
 ) -> None:
     """A static IPAM address: the pod's, and its gateway where the plugin puts it."""
     where = _join(path, "address")
@@ -393,7 +389,7 @@ def _host(
 
 
 def _gateway(
-    obj: Mapping[str, Any], path: str, network: Network, unreadable: list[delegate_check.Refusal]
+    obj: Mapping[str, Any], path: str, network: Network, unreadable: list[check.Refusal]
 ) -> Address | None:
     """The IPAM `gateway` of `obj`, else the first address of `network` (as host-local and the
     bridge plugin choose one)."""
@@ -403,7 +399,7 @@ def _gateway(
 
 
 def _route(
-    item: Mapping[str, Any], path: str, found: list[Claim], unreadable: list[delegate_check.Refusal]
+    item: Mapping[str, Any], path: str, found: list[Claim], unreadable: list[check.Refusal]
 ) -> None:
     if "dst" in item:
         dst = _network(item["dst"], _join(path, "dst"), unreadable)
@@ -419,7 +415,7 @@ def _point(
     value: object,
     kind: str,
     found: list[Claim],
-    unreadable: list[delegate_check.Refusal],
+    unreadable: list[check.Refusal],
 ) -> None:
     """One address (`10.1.0.5`, or `10.1.0.5/24` as `ips` entries are written)."""
     if isinstance(value, str) and "/" in value:
@@ -431,7 +427,7 @@ def _point(
         found.append(Claim(path, _shown(value, address), kind, address, address))
 
 
-def _address(value: object, path: str, unreadable: list[delegate_check.Refusal]) -> Address | None:
+def _address(value: object, path: str, unreadable: list[check.Refusal]) -> Address | None:
     """An address as the plugin acts on it (SEC-VALUES: `::ffff:a.b.c.d` is IPv4)."""
     address = goaddr.read_ip(value)
     if address is None:
@@ -440,7 +436,7 @@ def _address(value: object, path: str, unreadable: list[delegate_check.Refusal])
 
 
 def _cidr(
-    value: object, path: str, what: str, unreadable: list[delegate_check.Refusal]
+    value: object, path: str, what: str, unreadable: list[check.Refusal]
 ) -> goaddr.GoCIDR | None:
     """A CIDR as the plugin reads it; refused when Go would not, or when its prefix means
     something else to the plugin than it says (an IPv4-mapped IPv6 CIDR)."""
@@ -450,7 +446,7 @@ def _cidr(
         return None
     if cidr.mapped:
         unreadable.append(
-            delegate_check.Refusal(
+            check.Refusal(
                 path,
                 _show(value),
                 "SEC-VALUES (docs/security.md)",
@@ -461,7 +457,7 @@ def _cidr(
     return cidr
 
 
-def _network(value: object, path: str, unreadable: list[delegate_check.Refusal]) -> Network | None:
+def _network(value: object, path: str, unreadable: list[check.Refusal]) -> Network | None:
     cidr = _cidr(value, path, "a CIDR", unreadable)
     return cidr.network if cidr is not None else None
 
@@ -475,8 +471,8 @@ def _usable(network: Network) -> tuple[Address, Address]:
     return network.network_address + 1, last
 
 
-def _unreadable(path: str, value: object, what: str) -> delegate_check.Refusal:
-    return delegate_check.Refusal(
+def _unreadable(path: str, value: object, what: str) -> check.Refusal:
+    return check.Refusal(
         path, _show(value), "SEC-NODE (docs/security.md)", f"is not {what}, refused by"
     )
 

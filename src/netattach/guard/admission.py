@@ -30,15 +30,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from netattach.attach import (
-    admission_node,
-    delegate_check,
-    delegate_keys,
-    delegate_node,
-    delegate_rules,
-    globs,
-)
 from netattach.cluster import model
+from netattach.guard import admission_node, check, delegate_policy, globs, keys, node_rules
 
 API_VERSION: Final = "admissionregistration.k8s.io/v1"
 DEFAULT_NAME: Final = "netattach-delegate-policy"
@@ -123,7 +116,7 @@ def _count(regex: str) -> str:
     return f"variables.config.findAll({_cel(regex)}).size()"
 
 
-def _types(rules: delegate_rules.DelegateRules) -> Check:
+def _types(rules: delegate_policy.DelegateRules) -> Check:
     names = ["type"]
     # A path (`../x`, `/usr/bin/x`) is refused whatever the list allows, as the daemon does.
     path = "^" + _key(names) + _WS + ":" + _WS + QUOTE + '[^"]*(?:/|\\.\\.)'
@@ -131,21 +124,21 @@ def _types(rules: delegate_rules.DelegateRules) -> Check:
     return Check(_pair(names), each, (_strings_only(names),))
 
 
-def _master(rules: delegate_rules.DelegateRules) -> Check:
+def _master(rules: delegate_policy.DelegateRules) -> Check:
     names = ["master"]
     anything = rules.master.allows_anything
     whole = [_strings_only(names)]
     if not anything:
-        kinds = "|".join((*delegate_check.DEFAULT_ROUTE_MASTER, "vlan"))
+        kinds = "|".join((*check.DEFAULT_ROUTE_MASTER, "vlan"))
         plugins = _count(_key(["type"]) + _WS + ":" + _WS + f'"(?:{kinds})"')
         whole.append(f"{plugins} <= {_count(_key(names) + _WS + ':')}")
     each = _names_check(names, rules.master, empty="true" if anything else "false")
     return Check(_pair(names), each, tuple(whole))
 
 
-def _bridge(rules: delegate_rules.DelegateRules) -> Check:
+def _bridge(rules: delegate_policy.DelegateRules) -> Check:
     names = ["bridge"]
-    default = rules.bridge.allows(delegate_check.DEFAULT_BRIDGE_NAME)
+    default = rules.bridge.allows(check.DEFAULT_BRIDGE_NAME)
     whole = [_strings_only(names)]
     if not default:
         plugins = _count(_key(["type"]) + _WS + ":" + _WS + '"bridge"')
@@ -154,21 +147,21 @@ def _bridge(rules: delegate_rules.DelegateRules) -> Check:
     return Check(_pair(names), each, tuple(whole))
 
 
-def _device(rules: delegate_rules.DelegateRules) -> Check:
+def _device(rules: delegate_policy.DelegateRules) -> Check:
     names = ["device"]
     whole = [_strings_only(names)]
     if not rules.device.allows_anything:
-        other = _key(delegate_check.HOST_DEVICE_OTHER_NAMES) + _WS + ":"
+        other = _key(check.HOST_DEVICE_OTHER_NAMES) + _WS + ":"
         whole.append("!" + _matches("variables.config", other))
     return Check(_pair(names), _names_check(names, rules.device), tuple(whole))
 
 
-def _pci(rules: delegate_rules.DelegateRules) -> Check:
+def _pci(rules: delegate_policy.DelegateRules) -> Check:
     names = ["pciBusID", "deviceID"]
     return Check(_pair(names), _names_check(names, rules.pci_bus_id), (_strings_only(names),))
 
 
-def _data_dir(rules: delegate_rules.DelegateRules) -> Check:
+def _data_dir(rules: delegate_policy.DelegateRules) -> Check:
     names = ["dataDir"]
     prefixes = rules.data_dir
     allowed = _alternatives([globs.prefix_regex(d) for d in prefixes.included])
@@ -189,7 +182,7 @@ def _data_dir(rules: delegate_rules.DelegateRules) -> Check:
     return Check(_pair(names), each, (_strings_only(names),))
 
 
-def _sysctl(rules: delegate_rules.DelegateRules) -> Check:
+def _sysctl(rules: delegate_policy.DelegateRules) -> Check:
     """Each flat `"sysctl": {...}` object `m`: every key allowed; a `sysctl` that is no flat
     object (a list, a string, nested objects) is refused by counting."""
     opening = _key(["sysctl"]) + _WS + ":"
@@ -205,15 +198,15 @@ def _sysctl(rules: delegate_rules.DelegateRules) -> Check:
     return Check(flat, each, (f"{_count(opening)} == {_count(flat)}",))
 
 
-def _node_changes(rules: delegate_rules.DelegateRules) -> Check:
+def _node_changes(rules: delegate_policy.DelegateRules) -> Check:
     """SEC-VALUES, what the config text shows: `macspoofchk` true only when `nodeChanges` grants
     it, a `daemonSocketPath` other than the dhcp daemon's only when it grants `dhcpSocket`."""
-    mac, socket = delegate_node.MACSPOOFCHK, delegate_node.DHCP_SOCKET
+    mac, socket = node_rules.MACSPOOFCHK, node_rules.DHCP_SOCKET
     grant_mac = "true" if rules.node_changes.allows(mac) else "false"
     grant_socket = "true" if rules.node_changes.allows(socket) else "false"
     head_mac = "^" + _key([mac]) + _WS + ":" + _WS
     head_socket = "^" + _key(["daemonSocketPath"]) + _WS + ":" + _WS
-    sockets = "|".join(path.replace(".", "\\.") for path in delegate_node.DHCP_SOCKETS)
+    sockets = "|".join(path.replace(".", "\\.") for path in node_rules.DHCP_SOCKETS)
     tokens = _key([mac, "daemonSocketPath"]) + _WS + ":" + _WS + '(?:"[^"]*"|[^,}\\]\\s]+)'
     each = (
         f"{_matches('m', head_mac)} ? ({_matches('m', head_mac + 'false$')} || {grant_mac}) : "
@@ -223,7 +216,7 @@ def _node_changes(rules: delegate_rules.DelegateRules) -> Check:
     return Check(tokens, each)
 
 
-Render = Callable[[delegate_rules.DelegateRules], Check]
+Render = Callable[[delegate_policy.DelegateRules], Check]
 
 # The validations, one per list: (settings key, what it is called in a message, its check).
 _CHECKS: Final[tuple[tuple[str, str, Render], ...]] = (
@@ -239,7 +232,7 @@ _CHECKS: Final[tuple[tuple[str, str, Render], ...]] = (
 )
 
 
-def _selector(selector: delegate_rules.NamespaceSelector) -> str:
+def _selector(selector: delegate_policy.NamespaceSelector) -> str:
     labels = "variables.labels"
     parts = [
         f"({_cel(k)} in {labels} && {labels}[{_cel(k)}] == {_cel(v)})"
@@ -259,7 +252,7 @@ def _selector(selector: delegate_rules.NamespaceSelector) -> str:
     return " && ".join(parts) or "true"
 
 
-def _scope(policy: delegate_rules.DelegatePolicy) -> str:
+def _scope(policy: delegate_policy.DelegatePolicy) -> str:
     """CEL: the index of the first namespace entry that selects the NAD's namespace, else -1."""
     expression = "-1"
     for index in reversed(range(len(policy.namespaces))):
@@ -268,7 +261,7 @@ def _scope(policy: delegate_rules.DelegatePolicy) -> str:
 
 
 def _by_scope(
-    policy: delegate_rules.DelegatePolicy, key: str, render: Render
+    policy: delegate_policy.DelegatePolicy, key: str, render: Render
 ) -> tuple[str, str, str]:
     """CEL choosing by the NAD's namespace (`variables.scope`): the check of `key`, the list of
     what fails it, and the text of the rule that decides."""
@@ -285,7 +278,7 @@ def _by_scope(
     return expression, offenders, rule
 
 
-def _rule_text(rules: delegate_rules.DelegateRules, key: str) -> str:
+def _rule_text(rules: delegate_policy.DelegateRules, key: str) -> str:
     listed: dict[str, globs.Patterns | globs.Prefixes] = {
         "types": rules.types,
         "master": rules.master,
@@ -311,7 +304,7 @@ _NAD: Final = (
 def _spelling() -> dict[str, str]:
     """SEC-KEYS: a key that RE2's case folding (Unicode simple folding, as Go's decoder uses:
     `MASTER`, `ma\u017fter`) takes for a checked key must be spelled as that key."""
-    names = sorted(delegate_keys.CHECKED_KEYS)
+    names = sorted(keys.CHECKED_KEYS)
     folded = _cel('"(?i:' + "|".join(names) + ')"' + _WS + ":")
     exact = _cel("^" + _key(names) + _WS + ":$")
     found = f"variables.config.findAll({folded})"
@@ -348,7 +341,7 @@ _MAPPED: Final = '(?i)"[0:]*:ffff:[^"]*"'
 
 
 def _values() -> list[dict[str, str]]:
-    names = list(delegate_check.LINK_KEYS)
+    names = list(check.LINK_KEYS)
     head = "^" + _key(names) + _WS + ":" + _WS + QUOTE
     readable = _cel(head + _LINK_NAME + QUOTE + "$")
     dots = _cel(head + "\\.\\.?" + QUOTE + "$")
@@ -385,14 +378,14 @@ _STRIPPED: Final = f"(?s)[^{WHITE_SPACE}](?:.*[^{WHITE_SPACE}])?"
 _RESOURCE_NAME: Final = "variables.resourceName"
 
 
-def resource_name_checked(policy: delegate_rules.DelegatePolicy) -> bool:
+def resource_name_checked(policy: delegate_policy.DelegatePolicy) -> bool:
     """Whether some list of `policy` (cluster-wide or a namespace entry's) narrows resourceName:
     else the annotation is left alone (no variable, no validation)."""
     every = (policy.rules, *(entry.rules for entry in policy.namespaces))
     return not all(rules.resource_name.allows_anything for rules in every)
 
 
-def _resource_name_allowed(rules: delegate_rules.DelegateRules) -> str:
+def _resource_name_allowed(rules: delegate_policy.DelegateRules) -> str:
     """CEL: the NAD's resourceName is none, or one `rules` allow (a glob's `*` and `?` take a
     line break too, hence `(?s)`)."""
     listed = rules.resource_name
@@ -406,7 +399,7 @@ def _resource_name_allowed(rules: delegate_rules.DelegateRules) -> str:
     return f"{_RESOURCE_NAME} == '' || {' && '.join(parts)}"
 
 
-def _resource_name(policy: delegate_rules.DelegatePolicy) -> dict[str, str]:
+def _resource_name(policy: delegate_policy.DelegatePolicy) -> dict[str, str]:
     """DEV-RESOURCE: the NAD's resourceName allowed by the lists of its namespace, as the daemon
     checks it at ADD before it asks the kubelet for a device."""
     expression = _resource_name_allowed(policy.rules)
@@ -432,7 +425,7 @@ def _resource_name_variable() -> dict[str, str]:
     return {"name": "resourceName", "expression": f"({written}).find({_cel(_STRIPPED)})"}
 
 
-def build_validations(policy: delegate_rules.DelegatePolicy) -> list[dict[str, str]]:
+def build_validations(policy: delegate_policy.DelegatePolicy) -> list[dict[str, str]]:
     """The policy's validations: escapes and key spellings first, then one per list, then the
     protected directories, then the resourceName annotation when some list narrows it (its
     variable `resourceName` is `build_policy`'s)."""
@@ -467,7 +460,7 @@ def build_validations(policy: delegate_rules.DelegatePolicy) -> list[dict[str, s
 
 
 def build_policy(
-    policy: delegate_rules.DelegatePolicy, *, name: str = DEFAULT_NAME
+    policy: delegate_policy.DelegatePolicy, *, name: str = DEFAULT_NAME
 ) -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy and its binding that enforce `policy` on NADs."""
     return [
