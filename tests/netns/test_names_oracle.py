@@ -42,7 +42,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from netattach.daemon import node_guard
-from netattach.guard import check, delegate_policy, globs, ifnames, node_state
+from netattach.guard import check, delegate_policy, globs, ifnames, node_state, refusal
 from tests import go_decoder
 from tests.netns_fixtures import Node
 
@@ -180,7 +180,7 @@ def config(plugin: str, name: str) -> dict[str, Any]:
 
 def refusals(
     raw: dict[str, Any], rules: delegate_policy.DelegateRules, facts: node_state.NodeFacts
-) -> list[check.Refusal]:
+) -> list[refusal.Refusal]:
     """What the guard refuses of `raw`: the config alone, then with the node's facts."""
     found = check.check_config(raw, rules)
     return found or node_guard.judge_config(raw, rules, facts, live=node_state.LiveAttachments())

@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from netattach.daemon import node_guard
-from netattach.guard import check, delegate_policy, goaddr, node_rules, node_state
+from netattach.guard import check, delegate_policy, goaddr, node_rules, node_state, refusal
 from tests.go_decoder import AddrQuery, Decoder, Reading
 
 pytestmark = pytest.mark.req("SEC-VALUES")
@@ -591,7 +591,7 @@ def config(draw: st.DrawFn) -> Config:
     return Config(template, raw, tuple(slots), tuple(ranges), gateway_bridge)
 
 
-def guard(raw: Mapping[str, Any]) -> list[check.Refusal]:
+def guard(raw: Mapping[str, Any]) -> list[refusal.Refusal]:
     """Everything the guard refuses of `raw` on the node of FACTS: the config alone, then what
     the node knows."""
     found = check.check_config(raw, RULES)

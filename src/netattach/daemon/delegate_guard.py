@@ -21,13 +21,11 @@ from pathlib import Path
 from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.daemon import plan as plan_mod
-from netattach.guard import delegate_policy
+from netattach.guard import delegate_policy, refusal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final, Protocol, TypeGuard
-
-    from netattach.guard import check
 
     class NamespaceLookup(Protocol):
         def lookup_namespace(self, name: str) -> model.KubeObject | None: ...
@@ -59,7 +57,7 @@ def check_nad(
     policy: delegate_policy.DelegatePolicy,
     view: object,
     resource: str = "",
-) -> list[check.Refusal]:
+) -> list[refusal.Refusal]:
     """Every refusal of the NAD `namespace/name`: of its config `raw`, and of the device
     resource its `resourceName` annotation names (DEV-RESOURCE; "" for none)."""
     if not policy.enabled:
@@ -72,11 +70,11 @@ def check_nad(
     refusals = check.check_config(raw, rules, policy.protected)
     if resource and not rules.resource_name.allows(resource):
         rule = f"{rules.source}.resourceName {rules.resource_name}"
-        refusals.append(check.Refusal(key="resourceName", value=repr(resource), rule=rule))
+        refusals.append(refusal.Refusal(key="resourceName", value=repr(resource), rule=rule))
     return refusals
 
 
-def refused(reference: str, refusals: Sequence[check.Refusal]) -> DelegateRefusedError:
+def refused(reference: str, refusals: Sequence[refusal.Refusal]) -> DelegateRefusedError:
     more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
     return DelegateRefusedError(
         f"NetworkAttachmentDefinition {reference} refused by the delegate policy: "

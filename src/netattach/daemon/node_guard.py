@@ -34,7 +34,7 @@ from netattach import offload
 from netattach.daemon import delegate_guard
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
-from netattach.guard import check, delegate_policy, effects, node_rules, node_state
+from netattach.guard import delegate_policy, effects, keys, node_rules, node_state, refusal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -167,22 +167,22 @@ def refusals(
     rules: delegate_policy.DelegateRules,
     facts: node_state.NodeFacts | None,
     live: node_state.LiveAttachments,
-) -> list[check.Refusal]:
+) -> list[refusal.Refusal]:
     """The claims the node's facts (None: not judged, `node` is not reserved) and the live
     attachments refuse."""
-    found: list[check.Refusal] = []
+    found: list[refusal.Refusal] = []
     reserved = f"{rules.source}.reservedRanges [{', '.join(rules.reserved_ranges)}]"
     for claim in claims:
         if claim.kind not in _JUDGED:
             continue  # a route is the pod's own
         why = _node_conflict(claim, facts, live) if facts is not None else ""
         if why:
-            found.append(check.Refusal(claim.key, claim.shown(), reserved, why))
+            found.append(refusal.Refusal(claim.key, claim.shown(), reserved, why))
             continue
         holder = _live_conflict(claim, live)
         if holder:
             why = f"is held by the live attachment {holder}, refused by"
-            found.append(check.Refusal(claim.key, claim.shown(), LIVE_RULE, why))
+            found.append(refusal.Refusal(claim.key, claim.shown(), LIVE_RULE, why))
     return found
 
 
@@ -222,7 +222,7 @@ def judge_config(
     facts: node_state.NodeFacts,
     live: node_state.LiveAttachments | None = None,
     requested: Sequence[str] = (),
-) -> list[check.Refusal]:
+) -> list[refusal.Refusal]:
     """Every refusal of one config that the node's `facts` and the `live` attachments show
     (what `check.check_config` refuses from the config alone aside); `requested` the
     selection's `ips`. The one judge of the node's rules: the daemon, the thin plugin, hot-plug
@@ -240,7 +240,7 @@ def touches_node(raw: Mapping[str, object]) -> bool:
     for _, obj in node_rules.objects(raw):
         if obj.get("type") in (node_rules.PTP, node_rules.BRIDGE):
             return True
-        if any(isinstance(obj.get(key), str) and obj[key] for key in check.LINK_KEYS):
+        if any(isinstance(obj.get(key), str) and obj[key] for key in keys.LINK_KEYS):
             return True
     return False
 

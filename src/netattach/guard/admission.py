@@ -26,200 +26,119 @@ key) the daemon still refuses at ADD, which remains the check that holds. A NAD 
 `spec.config` names a file the operator installed on the node and is not checked here.
 """
 
-import dataclasses
-from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from netattach.cluster import model
-from netattach.guard import admission_node, check, delegate_policy, globs, keys, node_rules
+from netattach.guard import admission_node, cel, delegate_policy, globs, keys, node_rules
 
 API_VERSION: Final = "admissionregistration.k8s.io/v1"
 DEFAULT_NAME: Final = "netattach-delegate-policy"
 
-_WS: Final = r"\s*"
-QUOTE: Final = '"'
-# The start of a value that is no JSON string: anything but a quote or white space.
-NOT_A_STRING: Final = r'[^"\s]'
-# A JSON string without escapes (a config with a backslash is refused first).
-_STRING: Final = '"[^"]*"'
 
-
-def _key(names: Sequence[str]) -> str:
-    """The regex of a JSON key, one of `names`."""
-    inner = "|".join(names)
-    return f'"(?:{inner})"' if len(names) > 1 else f'"{inner}"'
-
-
-def _pair(names: Sequence[str]) -> str:
-    return _key(names) + _WS + ":" + _WS + _STRING
-
-
-def _cel(text: str) -> str:
-    """`text` as a CEL string literal (single-quoted; backslashes and quotes escaped)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _alternatives(regexes: Sequence[str]) -> str | None:
-    return "(?:" + "|".join(regexes) + ")" if regexes else None
-
-
-def _value_check(token: str, names: Sequence[str], allowed: str | None, denied: str | None) -> str:
-    """CEL: the pair `token` (`"key": "value"`) has a value `allowed` takes and `denied` not."""
-    head, tail = "^" + _key(names) + _WS + ":" + _WS + QUOTE, QUOTE + "$"
-    parts = ["false"] if allowed is None else [_matches(token, head + allowed + tail)]
-    if denied is not None:
-        parts.append("!" + _matches(token, head + denied + tail))
-    return " && ".join(parts)
-
-
-def _matches(token: str, regex: str) -> str:
-    return f"{token}.matches({_cel(regex)})"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Check:
-    """One list's check in CEL: each `tokens` match `m` of the config must satisfy `each`, and
-    the whole config `whole` (the value kinds, the plugins left without a name)."""
-
-    tokens: str
-    each: str
-    whole: tuple[str, ...] = ()
-
-    def expression(self) -> str:
-        found = f"variables.config.findAll({_cel(self.tokens)})"
-        return " && ".join((*self.whole, f"{found}.all(m, {self.each})"))
-
-    def offenders(self) -> str:
-        """CEL: the matches that fail, a list of strings for the message."""
-        return f"variables.config.findAll({_cel(self.tokens)}).filter(m, !({self.each}))"
-
-
-def _names_check(names: Sequence[str], patterns: globs.Patterns, empty: str | None = None) -> str:
-    """CEL on the pair `m`: its value is allowed by `patterns`; `empty` is the CEL constant
-    deciding an empty value (None: like any other value)."""
-    allowed = _alternatives([globs.glob_regex(p) for p in patterns.included])
-    denied = _alternatives([globs.glob_regex(p) for p in patterns.excluded])
-    check = _value_check("m", names, allowed, denied)
-    if empty is not None:
-        blank = "^" + _key(names) + _WS + ":" + _WS + QUOTE + QUOTE + "$"
-        check = f"({_matches('m', blank)} ? {empty} : ({check}))"
-    return check
-
-
-def _strings_only(names: Sequence[str]) -> str:
-    """CEL: every `names` key of the config has a string value."""
-    not_a_string = _key(names) + _WS + ":" + _WS + NOT_A_STRING
-    return "!" + _matches("variables.config", not_a_string)
-
-
-def _count(regex: str) -> str:
-    return f"variables.config.findAll({_cel(regex)}).size()"
-
-
-def _types(rules: delegate_policy.DelegateRules) -> Check:
+def _types(rules: delegate_policy.DelegateRules) -> cel.Check:
     names = ["type"]
     # A path (`../x`, `/usr/bin/x`) is refused whatever the list allows, as the daemon does.
-    path = "^" + _key(names) + _WS + ":" + _WS + QUOTE + '[^"]*(?:/|\\.\\.)'
-    each = "!" + _matches("m", path) + " && " + _names_check(names, rules.types)
-    return Check(_pair(names), each, (_strings_only(names),))
+    path = "^" + cel.key(names) + cel.WS + ":" + cel.WS + cel.QUOTE + '[^"]*(?:/|\\.\\.)'
+    each = "!" + cel.matches("m", path) + " && " + cel.names_check(names, rules.types)
+    return cel.Check(cel.pair(names), each, (cel.strings_only(names),))
 
 
-def _master(rules: delegate_policy.DelegateRules) -> Check:
+def _master(rules: delegate_policy.DelegateRules) -> cel.Check:
     names = ["master"]
     anything = rules.master.allows_anything
-    whole = [_strings_only(names)]
+    whole = [cel.strings_only(names)]
     if not anything:
-        kinds = "|".join((*check.DEFAULT_ROUTE_MASTER, "vlan"))
-        plugins = _count(_key(["type"]) + _WS + ":" + _WS + f'"(?:{kinds})"')
-        whole.append(f"{plugins} <= {_count(_key(names) + _WS + ':')}")
-    each = _names_check(names, rules.master, empty="true" if anything else "false")
-    return Check(_pair(names), each, tuple(whole))
+        kinds = "|".join((*keys.DEFAULT_ROUTE_MASTER, "vlan"))
+        plugins = cel.count(cel.key(["type"]) + cel.WS + ":" + cel.WS + f'"(?:{kinds})"')
+        whole.append(f"{plugins} <= {cel.count(cel.key(names) + cel.WS + ':')}")
+    each = cel.names_check(names, rules.master, empty="true" if anything else "false")
+    return cel.Check(cel.pair(names), each, tuple(whole))
 
 
-def _bridge(rules: delegate_policy.DelegateRules) -> Check:
+def _bridge(rules: delegate_policy.DelegateRules) -> cel.Check:
     names = ["bridge"]
-    default = rules.bridge.allows(check.DEFAULT_BRIDGE_NAME)
-    whole = [_strings_only(names)]
+    default = rules.bridge.allows(keys.DEFAULT_BRIDGE_NAME)
+    whole = [cel.strings_only(names)]
     if not default:
-        plugins = _count(_key(["type"]) + _WS + ":" + _WS + '"bridge"')
-        whole.append(f"{plugins} <= {_count(_key(names) + _WS + ':')}")
-    each = _names_check(names, rules.bridge, empty="true" if default else "false")
-    return Check(_pair(names), each, tuple(whole))
+        plugins = cel.count(cel.key(["type"]) + cel.WS + ":" + cel.WS + '"bridge"')
+        whole.append(f"{plugins} <= {cel.count(cel.key(names) + cel.WS + ':')}")
+    each = cel.names_check(names, rules.bridge, empty="true" if default else "false")
+    return cel.Check(cel.pair(names), each, tuple(whole))
 
 
-def _device(rules: delegate_policy.DelegateRules) -> Check:
+def _device(rules: delegate_policy.DelegateRules) -> cel.Check:
     names = ["device"]
-    whole = [_strings_only(names)]
+    whole = [cel.strings_only(names)]
     if not rules.device.allows_anything:
-        other = _key(check.HOST_DEVICE_OTHER_NAMES) + _WS + ":"
-        whole.append("!" + _matches("variables.config", other))
-    return Check(_pair(names), _names_check(names, rules.device), tuple(whole))
+        other = cel.key(keys.HOST_DEVICE_OTHER_NAMES) + cel.WS + ":"
+        whole.append("!" + cel.matches(cel.CONFIG, other))
+    return cel.Check(cel.pair(names), cel.names_check(names, rules.device), tuple(whole))
 
 
-def _pci(rules: delegate_policy.DelegateRules) -> Check:
+def _pci(rules: delegate_policy.DelegateRules) -> cel.Check:
     names = ["pciBusID", "deviceID"]
-    return Check(_pair(names), _names_check(names, rules.pci_bus_id), (_strings_only(names),))
+    return cel.Check(
+        cel.pair(names), cel.names_check(names, rules.pci_bus_id), (cel.strings_only(names),)
+    )
 
 
-def _data_dir(rules: delegate_policy.DelegateRules) -> Check:
+def _data_dir(rules: delegate_policy.DelegateRules) -> cel.Check:
     names = ["dataDir"]
     prefixes = rules.data_dir
-    allowed = _alternatives([globs.prefix_regex(d) for d in prefixes.included])
-    denied = _alternatives([globs.prefix_regex(d) for d in prefixes.excluded])
-    head = "^" + _key(names) + _WS + ":" + _WS + QUOTE
+    allowed = cel.alternatives([globs.prefix_regex(d) for d in prefixes.included])
+    denied = cel.alternatives([globs.prefix_regex(d) for d in prefixes.excluded])
+    head = "^" + cel.key(names) + cel.WS + ":" + cel.WS + cel.QUOTE
     dotdot = head + '(?:[^"]*/)?\\.\\.(?:/[^"]*)?"$'
     # Text cannot normalise a path: a spelling the daemon would normalise (`//`, `/./`, a
     # trailing `/` or `/.`) is refused, so the prefixes below read every path as written.
     unusual = head + '(?:[^"]*(?://|/\\./)[^"]*|[^"]+/\\.?|/\\.)"$'
     each = (
         "!"
-        + _matches("m", dotdot)
+        + cel.matches("m", dotdot)
         + " && !"
-        + _matches("m", unusual)
+        + cel.matches("m", unusual)
         + " && "
-        + _value_check("m", names, allowed, denied)
+        + cel.value_check("m", names, allowed, denied)
     )
-    return Check(_pair(names), each, (_strings_only(names),))
+    return cel.Check(cel.pair(names), each, (cel.strings_only(names),))
 
 
-def _sysctl(rules: delegate_policy.DelegateRules) -> Check:
+def _sysctl(rules: delegate_policy.DelegateRules) -> cel.Check:
     """Each flat `"sysctl": {...}` object `m`: every key allowed; a `sysctl` that is no flat
     object (a list, a string, nested objects) is refused by counting."""
-    opening = _key(["sysctl"]) + _WS + ":"
-    flat = opening + _WS + "\\{[^{}]*\\}"
-    allowed = _alternatives([globs.glob_regex(p) for p in rules.sysctl.included])
-    denied = _alternatives([globs.glob_regex(p) for p in rules.sysctl.excluded])
-    key, tail = "[{,]" + _WS + QUOTE, QUOTE + _WS + ":$"
-    checks = ["false"] if allowed is None else [_matches("k", "^" + key + allowed + tail)]
+    opening = cel.key(["sysctl"]) + cel.WS + ":"
+    flat = opening + cel.WS + "\\{[^{}]*\\}"
+    allowed = cel.alternatives([globs.glob_regex(p) for p in rules.sysctl.included])
+    denied = cel.alternatives([globs.glob_regex(p) for p in rules.sysctl.excluded])
+    key, tail = "[{,]" + cel.WS + cel.QUOTE, cel.QUOTE + cel.WS + ":$"
+    checks = ["false"] if allowed is None else [cel.matches("k", "^" + key + allowed + tail)]
     if denied is not None:
-        checks.append("!" + _matches("k", "^" + key + denied + tail))
-    every_key = _cel(key + "[^" + QUOTE + "]*" + QUOTE + _WS + ":")
+        checks.append("!" + cel.matches("k", "^" + key + denied + tail))
+    every_key = cel.literal(key + "[^" + cel.QUOTE + "]*" + cel.QUOTE + cel.WS + ":")
     each = f"m.findAll({every_key}).all(k, {' && '.join(checks)})"
-    return Check(flat, each, (f"{_count(opening)} == {_count(flat)}",))
+    return cel.Check(flat, each, (f"{cel.count(opening)} == {cel.count(flat)}",))
 
 
-def _node_changes(rules: delegate_policy.DelegateRules) -> Check:
+def _node_changes(rules: delegate_policy.DelegateRules) -> cel.Check:
     """SEC-VALUES, what the config text shows: `macspoofchk` true only when `nodeChanges` grants
     it, a `daemonSocketPath` other than the dhcp daemon's only when it grants `dhcpSocket`."""
     mac, socket = node_rules.MACSPOOFCHK, node_rules.DHCP_SOCKET
     grant_mac = "true" if rules.node_changes.allows(mac) else "false"
     grant_socket = "true" if rules.node_changes.allows(socket) else "false"
-    head_mac = "^" + _key([mac]) + _WS + ":" + _WS
-    head_socket = "^" + _key(["daemonSocketPath"]) + _WS + ":" + _WS
+    head_mac = "^" + cel.key([mac]) + cel.WS + ":" + cel.WS
+    head_socket = "^" + cel.key(["daemonSocketPath"]) + cel.WS + ":" + cel.WS
     sockets = "|".join(path.replace(".", "\\.") for path in node_rules.DHCP_SOCKETS)
-    tokens = _key([mac, "daemonSocketPath"]) + _WS + ":" + _WS + '(?:"[^"]*"|[^,}\\]\\s]+)'
+    tokens = cel.key([mac, "daemonSocketPath"]) + cel.WS + ":" + cel.WS + '(?:"[^"]*"|[^,}\\]\\s]+)'
+    dhcp_socket = head_socket + cel.QUOTE + "(?:" + sockets + ")" + cel.QUOTE + "$"
     each = (
-        f"{_matches('m', head_mac)} ? ({_matches('m', head_mac + 'false$')} || {grant_mac}) : "
-        f"({_matches('m', head_socket + QUOTE + '(?:' + sockets + ')' + QUOTE + '$')} "
-        f"|| {grant_socket})"
+        f"{cel.matches('m', head_mac)} ? ({cel.matches('m', head_mac + 'false$')} || {grant_mac}) "
+        f": ({cel.matches('m', dhcp_socket)} || {grant_socket})"
     )
-    return Check(tokens, each)
+    return cel.Check(tokens, each)
 
-
-Render = Callable[[delegate_policy.DelegateRules], Check]
 
 # The validations, one per list: (settings key, what it is called in a message, its check).
-_CHECKS: Final[tuple[tuple[str, str, Render], ...]] = (
+_CHECKS: Final[tuple[tuple[str, str, cel.Render], ...]] = (
     ("types", "plugin type", _types),
     ("master", "master interface", _master),
     ("bridge", "bridge", _bridge),
@@ -235,16 +154,16 @@ _CHECKS: Final[tuple[tuple[str, str, Render], ...]] = (
 def _selector(selector: delegate_policy.NamespaceSelector) -> str:
     labels = "variables.labels"
     parts = [
-        f"({_cel(k)} in {labels} && {labels}[{_cel(k)}] == {_cel(v)})"
+        f"({cel.literal(k)} in {labels} && {labels}[{cel.literal(k)}] == {cel.literal(v)})"
         for k, v in selector.match_labels
     ]
     for r in selector.match_expressions:
-        values = "[" + ", ".join(_cel(v) for v in r.values) + "]"
-        present = f"{_cel(r.key)} in {labels}"
+        values = "[" + ", ".join(cel.literal(v) for v in r.values) + "]"
+        present = f"{cel.literal(r.key)} in {labels}"
         if r.operator == "In":
-            parts.append(f"({present} && {labels}[{_cel(r.key)}] in {values})")
+            parts.append(f"({present} && {labels}[{cel.literal(r.key)}] in {values})")
         elif r.operator == "NotIn":
-            parts.append(f"(!({present}) || !({labels}[{_cel(r.key)}] in {values}))")
+            parts.append(f"(!({present}) || !({labels}[{cel.literal(r.key)}] in {values}))")
         elif r.operator == "Exists":
             parts.append(f"({present})")
         else:
@@ -261,20 +180,20 @@ def _scope(policy: delegate_policy.DelegatePolicy) -> str:
 
 
 def _by_scope(
-    policy: delegate_policy.DelegatePolicy, key: str, render: Render
+    policy: delegate_policy.DelegatePolicy, key: str, render: cel.Render
 ) -> tuple[str, str, str]:
     """CEL choosing by the NAD's namespace (`variables.scope`): the check of `key`, the list of
     what fails it, and the text of the rule that decides."""
     check = render(policy.rules)
     expression, offenders = check.expression(), check.offenders()
-    rule = _cel(_rule_text(policy.rules, key))
+    rule = cel.literal(_rule_text(policy.rules, key))
     for index in reversed(range(len(policy.namespaces))):
         rules = policy.namespaces[index].rules
         check = render(rules)
         when = f"variables.scope == {index}"
         expression = f"{when} ? ({check.expression()}) : ({expression})"
         offenders = f"{when} ? ({check.offenders()}) : ({offenders})"
-        rule = f"{when} ? {_cel(_rule_text(rules, key))} : {rule}"
+        rule = f"{when} ? {cel.literal(_rule_text(rules, key))} : {rule}"
     return expression, offenders, rule
 
 
@@ -305,8 +224,8 @@ def _spelling() -> dict[str, str]:
     """SEC-KEYS: a key that RE2's case folding (Unicode simple folding, as Go's decoder uses:
     `MASTER`, `ma\u017fter`) takes for a checked key must be spelled as that key."""
     names = sorted(keys.CHECKED_KEYS)
-    folded = _cel('"(?i:' + "|".join(names) + ')"' + _WS + ":")
-    exact = _cel("^" + _key(names) + _WS + ":$")
+    folded = cel.literal('"(?i:' + "|".join(names) + ')"' + cel.WS + ":")
+    exact = cel.literal("^" + cel.key(names) + cel.WS + ":$")
     found = f"variables.config.findAll({folded})"
     wrong = f"{found}.filter(m, !m.matches({exact}))"
     return {
@@ -320,10 +239,12 @@ def _spelling() -> dict[str, str]:
 
 def _protected(protected: globs.Prefixes) -> dict[str, str]:
     """SEC-NODE: no `dataDir` in netattach's or the runtime's directories, whatever the lists."""
-    pair = _pair(["dataDir"])
-    held = _alternatives([globs.prefix_regex(d) for d in protected.included]) or "(?!)"
-    inside = _cel("^" + _key(["dataDir"]) + _WS + ":" + _WS + QUOTE + held + QUOTE + "$")
-    found = f"variables.config.findAll({_cel(pair)})"
+    pair = cel.pair(["dataDir"])
+    held = cel.alternatives([globs.prefix_regex(d) for d in protected.included]) or "(?!)"
+    inside = cel.literal(
+        "^" + cel.key(["dataDir"]) + cel.WS + ":" + cel.WS + cel.QUOTE + held + cel.QUOTE + "$"
+    )
+    found = f"variables.config.findAll({cel.literal(pair)})"
     return {
         "expression": f"{found}.all(m, !m.matches({inside}))",
         "messageExpression": f"{_NAD} + ': dataDir ' + {found}.filter(m, m.matches({inside}))"
@@ -341,13 +262,13 @@ _MAPPED: Final = '(?i)"[0:]*:ffff:[^"]*"'
 
 
 def _values() -> list[dict[str, str]]:
-    names = list(check.LINK_KEYS)
-    head = "^" + _key(names) + _WS + ":" + _WS + QUOTE
-    readable = _cel(head + _LINK_NAME + QUOTE + "$")
-    dots = _cel(head + "\\.\\.?" + QUOTE + "$")
-    found = f"variables.config.findAll({_cel(_pair(names))})"
+    names = list(keys.LINK_KEYS)
+    head = "^" + cel.key(names) + cel.WS + ":" + cel.WS + cel.QUOTE
+    readable = cel.literal(head + _LINK_NAME + cel.QUOTE + "$")
+    dots = cel.literal(head + "\\.\\.?" + cel.QUOTE + "$")
+    found = f"variables.config.findAll({cel.literal(cel.pair(names))})"
     bad = f"{found}.filter(m, !m.matches({readable}) || m.matches({dots}))"
-    mapped = f"variables.config.findAll({_cel(_MAPPED)})"
+    mapped = f"variables.config.findAll({cel.literal(_MAPPED)})"
     return [
         {
             "expression": f"{bad}.size() == 0",
@@ -391,11 +312,11 @@ def _resource_name_allowed(rules: delegate_policy.DelegateRules) -> str:
     listed = rules.resource_name
     if listed.allows_anything:
         return "true"
-    allowed = _alternatives([globs.glob_regex(p) for p in listed.included])
-    denied = _alternatives([globs.glob_regex(p) for p in listed.excluded])
-    parts = ["false"] if allowed is None else [_matches(_RESOURCE_NAME, f"^(?s:{allowed})$")]
+    allowed = cel.alternatives([globs.glob_regex(p) for p in listed.included])
+    denied = cel.alternatives([globs.glob_regex(p) for p in listed.excluded])
+    parts = ["false"] if allowed is None else [cel.matches(_RESOURCE_NAME, f"^(?s:{allowed})$")]
     if denied is not None:
-        parts.append("!" + _matches(_RESOURCE_NAME, f"^(?s:{denied})$"))
+        parts.append("!" + cel.matches(_RESOURCE_NAME, f"^(?s:{denied})$"))
     return f"{_RESOURCE_NAME} == '' || {' && '.join(parts)}"
 
 
@@ -403,12 +324,12 @@ def _resource_name(policy: delegate_policy.DelegatePolicy) -> dict[str, str]:
     """DEV-RESOURCE: the NAD's resourceName allowed by the lists of its namespace, as the daemon
     checks it at ADD before it asks the kubelet for a device."""
     expression = _resource_name_allowed(policy.rules)
-    rule = _cel(_rule_text(policy.rules, "resourceName"))
+    rule = cel.literal(_rule_text(policy.rules, "resourceName"))
     for index in reversed(range(len(policy.namespaces))):
         rules = policy.namespaces[index].rules
         when = f"variables.scope == {index}"
         expression = f"{when} ? ({_resource_name_allowed(rules)}) : ({expression})"
-        rule = f"{when} ? {_cel(_rule_text(rules, 'resourceName'))} : {rule}"
+        rule = f"{when} ? {cel.literal(_rule_text(rules, 'resourceName'))} : {rule}"
     return {
         "expression": expression,
         "messageExpression": f'{_NAD} + ": resourceName \'" + {_RESOURCE_NAME} + "\' is not '
@@ -420,9 +341,9 @@ def _resource_name(policy: delegate_policy.DelegatePolicy) -> dict[str, str]:
 def _resource_name_variable() -> dict[str, str]:
     """`variables.resourceName`: the annotation as the daemon reads it, stripped; '' for none."""
     annotations = "object.metadata.annotations"
-    key = _cel(model.RESOURCE_ANNOTATION)
+    key = cel.literal(model.RESOURCE_ANNOTATION)
     written = f"has({annotations}) && {key} in {annotations} ? {annotations}[{key}] : ''"
-    return {"name": "resourceName", "expression": f"({written}).find({_cel(_STRIPPED)})"}
+    return {"name": "resourceName", "expression": f"({written}).find({cel.literal(_STRIPPED)})"}
 
 
 def build_validations(policy: delegate_policy.DelegatePolicy) -> list[dict[str, str]]:

@@ -23,52 +23,11 @@ the live attachments are the node's facts; the daemon's check at ADD is the one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
-from netattach.guard import check, delegate_policy, globs, node_rules
+from netattach.guard import cel, delegate_policy, keys, node_rules
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
-
-    from netattach.guard import admission
-
-_WS: Final = r"\s*"
-
-
-def _key(names: Sequence[str]) -> str:
-    return '"(?:' + "|".join(names) + ')"'
-
-
-def _cel(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _found(regex: str) -> str:
-    return f"variables.config.matches({_cel(regex)})"
-
-
-def _count(regex: str) -> str:
-    return f"variables.config.findAll({_cel(regex)}).size()"
-
-
-def _pair(name: str) -> str:
-    return _key([name]) + _WS + ":" + _WS + '"[^"]*"'
-
-
-def _allowed(name: str, patterns: globs.Patterns, *, empty: str) -> str:
-    """CEL on the pair `m` (`"name": "value"`): its value is taken by `patterns`; an empty
-    value is decided by `empty` (a CEL constant)."""
-    head = "^" + _key([name]) + _WS + ":" + _WS + '"'
-    included = [globs.glob_regex(p) for p in patterns.included]
-    excluded = [globs.glob_regex(p) for p in patterns.excluded]
-    parts = ["false"]
-    if included:
-        parts = [f"m.matches({_cel(head + '(?:' + '|'.join(included) + ')' + chr(34) + '$')})"]
-    if excluded:
-        parts.append(f"!m.matches({_cel(head + '(?:' + '|'.join(excluded) + ')' + chr(34) + '$')})")
-    blank = head + '"$'
-    return f"(m.matches({_cel(blank)}) ? {empty} : ({' && '.join(parts)}))"
 
 
 # How deep the objects between two keys of one object may nest for `_same_object` to read
@@ -87,49 +46,49 @@ def _same_object(depth: int = SAME_OBJECT_DEPTH) -> str:
     return inner
 
 
-def _passthru(rules: delegate_policy.DelegateRules) -> admission.Check:
-    from netattach.guard import admission
-
+def _passthru(rules: delegate_policy.DelegateRules) -> cel.Check:
     listed = rules.passthru_master
     if listed.allows_anything:
-        return admission.Check(_pair("master"), "true")
-    mode = _key(["mode"]) + _WS + ":" + _WS + '"' + node_rules.PASSTHRU + '"'
-    master = _key(["master"]) + _WS + ":"
-    absent = "!" + _found(mode)
-    each = f"{absent} || {_allowed('master', listed, empty='false')}"
+        return cel.Check(cel.pair(["master"]), "true")
+    mode = cel.key(["mode"]) + cel.WS + ":" + cel.WS + '"' + node_rules.PASSTHRU + '"'
+    master = cel.key(["master"]) + cel.WS + ":"
+    absent = "!" + cel.matches(cel.CONFIG, mode)
+    each = f"{absent} || {cel.names_check(['master'], listed, empty='false')}"
     # Each passthru with a master of its own object: every match holds a passthru mode and
     # matches do not overlap, so as many matches as modes leaves no mode without its master
     # (counting the config's master keys would take another plugin's for it).
     between = _same_object()
     paired = f"(?:{mode}{between}{master}|{master}{between}{mode})"
-    enough = f"{_count(mode)} <= {_count(paired)}"
-    return admission.Check(_pair("master"), each, (f"({absent} || {enough})",))
+    enough = f"{cel.count(mode)} <= {cel.count(paired)}"
+    return cel.Check(cel.pair(["master"]), each, (f"({absent} || {enough})",))
 
 
-def _gateway_bridge(rules: delegate_policy.DelegateRules) -> admission.Check:
-    from netattach.guard import admission
-
+def _gateway_bridge(rules: delegate_policy.DelegateRules) -> cel.Check:
     listed = rules.gateway_bridge
-    flags = _key(node_rules.GATEWAY_FLAGS) + _WS + ":" + _WS
+    flags = cel.key(node_rules.GATEWAY_FLAGS) + cel.WS + ":" + cel.WS
     # Neither true nor false, whatever the lists: the plugin would not decode it.
-    booleans = "!" + _found(flags + "(?:[^tf\\s]|t[^r]|f[^a])")
+    booleans = "!" + cel.matches(cel.CONFIG, flags + "(?:[^tf\\s]|t[^r]|f[^a])")
     if listed.allows_anything:
-        return admission.Check(_pair("bridge"), "true", (booleans,))
-    off = "!" + _found(flags + "[^f\\s]")
-    bridges = _count(_key(["type"]) + _WS + ":" + _WS + '"' + node_rules.BRIDGE + '"')
+        return cel.Check(cel.pair(["bridge"]), "true", (booleans,))
+    set_flag = "[^f\\s]"  # a value that is not `false`
+    off = "!" + cel.matches(cel.CONFIG, flags + set_flag)
+    bridges = cel.count(cel.key(["type"]) + cel.WS + ":" + cel.WS + '"' + node_rules.BRIDGE + '"')
     conditions = [
-        "!" + _found(_key(["type"]) + _WS + ":" + _WS + '"' + node_rules.PTP + '"'),
+        "!"
+        + cel.matches(
+            cel.CONFIG, cel.key(["type"]) + cel.WS + ":" + cel.WS + '"' + node_rules.PTP + '"'
+        ),
         *(
-            f"{_count(_key([flag]) + _WS + ':' + _WS + '[^f' + chr(92) + 's]')} <= {bridges}"
+            f"{cel.count(cel.key([flag]) + cel.WS + ':' + cel.WS + set_flag)} <= {bridges}"
             for flag in node_rules.GATEWAY_FLAGS
         ),
     ]
-    if not listed.allows(check.DEFAULT_BRIDGE_NAME):
-        conditions.append(f"{bridges} <= {_count(_key(['bridge']) + _WS + ':')}")
-    cni0 = "true" if listed.allows(check.DEFAULT_BRIDGE_NAME) else "false"
-    each = f"{off} || {_allowed('bridge', listed, empty=cni0)}"
-    return admission.Check(
-        _pair("bridge"), each, (booleans, f"({off} || ({' && '.join(conditions)}))")
+    if not listed.allows(keys.DEFAULT_BRIDGE_NAME):
+        conditions.append(f"{bridges} <= {cel.count(cel.key(['bridge']) + cel.WS + ':')}")
+    cni0 = "true" if listed.allows(keys.DEFAULT_BRIDGE_NAME) else "false"
+    each = f"{off} || {cel.names_check(['bridge'], listed, empty=cni0)}"
+    return cel.Check(
+        cel.pair(["bridge"]), each, (booleans, f"({off} || ({' && '.join(conditions)}))")
     )
 
 
@@ -162,23 +121,37 @@ def ipv4_regex(cidr: str) -> str | None:
     return "\\.".join(parts)
 
 
-def _reserved(rules: delegate_policy.DelegateRules) -> admission.Check:
-    from netattach.guard import admission
-
+def _reserved(rules: delegate_policy.DelegateRules) -> cel.Check:
     ranges = [r for r in (*_ALWAYS, *rules.reserved_ranges) if r != delegate_policy.NODE_RANGE]
     regexes = [found for found in (ipv4_regex(r) for r in ranges) if found is not None]
-    pair = _key(ADDRESS_KEYS) + _WS + ":" + _WS + '"[^"]*"'
+    pair = cel.key(ADDRESS_KEYS) + cel.WS + ":" + cel.WS + '"[^"]*"'
     inside = (
-        "^" + _key(ADDRESS_KEYS) + _WS + ":" + _WS + '"(?:' + "|".join(regexes) + ')(?:/[0-9]+)?"$'
+        "^"
+        + cel.key(ADDRESS_KEYS)
+        + cel.WS
+        + ":"
+        + cel.WS
+        + '"(?:'
+        + "|".join(regexes)
+        + ')(?:/[0-9]+)?"$'
     )
-    ips = _key(["ips"]) + _WS + ":" + _WS + "\\[[^\\]]*" + '"(?:' + "|".join(regexes) + ')[/"]'
-    return admission.Check(pair, f"!m.matches({_cel(inside)})", ("!" + _found(ips),))
+    ips = (
+        cel.key(["ips"])
+        + cel.WS
+        + ":"
+        + cel.WS
+        + "\\[[^\\]]*"
+        + '"(?:'
+        + "|".join(regexes)
+        + ')[/"]'
+    )
+    return cel.Check(
+        pair, f"!m.matches({cel.literal(inside)})", ("!" + cel.matches(cel.CONFIG, ips),)
+    )
 
-
-Render = Callable[[delegate_policy.DelegateRules], "admission.Check"]
 
 # (settings key, what a message calls it, its check), as admission._CHECKS lists its own.
-CHECKS: Final[tuple[tuple[str, str, Render], ...]] = (
+CHECKS: Final[tuple[tuple[str, str, cel.Render], ...]] = (
     ("passthruMaster", "master taken whole (mode passthru)", _passthru),
     ("gatewayBridge", "bridge with a gateway on the node (isGateway, ipMasq)", _gateway_bridge),
     ("reservedRanges", "address in a reserved range", _reserved),

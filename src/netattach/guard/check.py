@@ -23,24 +23,16 @@ it some way we did not check.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 
 from netattach.cni import conf
-from netattach.guard import delegate_policy, globs, ifnames, keys
-from netattach.values import NamedTuple
+from netattach.guard import delegate_policy, globs, ifnames, keys, node_rules, refusal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Final
 
-# Plugins that hang off the node's default-route interface when `master` is unset or "".
-DEFAULT_ROUTE_MASTER: Final = ("macvlan", "ipvlan")
-# bridge CNI's bridge when `bridge` is unset or "".
-DEFAULT_BRIDGE_NAME: Final = "cni0"
-HOST_DEVICE: Final = "host-device"
-HOST_DEVICE_OTHER_NAMES: Final = ("hwaddr", "kernelpath")
 # The keys that name host resources, settings list by key.
 NAME_KEYS: Final = {
     "master": "master",
@@ -49,33 +41,13 @@ NAME_KEYS: Final = {
     "pciBusID": "pciBusID",
     "deviceID": "pciBusID",
 }
-# The keys whose value the kernel resolves to a host link (SEC-VALUES: `ifnames`).
-LINK_KEYS: Final = ("master", "bridge", "device")
-_SHOW: Final = 256  # a path may be long; a hostile value is still cut
-NOT_ALLOWED: Final = "is not allowed by"
-
-
-# A NamedTuple, not a frozen dataclass: the thin plugin imports this module at every ADD of a NAD
-# (the policy is on by default), and a dataclass costs ~0.5 ms to create (it compiles each of its
-# methods) and `import dataclasses` ~7 ms; a NamedTuple a fifth of the first.
-class Refusal(NamedTuple):
-    """One thing a config may not do: `key` is its path in the config (`plugins[1].master`),
-    `value` the value as JSON, `rule` the settings list that refused it, with its entries."""
-
-    key: str
-    value: str
-    rule: str
-    why: str = NOT_ALLOWED
-
-    def __str__(self) -> str:
-        return f"{self.key} {self.value} {self.why} {self.rule}".rstrip()
 
 
 def check_config(
     raw: Mapping[str, Any],
     rules: delegate_policy.DelegateRules,
     protected: globs.Prefixes = delegate_policy.DEFAULT_PROTECTED,
-) -> list[Refusal]:
+) -> list[refusal.Refusal]:
     """Every refusal of the config `raw` under `rules`: first the keys a Go plugin would read
     otherwise than written (SEC-KEYS: nothing else can be judged then), else the values, in
     the order the keys are written. `protected` are directories no `dataDir` may name, whatever
@@ -83,13 +55,12 @@ def check_config(
     spelled = keys.spelling_problems(raw)
     if spelled:
         return [
-            Refusal(key=path, value=show(value), rule="", why=why) for path, value, why in spelled
+            refusal.Refusal(key=path, value=refusal.show(value), rule="", why=why)
+            for path, value, why in spelled
         ]
-    refusals: list[Refusal] = []
+    refusals: list[refusal.Refusal] = []
     _walk(raw, "", rules, protected, refusals)
-    # SEC-NODE: passthru masters, gateway bridges, reserved ranges (imported here: it imports us).
-    from netattach.guard import node_rules
-
+    # SEC-NODE: passthru masters, gateway bridges, reserved ranges.
     refusals.extend(node_rules.check_config(raw, rules))
     return refusals
 
@@ -99,7 +70,7 @@ def _walk(
     path: str,
     rules: delegate_policy.DelegateRules,
     protected: globs.Prefixes,
-    refusals: list[Refusal],
+    refusals: list[refusal.Refusal],
 ) -> None:
     if isinstance(node, list):
         for index, item in enumerate(node):
@@ -111,7 +82,7 @@ def _walk(
     for key, value in node.items():
         if key == "sysctl" and isinstance(value, Mapping):
             continue  # its keys are sysctl names, checked above; its values are not configs
-        _walk(value, _join(path, str(key)), rules, protected, refusals)
+        _walk(value, refusal.join(path, str(key)), rules, protected, refusals)
 
 
 def _check_object(
@@ -119,12 +90,17 @@ def _check_object(
     path: str,
     rules: delegate_policy.DelegateRules,
     protected: globs.Prefixes,
-    refusals: list[Refusal],
+    refusals: list[refusal.Refusal],
 ) -> None:
     def refuse(key: str, value: object, listed: object, name: str, why: str = "") -> None:
         rule = f"{rules.source}.{name} {listed}"
         refusals.append(
-            Refusal(key=_join(path, key), value=show(value), rule=rule, why=why or NOT_ALLOWED)
+            refusal.Refusal(
+                key=refusal.join(path, key),
+                value=refusal.show(value),
+                rule=rule,
+                why=why or refusal.NOT_ALLOWED,
+            )
         )
 
     for key, value in obj.items():
@@ -144,23 +120,23 @@ def _check_object(
                 if not rules.master.allows_anything:
                     refusals.append(_default_master(path, rules))
             elif value == "" and key == "bridge":
-                if not rules.bridge.allows(DEFAULT_BRIDGE_NAME):
+                if not rules.bridge.allows(keys.DEFAULT_BRIDGE_NAME):
                     refusals.append(_default_bridge(path, rules))
-            elif key in LINK_KEYS and (problem := ifnames.problem(value)):
+            elif key in keys.LINK_KEYS and (problem := ifnames.problem(value)):
                 # SEC-VALUES: the kernel would act on another name than the list judged.
                 refuse(key, value, listed, name, f"{problem}; refused whatever")
             elif not listed.allows(value):
                 refuse(key, value, listed, name)
         elif key == "dataDir":
-            _check_data_dir(value, _join(path, key), rules, protected, refusals)
+            _check_data_dir(value, refusal.join(path, key), rules, protected, refusals)
         elif key == "sysctl":
             if not isinstance(value, Mapping):
                 refuse(key, value, rules.sysctl, "sysctl", "is not a mapping, refused by")
                 continue
             for sysctl in value:
                 if not rules.sysctl.allows(str(sysctl)):
-                    refuse(f"{key}[{show(str(sysctl))}]", sysctl, rules.sysctl, "sysctl")
-        elif key in HOST_DEVICE_OTHER_NAMES and not rules.device.allows_anything:
+                    refuse(f"{key}[{refusal.show(str(sysctl))}]", sysctl, rules.sysctl, "sysctl")
+        elif key in keys.HOST_DEVICE_OTHER_NAMES and not rules.device.allows_anything:
             refuse(key, value, rules.device, "device", "names a host device that only")
     _check_defaults(obj, path, rules, refusals)
 
@@ -170,53 +146,70 @@ def _check_data_dir(
     path: str,
     rules: delegate_policy.DelegateRules,
     protected: globs.Prefixes,
-    refusals: list[Refusal],
+    refusals: list[refusal.Refusal],
 ) -> None:
     """A `dataDir` judged as the plugin will write it: normalised (`//`, `/./`, a trailing `/`),
     then with its symlinks resolved as they stand on this node now; both forms must be allowed
     by the list, and neither may lie in a protected directory."""
     rule = f"{rules.source}.dataDir {rules.data_dir}"
     if not isinstance(value, str):
-        refusals.append(Refusal(path, show(value), rule, "is not a string, refused by"))
+        refusals.append(
+            refusal.Refusal(path, refusal.show(value), rule, "is not a string, refused by")
+        )
         return
     normal = globs.normal_path(value)
     if normal is None:  # relative, or with `..`: no list takes it
-        refusals.append(Refusal(path, show(value), rule))
+        refusals.append(refusal.Refusal(path, refusal.show(value), rule))
         return
     resolved = globs.normal_path(os.path.realpath(normal)) or normal
-    shown = show(value) if resolved == value else f"{show(value)} (written to {resolved!r})"
+    shown = (
+        refusal.show(value)
+        if resolved == value
+        else f"{refusal.show(value)} (written to {resolved!r})"
+    )
     forms = dict.fromkeys((normal, resolved))
     if not all(rules.data_dir.allows(form) for form in forms):
-        refusals.append(Refusal(path, shown, rule))
+        refusals.append(refusal.Refusal(path, shown, rule))
     elif any(protected.holds(form) for form in forms):
         why = "lies in a directory of netattach or the runtime, which no list grants:"
-        refusals.append(Refusal(path, shown, str(protected), why))
+        refusals.append(refusal.Refusal(path, shown, str(protected), why))
 
 
 def _check_defaults(
-    obj: Mapping[str, Any], path: str, rules: delegate_policy.DelegateRules, refusals: list[Refusal]
+    obj: Mapping[str, Any],
+    path: str,
+    rules: delegate_policy.DelegateRules,
+    refusals: list[refusal.Refusal],
 ) -> None:
     """What a plugin uses when the config leaves a name out: the node's uplink, or cni0."""
     kind = obj.get("type")
-    if kind in DEFAULT_ROUTE_MASTER and "master" not in obj and not rules.master.allows_anything:
+    if (
+        kind in keys.DEFAULT_ROUTE_MASTER
+        and "master" not in obj
+        and not rules.master.allows_anything
+    ):
         refusals.append(_default_master(path, rules))
-    if kind == "bridge" and "bridge" not in obj and not rules.bridge.allows(DEFAULT_BRIDGE_NAME):
+    if (
+        kind == "bridge"
+        and "bridge" not in obj
+        and not rules.bridge.allows(keys.DEFAULT_BRIDGE_NAME)
+    ):
         refusals.append(_default_bridge(path, rules))
 
 
-def _default_master(path: str, rules: delegate_policy.DelegateRules) -> Refusal:
-    return Refusal(
-        key=_join(path, "master"),
+def _default_master(path: str, rules: delegate_policy.DelegateRules) -> refusal.Refusal:
+    return refusal.Refusal(
+        key=refusal.join(path, "master"),
         value="unset (the node's default-route interface)",
         rule=f"{rules.source}.master {rules.master}",
         why="is allowed only by a list that allows anything, not by",
     )
 
 
-def _default_bridge(path: str, rules: delegate_policy.DelegateRules) -> Refusal:
-    return Refusal(
-        key=_join(path, "bridge"),
-        value=f"unset (bridge CNI's default, {DEFAULT_BRIDGE_NAME!r})",
+def _default_bridge(path: str, rules: delegate_policy.DelegateRules) -> refusal.Refusal:
+    return refusal.Refusal(
+        key=refusal.join(path, "bridge"),
+        value=f"unset (bridge CNI's default, {keys.DEFAULT_BRIDGE_NAME!r})",
         rule=f"{rules.source}.bridge {rules.bridge}",
     )
 
@@ -229,16 +222,3 @@ def _names(rules: delegate_policy.DelegateRules, name: str) -> globs.Patterns:
     if name == "device":
         return rules.device
     return rules.pci_bus_id
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def show(value: object) -> str:
-    """`value` as JSON for a refusal, cut when long."""
-    try:
-        shown = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        shown = repr(value)
-    return shown if len(shown) <= _SHOW else shown[:_SHOW] + "..."

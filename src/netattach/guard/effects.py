@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from netattach.guard import check, delegate_policy, node_rules
+from netattach.guard import delegate_policy, keys, node_rules, refusal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,11 +44,11 @@ def refusals(
     rules: delegate_policy.DelegateRules,
     facts: NodeFacts,
     families: frozenset[int],
-) -> list[check.Refusal]:
+) -> list[refusal.Refusal]:
     """The refusals of `raw` that the node's `facts` show: names that are another link's, and
     changes that outlive the pod. `families`: the IP families the config hands out (both when
     it cannot be told: a dhcp or third-party IPAM)."""
-    found: list[check.Refusal] = []
+    found: list[refusal.Refusal] = []
     links = {link.name: link for link in facts.links}
     aliases = {alt: link.name for link in facts.links for alt in link.altnames}
     for path, obj in node_rules.objects(raw):
@@ -60,7 +60,7 @@ def refusals(
         ):
             found.extend(_forwarding(path, str(kind), rules, facts, families))
         if kind == node_rules.BRIDGE:
-            name = obj.get(node_rules.BRIDGE) or check.DEFAULT_BRIDGE_NAME
+            name = obj.get(node_rules.BRIDGE) or keys.DEFAULT_BRIDGE_NAME
             link = links.get(name) if isinstance(name, str) else None
             if link is not None and link.kind == node_rules.BRIDGE:
                 found.extend(_bridge(obj, path, link, rules, facts))
@@ -69,10 +69,10 @@ def refusals(
 
 def _names(
     obj: Mapping[str, Any], path: str, aliases: Mapping[str, str]
-) -> Iterator[check.Refusal]:
+) -> Iterator[refusal.Refusal]:
     if obj.get(_IN_CONTAINER) is True:
         return  # the master is looked up in the pod's namespace, not the node's
-    for key in check.LINK_KEYS:
+    for key in keys.LINK_KEYS:
         value = obj.get(key)
         if isinstance(value, str) and value in aliases:
             why = (
@@ -80,7 +80,7 @@ def _names(
                 f"on {aliases[value]!r}, not on what the lists judged; write the link's own "
                 "name. Refused by"
             )
-            yield check.Refusal(_join(path, key), check.show(value), NAMES_RULE, why)
+            yield refusal.Refusal(refusal.join(path, key), refusal.show(value), NAMES_RULE, why)
 
 
 def _forwarding(
@@ -89,14 +89,14 @@ def _forwarding(
     rules: delegate_policy.DelegateRules,
     facts: NodeFacts,
     families: frozenset[int],
-) -> Iterator[check.Refusal]:
+) -> Iterator[refusal.Refusal]:
     if rules.node_changes.allows("forwarding"):
         return
     for family in sorted(families):
         if dict(facts.forwarding).get(family) is False:
             what = f"switches the node's {_FORWARDING[family]} on; it is off here"
             yield node_rules.change_refusal(
-                _join(path, "type"), check.show(kind), "forwarding", rules, what
+                refusal.join(path, "type"), refusal.show(kind), "forwarding", rules, what
             )
 
 
@@ -106,17 +106,17 @@ def _bridge(
     link: Link,
     rules: delegate_policy.DelegateRules,
     facts: NodeFacts,
-) -> Iterator[check.Refusal]:
+) -> Iterator[refusal.Refusal]:
     """What the bridge plugin does to `link`, a bridge the node already has."""
     listed = rules.node_changes
-    key, shown = _join(path, node_rules.BRIDGE), check.show(link.name)
+    key, shown = refusal.join(path, node_rules.BRIDGE), refusal.show(link.name)
     if not link.up and not listed.allows("bridgeUp"):
         what = f"sets the node's bridge {link.name!r} up; it is down"
         yield node_rules.change_refusal(key, shown, "bridgeUp", rules, what)
     if obj.get("promiscMode") is True and not link.promisc and not listed.allows("bridgePromisc"):
         what = f"makes the node's bridge {link.name!r} promiscuous, and never undoes it"
         yield node_rules.change_refusal(
-            _join(path, "promiscMode"), "true", "bridgePromisc", rules, what
+            refusal.join(path, "promiscMode"), "true", "bridgePromisc", rules, what
         )
     accept_ra = dict(facts.accept_ra).get(link.name)
     if accept_ra not in (None, "0") and not listed.allows("bridgeAcceptRA"):
@@ -132,7 +132,9 @@ def _bridge(
             f"a port of MTU {port} lowers the node's bridge {link.name!r} from {link.mtu}; "
             f"give the NAD mtu {link.mtu}"
         )
-        yield node_rules.change_refusal(_join(path, "mtu"), str(port), "bridgeMtu", rules, what)
+        yield node_rules.change_refusal(
+            refusal.join(path, "mtu"), str(port), "bridgeMtu", rules, what
+        )
 
 
 def families_of(claims: list[node_rules.Claim]) -> frozenset[int]:
@@ -142,7 +144,3 @@ def families_of(claims: list[node_rules.Claim]) -> frozenset[int]:
         c.first.version for c in claims if c.kind in (node_rules.POD, node_rules.SPAN)
     )
     return found or frozenset((4, 6))
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from netattach.guard import refusal
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
@@ -86,6 +88,17 @@ CHECKED_KEYS: Final = frozenset(
     }
 )
 
+# What the reference plugins read in some of these keys, which every rule of the guard (and its
+# admission form) judges alike:
+# the keys whose value the kernel resolves to a host link (SEC-VALUES: `ifnames`);
+LINK_KEYS: Final = ("master", "bridge", "device")
+# the plugins that hang off the node's default-route interface when `master` is unset or "";
+DEFAULT_ROUTE_MASTER: Final = ("macvlan", "ipvlan")
+# bridge CNI's bridge when `bridge` is unset or "";
+DEFAULT_BRIDGE_NAME: Final = "cni0"
+# host-device's other ways to name the host interface it takes than `device`.
+HOST_DEVICE_OTHER_NAMES: Final = ("hwaddr", "kernelpath")
+
 # The characters outside ASCII whose simple-folding orbit holds an ASCII letter (Unicode's
 # CaseFolding.txt: 017F folds to s, 212A to k); Go takes each as that letter.
 _ASCII_ORBIT: Final = {"\u017f": "S", "\u212a": "K"}
@@ -135,7 +148,7 @@ def spelling_problems(raw: object) -> list[tuple[str, object, str]]:
             for key, value in node.items():
                 if key == "sysctl" and isinstance(value, Mapping):
                     continue  # a map of sysctl names: exact keys in every plugin
-                children.append((value, _join(path, str(key))))
+                children.append((value, refusal.join(path, str(key))))
         stack.extend(reversed(children))
     return problems
 
@@ -151,7 +164,7 @@ def _check_object(
         if earlier is not None:
             problems.append(
                 (
-                    _join(path, name),
+                    refusal.join(path, name),
                     value,
                     f"is the same key as {earlier!r} to a Go plugin (keys match ignoring case, "
                     "and the last one wins); write it once",
@@ -163,13 +176,9 @@ def _check_object(
         if canonical is not None and canonical != name:
             problems.append(
                 (
-                    _join(path, name),
+                    refusal.join(path, name),
                     value,
                     f"is read as {canonical!r} by a Go plugin (keys match ignoring case); "
                     f"write it {canonical!r}",
                 )
             )
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key

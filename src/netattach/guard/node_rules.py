@@ -29,10 +29,9 @@ node_guard's.
 from __future__ import annotations
 
 import ipaddress
-import json
 from collections.abc import Iterator, Mapping, Sequence
 
-from netattach.guard import check, delegate_policy, globs, goaddr
+from netattach.guard import delegate_policy, globs, goaddr, keys, refusal
 from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
@@ -112,9 +111,9 @@ class Claim(NamedTuple):
 
 def check_config(
     raw: Mapping[str, Any], rules: delegate_policy.DelegateRules
-) -> list[check.Refusal]:
+) -> list[refusal.Refusal]:
     """The SEC-NODE refusals of `raw` that need nothing of the node."""
-    refusals: list[check.Refusal] = []
+    refusals: list[refusal.Refusal] = []
     for path, obj in objects(raw):
         _check_passthru(obj, path, rules, refusals)
         _check_gateway_flags(obj, path, rules, refusals)
@@ -128,12 +127,12 @@ def check_config(
         if special:
             verb = "holds" if claim.kind in (SPAN, SUBNET) else "is"
             why = f"{verb} {special}, which no list can grant; see"
-            refusals.append(check.Refusal(claim.key, claim.shown(), rule, why))
+            refusals.append(refusal.Refusal(claim.key, claim.shown(), rule, why))
             continue
         for network in ranges:
             if claim.overlaps(network):
                 why = f"{claim.relation()} {network}, {_RESERVED_BY}"
-                refusals.append(check.Refusal(claim.key, claim.shown(), rule, why))
+                refusals.append(refusal.Refusal(claim.key, claim.shown(), rule, why))
                 break
     return refusals
 
@@ -142,7 +141,7 @@ def _check_passthru(
     obj: Mapping[str, Any],
     path: str,
     rules: delegate_policy.DelegateRules,
-    refusals: list[check.Refusal],
+    refusals: list[refusal.Refusal],
 ) -> None:
     if obj.get("mode") != PASSTHRU:
         return
@@ -153,17 +152,19 @@ def _check_passthru(
         if not listed.allows_anything:
             value = "unset (the node's default-route interface)"
             why = "is taken whole (mode passthru): only a list that allows anything allows it, not"
-            refusals.append(check.Refusal(_join(path, "master"), value, rule, why))
+            refusals.append(refusal.Refusal(refusal.join(path, "master"), value, rule, why))
     elif isinstance(master, str) and not listed.allows(master):
         why = "is taken whole (mode passthru), which is not allowed by"
-        refusals.append(check.Refusal(_join(path, "master"), _show(master), rule, why))
+        refusals.append(
+            refusal.Refusal(refusal.join(path, "master"), refusal.show(master), rule, why)
+        )
 
 
 def _check_gateway_flags(
     obj: Mapping[str, Any],
     path: str,
     rules: delegate_policy.DelegateRules,
-    refusals: list[check.Refusal],
+    refusals: list[refusal.Refusal],
 ) -> None:
     listed = rules.gateway_bridge
     rule = f"{rules.source}.gatewayBridge {listed}"
@@ -171,28 +172,28 @@ def _check_gateway_flags(
         if flag not in obj or obj[flag] is False:
             continue
         value = obj[flag]
-        where = _join(path, flag)
+        where = refusal.join(path, flag)
         if not isinstance(value, bool):
             why = "is not true or false, refused by"
-            refusals.append(check.Refusal(where, _show(value), rule, why))
+            refusals.append(refusal.Refusal(where, refusal.show(value), rule, why))
         elif obj.get("type") != BRIDGE:
             if not listed.allows_anything:
                 why = (
                     "outside a bridge plugin is allowed only by a list that allows anything, not by"
                 )
-                refusals.append(check.Refusal(where, "true", rule, why))
+                refusals.append(refusal.Refusal(where, "true", rule, why))
         else:
-            bridge = obj.get(BRIDGE) or check.DEFAULT_BRIDGE_NAME
+            bridge = obj.get(BRIDGE) or keys.DEFAULT_BRIDGE_NAME
             if isinstance(bridge, str) and not listed.allows(bridge):
-                why = f"on bridge {_show(bridge)} is not allowed by"
-                refusals.append(check.Refusal(where, "true", rule, why))
+                why = f"on bridge {refusal.show(bridge)} is not allowed by"
+                refusals.append(refusal.Refusal(where, "true", rule, why))
 
 
 def _check_node_changes(
     obj: Mapping[str, Any],
     path: str,
     rules: delegate_policy.DelegateRules,
-    refusals: list[check.Refusal],
+    refusals: list[refusal.Refusal],
 ) -> None:
     """SEC-VALUES, what the config alone shows: a change to the node that outlives the pod
     (`guard/effects.py` judges those that need the node's state)."""
@@ -202,26 +203,32 @@ def _check_node_changes(
         if not isinstance(value, bool):
             why = "is not true or false, refused by"
             rule = f"{rules.source}.nodeChanges {listed}"
-            refusals.append(check.Refusal(_join(path, "macspoofchk"), _show(value), rule, why))
+            refusals.append(
+                refusal.Refusal(refusal.join(path, "macspoofchk"), refusal.show(value), rule, why)
+            )
         elif not listed.allows(MACSPOOFCHK):
-            refusals.append(change_refusal(_join(path, "macspoofchk"), "true", MACSPOOFCHK, rules))
+            refusals.append(
+                change_refusal(refusal.join(path, "macspoofchk"), "true", MACSPOOFCHK, rules)
+            )
     if "daemonSocketPath" in obj:
         value = obj["daemonSocketPath"]
         normal = globs.normal_path(value) if isinstance(value, str) else None
         if normal not in DHCP_SOCKETS and not listed.allows(DHCP_SOCKET):
             refusals.append(
-                change_refusal(_join(path, "daemonSocketPath"), _show(value), DHCP_SOCKET, rules)
+                change_refusal(
+                    refusal.join(path, "daemonSocketPath"), refusal.show(value), DHCP_SOCKET, rules
+                )
             )
 
 
 def change_refusal(
     key: str, value: str, change: str, rules: delegate_policy.DelegateRules, what: str = ""
-) -> check.Refusal:
+) -> refusal.Refusal:
     """A refusal of the node change `change` (a `NODE_CHANGES` name) that `nodeChanges` does
     not grant; `what` says it of this node when there is more to say than the name's text."""
     said = what or delegate_policy.NODE_CHANGES[change]
     why = f"makes a node change that outlives the pod ({said}); {change!r} is not granted by"
-    return check.Refusal(key, value, f"{rules.source}.nodeChanges {rules.node_changes}", why)
+    return refusal.Refusal(key, value, f"{rules.source}.nodeChanges {rules.node_changes}", why)
 
 
 def _special(claim: Claim) -> str:
@@ -246,12 +253,12 @@ def reserved_networks(entries: Sequence[str]) -> tuple[Network, ...]:
 
 def claims(
     raw: Mapping[str, Any], requested: Sequence[str] = ()
-) -> tuple[list[Claim], list[check.Refusal]]:
+) -> tuple[list[Claim], list[refusal.Refusal]]:
     """Every address `raw` hands out (and `requested`, the selection's `ips`), and a refusal
     for each address key whose value is not an address (the plugin would fail, or read it some
     way we did not check)."""
     found: list[Claim] = []
-    unreadable: list[check.Refusal] = []
+    unreadable: list[refusal.Refusal] = []
     _collect(raw, "", None, found, unreadable)
     for index, text in enumerate(requested):
         _point(f"selection ips[{index}]", text, POD, found, unreadable)
@@ -272,7 +279,7 @@ def _plugin_of(obj: Mapping[str, Any]) -> _Plugin:
     if kind == BRIDGE:
         gateway = obj.get("isGateway") is True or obj.get("isDefaultGateway") is True
         bridge = obj.get(BRIDGE)
-        name = bridge if isinstance(bridge, str) and bridge else check.DEFAULT_BRIDGE_NAME
+        name = bridge if isinstance(bridge, str) and bridge else keys.DEFAULT_BRIDGE_NAME
         return _Plugin(host_side=gateway, bridge=name)
     return _Plugin(host_side=False, bridge="")
 
@@ -282,7 +289,7 @@ def _collect(
     path: str,
     plugin: _Plugin | None,
     found: list[Claim],
-    unreadable: list[check.Refusal],
+    unreadable: list[refusal.Refusal],
 ) -> None:
     if isinstance(node, list):
         for index, item in enumerate(node):
@@ -298,22 +305,22 @@ def _collect(
     addresses = node.get("addresses")
     if isinstance(addresses, list):
         for index, item in enumerate(addresses):
-            where = f"{_join(path, 'addresses')}[{index}]"
+            where = f"{refusal.join(path, 'addresses')}[{index}]"
             if isinstance(item, Mapping) and "address" in item:
                 _static(item, where, host, found, unreadable)
     routes = node.get("routes")
     if isinstance(routes, list):
         for index, item in enumerate(routes):
             if isinstance(item, Mapping):
-                _route(item, f"{_join(path, 'routes')}[{index}]", found, unreadable)
+                _route(item, f"{refusal.join(path, 'routes')}[{index}]", found, unreadable)
     ips = node.get("ips")
     if isinstance(ips, list):
         for index, item in enumerate(ips):
-            _point(f"{_join(path, 'ips')}[{index}]", item, POD, found, unreadable)
+            _point(f"{refusal.join(path, 'ips')}[{index}]", item, POD, found, unreadable)
     for key, value in node.items():
         if key == "sysctl":
             continue
-        _collect(value, _join(path, str(key)), plugin, found, unreadable)
+        _collect(value, refusal.join(path, str(key)), plugin, found, unreadable)
 
 
 def _range(
@@ -321,10 +328,10 @@ def _range(
     path: str,
     host: _Plugin | None,
     found: list[Claim],
-    unreadable: list[check.Refusal],
+    unreadable: list[refusal.Refusal],
 ) -> None:
     """A host-local range: what it hands out, and its gateway where the plugin puts it."""
-    subnet = _network(obj["subnet"], _join(path, "subnet"), unreadable)
+    subnet = _network(obj["subnet"], refusal.join(path, "subnet"), unreadable)
     if subnet is None:
         return
     first, last = _usable(subnet)
@@ -333,16 +340,18 @@ def _range(
         if key not in obj:
             bounds.append(default)
             continue
-        address = _address(obj[key], _join(path, key), unreadable)
+        address = _address(obj[key], refusal.join(path, key), unreadable)
         if address is None:
             return
         if address not in subnet:  # host-local refuses it too; judged, it would mislead
-            unreadable.append(_unreadable(_join(path, key), obj[key], f"an address of {subnet}"))
+            unreadable.append(
+                _unreadable(refusal.join(path, key), obj[key], f"an address of {subnet}")
+            )
             return
         bounds.append(address)
     gateway = _gateway(obj, path, subnet, unreadable)
-    where = _join(path, "subnet")
-    shown = _show(obj["subnet"])
+    where = refusal.join(path, "subnet")
+    shown = refusal.show(obj["subnet"])
     found.append(Claim(where, shown, SPAN, bounds[0], bounds[1], gateway=gateway))
     if host is not None:
         _host(host, path, obj, subnet, gateway=gateway, found=found)
@@ -353,15 +362,15 @@ def _static(
     path: str,
     host: _Plugin | None,
     found: list[Claim],
-    unreadable: list[check.Refusal],
+    unreadable: list[refusal.Refusal],
 ) -> None:
     """A static IPAM address: the pod's, and its gateway where the plugin puts it."""
-    where = _join(path, "address")
+    where = refusal.join(path, "address")
     value = item["address"]
     cidr = _cidr(value, where, "an address with its prefix (10.1.0.5/24)", unreadable)
     if cidr is None:
         return
-    found.append(Claim(where, _show(value), POD, cidr.ip, cidr.ip))
+    found.append(Claim(where, refusal.show(value), POD, cidr.ip, cidr.ip))
     if host is not None:
         gateway = _gateway(item, path, cidr.network, unreadable)
         _host(host, path, item, cidr.network, gateway=gateway, found=found)
@@ -378,36 +387,38 @@ def _host(
 ) -> None:
     if gateway is None:
         return
-    where = _join(path, "gateway")
+    where = refusal.join(path, "gateway")
     shown = _shown(obj["gateway"], gateway) if "gateway" in obj else f'unset ("{gateway}")'
     found.append(Claim(where, shown, HOST, gateway, gateway, bridge=host.bridge))
     if host.bridge:  # the bridge gets the gateway with the subnet's prefix: a route to it all
-        subnet = _show(str(network))
+        subnet = refusal.show(str(network))
         found.append(
             Claim(where, subnet, SUBNET, network.network_address, network[-1], bridge=host.bridge)
         )
 
 
 def _gateway(
-    obj: Mapping[str, Any], path: str, network: Network, unreadable: list[check.Refusal]
+    obj: Mapping[str, Any], path: str, network: Network, unreadable: list[refusal.Refusal]
 ) -> Address | None:
     """The IPAM `gateway` of `obj`, else the first address of `network` (as host-local and the
     bridge plugin choose one)."""
     if "gateway" not in obj:
         return network.network_address + 1 if network.num_addresses > 2 else None
-    return _address(obj["gateway"], _join(path, "gateway"), unreadable)
+    return _address(obj["gateway"], refusal.join(path, "gateway"), unreadable)
 
 
 def _route(
-    item: Mapping[str, Any], path: str, found: list[Claim], unreadable: list[check.Refusal]
+    item: Mapping[str, Any], path: str, found: list[Claim], unreadable: list[refusal.Refusal]
 ) -> None:
     if "dst" in item:
-        dst = _network(item["dst"], _join(path, "dst"), unreadable)
+        dst = _network(item["dst"], refusal.join(path, "dst"), unreadable)
         if dst is not None:
-            shown = _show(item["dst"])
-            found.append(Claim(_join(path, "dst"), shown, ROUTE_DST, dst.network_address, dst[-1]))
+            shown = refusal.show(item["dst"])
+            found.append(
+                Claim(refusal.join(path, "dst"), shown, ROUTE_DST, dst.network_address, dst[-1])
+            )
     if "gw" in item:
-        _point(_join(path, "gw"), item["gw"], ROUTE_GW, found, unreadable)
+        _point(refusal.join(path, "gw"), item["gw"], ROUTE_GW, found, unreadable)
 
 
 def _point(
@@ -415,7 +426,7 @@ def _point(
     value: object,
     kind: str,
     found: list[Claim],
-    unreadable: list[check.Refusal],
+    unreadable: list[refusal.Refusal],
 ) -> None:
     """One address (`10.1.0.5`, or `10.1.0.5/24` as `ips` entries are written)."""
     if isinstance(value, str) and "/" in value:
@@ -427,7 +438,7 @@ def _point(
         found.append(Claim(path, _shown(value, address), kind, address, address))
 
 
-def _address(value: object, path: str, unreadable: list[check.Refusal]) -> Address | None:
+def _address(value: object, path: str, unreadable: list[refusal.Refusal]) -> Address | None:
     """An address as the plugin acts on it (SEC-VALUES: `::ffff:a.b.c.d` is IPv4)."""
     address = goaddr.read_ip(value)
     if address is None:
@@ -436,7 +447,7 @@ def _address(value: object, path: str, unreadable: list[check.Refusal]) -> Addre
 
 
 def _cidr(
-    value: object, path: str, what: str, unreadable: list[check.Refusal]
+    value: object, path: str, what: str, unreadable: list[refusal.Refusal]
 ) -> goaddr.GoCIDR | None:
     """A CIDR as the plugin reads it; refused when Go would not, or when its prefix means
     something else to the plugin than it says (an IPv4-mapped IPv6 CIDR)."""
@@ -446,9 +457,9 @@ def _cidr(
         return None
     if cidr.mapped:
         unreadable.append(
-            check.Refusal(
+            refusal.Refusal(
                 path,
-                _show(value),
+                refusal.show(value),
                 "SEC-VALUES (docs/security.md)",
                 f"{goaddr.MAPPED_CIDR}, refused by",
             )
@@ -457,7 +468,7 @@ def _cidr(
     return cidr
 
 
-def _network(value: object, path: str, unreadable: list[check.Refusal]) -> Network | None:
+def _network(value: object, path: str, unreadable: list[refusal.Refusal]) -> Network | None:
     cidr = _cidr(value, path, "a CIDR", unreadable)
     return cidr.network if cidr is not None else None
 
@@ -471,9 +482,9 @@ def _usable(network: Network) -> tuple[Address, Address]:
     return network.network_address + 1, last
 
 
-def _unreadable(path: str, value: object, what: str) -> check.Refusal:
-    return check.Refusal(
-        path, _show(value), "SEC-NODE (docs/security.md)", f"is not {what}, refused by"
+def _unreadable(path: str, value: object, what: str) -> refusal.Refusal:
+    return refusal.Refusal(
+        path, refusal.show(value), "SEC-NODE (docs/security.md)", f"is not {what}, refused by"
     )
 
 
@@ -486,22 +497,11 @@ def objects(node: object, path: str = "") -> Iterator[tuple[str, Mapping[str, An
         yield path, node
         for key, value in node.items():
             if key != "sysctl":
-                yield from objects(value, _join(path, str(key)))
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+                yield from objects(value, refusal.join(path, str(key)))
 
 
 def _shown(value: object, address: Address) -> str:
     """The value as written, and the address a Go plugin reads it as when that differs."""
     if goaddr.is_mapped(value):
-        return f"{_show(value)} (IPv4 {address} to a Go plugin)"
-    return _show(value)
-
-
-def _show(value: object) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False)[:256]
-    except (TypeError, ValueError):
-        return repr(value)[:256]
+        return f"{refusal.show(value)} (IPv4 {address} to a Go plugin)"
+    return refusal.show(value)
