@@ -486,7 +486,7 @@ def test_a_refused_default_network_nad_fails_the_add_before_any_plugin_runs(
     assert plugins.commands() == []
     assert list(orch.records.container_ids()) == []
     (event,) = sink.events
-    assert event[2] == delegate_guard.EVENT_REASON
+    assert event[2] == delegate_guard.DelegateRefusedError.event_reason
 
 
 class NADFetchingStore(store.ClusterStore):

@@ -441,7 +441,7 @@ def test_a_refused_nad_fails_the_add_before_any_plugin_runs_with_an_event(tmp_pa
     assert plugins.commands() == []  # not even the default network ran
     assert list(orch.records.container_ids()) == []  # no record: nothing to undo
     (event,) = sink.events
-    assert event[:3] == ("blue/web", "Warning", delegate_guard.EVENT_REASON)
+    assert event[:3] == ("blue/web", "Warning", delegate_guard.DelegateRefusedError.event_reason)
     assert "blue/net-b" in event[3]
     assert '"host-device"' in event[3]
 
@@ -540,5 +540,5 @@ def test_a_hot_plugged_refused_nad_changes_nothing(tmp_path: Path) -> None:
     assert plugins.commands() == []
     assert orch.records.load("c1") == before
     (event,) = sink.events
-    assert event[2] == delegate_guard.EVENT_REASON
+    assert event[2] == delegate_guard.DelegateRefusedError.event_reason
     assert 'plugins[0].sysctl["kernel.x"]' in event[3]

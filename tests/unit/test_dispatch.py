@@ -1,5 +1,5 @@
-"""Tests of netattach.daemon.dispatch (one CNI call's edges) and the orchestrator's pure helpers
-(`pod_ref`, `with_prefix`): what is read from stdin and CNI_ARGS, and what the runtime reads back.
+"""Tests of netattach.daemon.dispatch (one CNI call's edges) and the orchestrator's pure helper
+`pod_ref`: what is read from stdin and CNI_ARGS, and what the runtime reads back.
 """
 
 from __future__ import annotations
@@ -249,39 +249,3 @@ def test_pod_ref_prefix_names_pod_uid_and_network() -> None:
     ref = orchestrator.PodRef(namespace="ns1", name="pod-a", uid="u1")
     assert ref.prefix() == "[ns1/pod-a/u1]"
     assert ref.prefix("ns1/net-a") == "[ns1/pod-a/u1:ns1/net-a]"
-
-
-# ---------------------------------------------------------------------------------------------
-# orchestrator.with_prefix: `[ns/pod/uid:network]` in front, the code and class kept
-
-PREFIX = "[ns1/pod-a/u1:ns1/net-a]"
-
-
-@pytest.mark.parametrize("cls", [errors.BY_CODE[code] for code in sorted(errors.BY_CODE)])
-def test_with_prefix_keeps_the_class_code_and_details(cls: type[errors.CNIError]) -> None:
-    prefixed = orchestrator.with_prefix(cls("it failed", "the details"), PREFIX)
-    assert type(prefixed) is cls
-    assert prefixed.code == cls.code
-    assert prefixed.msg == f"{PREFIX} it failed"
-    assert prefixed.details == "the details"
-
-
-@pytest.mark.parametrize("code", [1, 7, 101, 102, 999, 12345])
-def test_with_prefix_keeps_a_delegates_error_a_plugin_error(code: int) -> None:
-    # A delegate's 101 is its own, not our "attachment not found": it stays a PluginError.
-    prefixed = orchestrator.with_prefix(errors.PluginError(code, "macvlan failed", "d"), PREFIX)
-    assert type(prefixed) is errors.PluginError
-    assert prefixed.code == code
-    assert prefixed.msg == f"{PREFIX} macvlan failed"
-    assert prefixed.details == "d"
-    assert json.loads(dispatch.error_reply(prefixed, "1.0.0").stdout)["code"] == code
-
-
-def test_with_prefix_of_a_subclass_keeps_its_code() -> None:
-    class OwnDecodingError(errors.DecodingFailureError):
-        pass
-
-    prefixed = orchestrator.with_prefix(OwnDecodingError("bad record", "why"), PREFIX)
-    assert isinstance(prefixed, errors.DecodingFailureError)
-    assert prefixed.code == 6
-    assert prefixed.msg == f"{PREFIX} bad record"

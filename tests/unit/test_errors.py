@@ -187,3 +187,76 @@ def test_from_raw_of_to_raw_round_trips(err: errors.CNIError, cni_version: str) 
     assert type(back) is type(err)
     assert (back.code, back.msg, back.details) == (err.code, err.msg, err.details)
     assert raw["cniVersion"] == cni_version
+
+
+# -- with_prefix: an error gains context without losing its class or attributes ----------------
+
+PREFIX = "[ns1/pod-a/u1:ns1/net-a]"
+
+
+@pytest.mark.parametrize("cls", [errors.BY_CODE[code] for code in sorted(errors.BY_CODE)])
+def test_with_prefix_keeps_the_class_code_and_details(cls: type[errors.CNIError]) -> None:
+    prefixed = cls("it failed", "the details").with_prefix(PREFIX)
+    assert type(prefixed) is cls
+    assert prefixed.code == cls.code
+    assert prefixed.msg == f"{PREFIX} it failed"
+    assert str(prefixed) == f"{PREFIX} it failed: the details"
+    assert prefixed.details == "the details"
+    assert prefixed.event_reason == cls.event_reason
+
+
+@pytest.mark.parametrize("code", [1, 7, 101, 102, 999, 12345])
+def test_with_prefix_keeps_a_delegates_error_a_plugin_error(code: int) -> None:
+    # A delegate's 101 is its own, not our "attachment not found": it stays a PluginError.
+    prefixed = errors.PluginError(code, "macvlan failed", "d").with_prefix(PREFIX)
+    assert type(prefixed) is errors.PluginError
+    assert prefixed.code == code
+    assert prefixed.msg == f"{PREFIX} macvlan failed"
+    assert prefixed.details == "d"
+    assert prefixed.to_raw("1.0.0")["code"] == code
+
+
+def test_with_prefix_keeps_a_subclass_its_event_reason_and_its_own_attributes() -> None:
+    class NADMissingError(errors.AttachmentNotFoundError):
+        event_reason = "SomethingOfItsOwn"
+
+        def __init__(self, msg: str, namespace: str, name: str) -> None:
+            super().__init__(msg)
+            self.namespace, self.name = namespace, name
+
+    original = NADMissingError("no NAD blue/net-a", "blue", "net-a")
+    prefixed = original.with_prefix(PREFIX)
+    assert type(prefixed) is NADMissingError
+    assert (prefixed.namespace, prefixed.name) == ("blue", "net-a")
+    assert prefixed.event_reason == "SomethingOfItsOwn"
+    assert prefixed.code == 101
+    assert prefixed.msg == prefixed.args[0] == f"{PREFIX} no NAD blue/net-a"
+    assert original.msg == "no NAD blue/net-a"  # the original is left as it was
+
+
+def test_with_prefix_twice_puts_the_outer_context_first() -> None:
+    inner = errors.TryAgainLaterError("not synced").with_prefix("[net-a]")
+    assert inner.with_prefix("[ns/pod/uid]").msg == "[ns/pod/uid] [net-a] not synced"
+
+
+# -- the Event reason is an attribute of the error class -----------------------------------------
+
+REASONS = {
+    errors.AttachmentNotFoundError: "NetworkAttachmentDefinitionNotFound",
+    errors.InvalidSelectionError: "InvalidNetworkSelection",
+    errors.InvalidNetworkConfigError: "InvalidNetworkConfig",
+    errors.UnknownContainerError: "PodNotFound",
+    errors.TryAgainLaterError: "NetworkNotReady",
+}
+
+
+@pytest.mark.parametrize(("cls", "code"), CODES, ids=[c.__name__ for c, _ in CODES])
+def test_each_class_names_its_event_reason(cls: type[errors.CNIError], code: int) -> None:
+    assert cls("x").event_reason == REASONS.get(cls, "FailedAttachNetwork")
+
+
+@pytest.mark.parametrize("code", [1, 3, 7, 11, 101, 102, 12345])
+def test_a_delegates_error_reads_as_the_class_of_its_code_in_an_event(code: int) -> None:
+    cls = errors.BY_CODE.get(code)
+    expected = "FailedAttachNetwork" if cls is None else cls.event_reason
+    assert errors.PluginError(code, "failed").event_reason == expected

@@ -393,7 +393,7 @@ def test_a_nad_on_the_nodes_address_fails_the_add_before_any_plugin_runs(
     assert plugins.commands() == []
     assert list(orch.records.container_ids()) == []
     (event,) = sink.events
-    assert event[2] == delegate_guard.EVENT_REASON
+    assert event[2] == delegate_guard.DelegateRefusedError.event_reason
     # Within the TTL the next ADD reads the node no more.
     with pytest.raises(delegate_guard.DelegateRefusedError):
         asyncio.run(orch.add(call("blue"), {"cniVersion": "1.0.0"}))

@@ -42,7 +42,7 @@ def test_no_mirror_pod_yet_is_try_again_never_a_refusal() -> None:
     assert raised.value.code == errors.TryAgainLaterError.code == 11
     assert "mirror pod is not in the API yet" in raised.value.msg
     assert raised.value.details == f"no pod with kubernetes.io/config.mirror={HASH}"
-    assert pod_identity.event_reason(raised.value) == "MirrorPodNotFound"
+    assert raised.value.event_reason == "MirrorPodNotFound"
 
 
 @pytest.mark.req("RT-STATIC")
@@ -62,8 +62,8 @@ def test_another_uid_is_a_recreated_pod_with_its_own_reason() -> None:
     assert (
         raised.value.msg == f"[ns/web/old] the runtime asks for pod UID old, the pod has UID {UID}"
     )
-    assert pod_identity.event_reason(raised.value) == "PodUIDMismatch"
-    assert pod_identity.event_reason(errors.UnknownContainerError("x")) is None
+    assert raised.value.event_reason == "PodUIDMismatch"
+    assert errors.UnknownContainerError("x").event_reason == "PodNotFound"
 
 
 def test_a_missing_pod_of_an_api_uid_is_not_found() -> None:

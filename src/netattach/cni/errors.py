@@ -22,6 +22,11 @@
 Codes 100+ are "plugin specific" in the CNI spec, so a delegate may use 101 for something of its
 own: errors read from a *delegate* become `PluginError` (see `from_plugin_raw`), never one of ours.
 
+Each class names the reason of the Warning Event a failed ADD records (`event_reason`, what a user
+can act on: `NetworkAttachmentDefinitionNotFound`, `PodNotFound`, ...); a subclass elsewhere names
+its own (`DelegateRefusedError`: `NetworkAttachmentRefused`). `with_prefix` puts the pod and
+network in front of a message and keeps the class, so the code and the reason stay the error's.
+
 This module is imported by the shim: standard library only, no `dataclasses`, and `typing` and
 `collections.abc` for mypy only (they would cost the shim ~3 ms of start-up).
 """
@@ -31,18 +36,31 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import ClassVar
+    from typing import ClassVar, Final, Self
+
+# The Event reason of an error no class names one for.
+FAILED_ATTACH: Final = "FailedAttachNetwork"
 
 
 class CNIError(Exception):
     """A CNI error object `{cniVersion, code, msg, details}`."""
 
     code: ClassVar[int] = 999
+    event_reason: ClassVar[str] = FAILED_ATTACH
 
     def __init__(self, msg: str, details: str = "") -> None:
         super().__init__(msg)
         self.msg = msg
         self.details = details
+
+    def with_prefix(self, prefix: str) -> Self:
+        """The same error with `prefix` (`[ns/pod/uid:network]`) in front of its message: its
+        class, code, Event reason, details and any attribute of its own are kept."""
+        prefixed = type(self).__new__(type(self))
+        prefixed.__dict__.update(self.__dict__)
+        prefixed.msg = f"{prefix} {self.msg}"
+        prefixed.args = (prefixed.msg,)
+        return prefixed
 
     def __str__(self) -> str:
         if self.details:
@@ -66,6 +84,7 @@ class UnsupportedFieldError(CNIError):
 
 class UnknownContainerError(CNIError):
     code = 3
+    event_reason = "PodNotFound"
 
 
 class InvalidEnvironmentError(CNIError):
@@ -82,10 +101,12 @@ class DecodingFailureError(CNIError):
 
 class InvalidNetworkConfigError(CNIError):
     code = 7
+    event_reason = "InvalidNetworkConfig"
 
 
 class TryAgainLaterError(CNIError):
     code = 11
+    event_reason = "NetworkNotReady"
 
 
 class PluginNotAvailableError(CNIError):
@@ -106,10 +127,12 @@ class DaemonUnavailableError(CNIError):
 
 class AttachmentNotFoundError(CNIError):
     code = 101
+    event_reason = "NetworkAttachmentDefinitionNotFound"
 
 
 class InvalidSelectionError(CNIError):
     code = 102
+    event_reason = "InvalidNetworkSelection"
 
 
 class DelegateFailedError(CNIError):
@@ -126,6 +149,9 @@ class PluginError(CNIError):
     def __init__(self, code: int, msg: str, details: str = "") -> None:
         super().__init__(msg, details)
         self.code = code  # type: ignore[misc]  # instance value shadows the class default
+        # A delegate's well-known code reads as ours does in an Event (its 7: InvalidNetworkConfig).
+        known = BY_CODE.get(code)
+        self.event_reason = FAILED_ATTACH if known is None else known.event_reason  # type: ignore[misc]
 
 
 BY_CODE: dict[int, type[CNIError]] = {

@@ -25,18 +25,17 @@ from netattach.guard import delegate_policy, refusal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Final, Protocol, TypeGuard
+    from typing import Protocol, TypeGuard
 
     class NamespaceLookup(Protocol):
         def lookup_namespace(self, name: str) -> model.KubeObject | None: ...
 
 
-# The Event reason of a refused attachment: what an operator filters on.
-EVENT_REASON: Final = "NetworkAttachmentRefused"
-
-
 class DelegateRefusedError(errors.InvalidNetworkConfigError):
     """A NAD's config does what the delegate policy does not allow (CNI code 7)."""
+
+    # What an operator filters on.
+    event_reason = "NetworkAttachmentRefused"
 
 
 def _looks_up_namespaces(view: object) -> TypeGuard[NamespaceLookup]:

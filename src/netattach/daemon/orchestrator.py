@@ -108,23 +108,6 @@ def _records_events(sink: object) -> TypeGuard[EventRecorder]:
     return callable(getattr(sink, "record_event", None))
 
 
-# The reason of the Warning Event for a failed ADD, by CNI code: what a user can act on.
-FAILURE_REASONS = {
-    errors.AttachmentNotFoundError.code: "NetworkAttachmentDefinitionNotFound",
-    errors.InvalidSelectionError.code: "InvalidNetworkSelection",
-    errors.InvalidNetworkConfigError.code: "InvalidNetworkConfig",
-    errors.UnknownContainerError.code: "PodNotFound",
-    errors.TryAgainLaterError.code: "NetworkNotReady",
-}
-
-
-def failure_reason(exc: errors.CNIError) -> str:
-    """The reason of the Warning Event for `exc`."""
-    if isinstance(exc, delegate_guard.DelegateRefusedError):
-        return delegate_guard.EVENT_REASON
-    return pod_identity.event_reason(exc) or FAILURE_REASONS.get(exc.code, "FailedAttachNetwork")
-
-
 # A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).
 class PodRef(NamedTuple):
     namespace: str
@@ -141,17 +124,6 @@ def pod_ref(call: env.Environment) -> PodRef | None:
     if not args.get(POD_NAMESPACE) or not args.get(POD_NAME):
         return None
     return PodRef(namespace=args[POD_NAMESPACE], name=args[POD_NAME], uid=args.get(POD_UID, ""))
-
-
-def with_prefix(exc: errors.CNIError, prefix: str) -> errors.CNIError:
-    """The same error (same code) with `[ns/pod/uid:network]` in front of its message."""
-    msg = f"{prefix} {exc.msg}"
-    cls = errors.BY_CODE.get(exc.code)
-    if isinstance(exc, delegate_guard.DelegateRefusedError):
-        cls = delegate_guard.DelegateRefusedError  # its own Event reason
-    if cls is None or isinstance(exc, errors.PluginError):
-        return errors.PluginError(exc.code, msg, exc.details)
-    return cls(msg, exc.details)
 
 
 def _runtime_conf(
@@ -245,7 +217,7 @@ class Orchestrator:
             plan, pod = await self._plan(call, netconf, ref)
         except errors.CNIError as exc:
             log.error("%s", exc)  # refused before any plugin ran; the message names the pod
-            await self._event(ref, failure_reason(exc), str(exc), "Warning")
+            await self._failed(ref, exc)
             raise
         # The API pod's UID: a static pod's status and Events go to its mirror (RT-STATIC).
         ref = ref._replace(uid=(model.uid_of(pod) if pod else "") or ref.uid)
@@ -306,12 +278,7 @@ class Orchestrator:
         except Exception as exc:
             failed = await self._add_failed(ref, current, exc, write_ahead)
             await self._undo(call, record._replace(attachments=tuple(made)))
-            await self._event(
-                ref,
-                FAILURE_REASONS.get(failed.code, "FailedAttachNetwork"),
-                str(failed),
-                "Warning",
-            )
+            await self._failed(ref, failed)
             raise failed from exc
         want = str(netconf.get("cniVersion", spec.CURRENT_VERSION))
         return result.convert(results[0], want)
@@ -365,7 +332,7 @@ class Orchestrator:
             except Exception as saving:
                 exc, current = saving, ""  # the pod's record: before any attachment's
         if isinstance(exc, errors.CNIError):
-            failed = with_prefix(exc, ref.prefix(current))
+            failed = exc.with_prefix(ref.prefix(current))
         else:
             log.error("%s unexpected failure", ref.prefix(current), exc_info=exc)
             failed = errors.InternalError(
@@ -406,7 +373,7 @@ class Orchestrator:
             try:
                 pod = await self.view.fetch_pod(ref.namespace, ref.name) or pod
             except errors.CNIError as exc:
-                raise with_prefix(exc, ref.prefix()) from exc
+                raise exc.with_prefix(ref.prefix()) from exc
         # RT-UID: a deleted-and-recreated pod of the same name is another pod; RT-STATIC: a
         # static pod is its mirror pod's, and no mirror pod yet is "try again".
         pod = pod_identity.check_pod(ref.prefix(), ref.uid, pod)
@@ -423,7 +390,7 @@ class Orchestrator:
                 cfg=self.settings.networks,
             )
         except errors.CNIError as exc:
-            raise with_prefix(exc, ref.prefix()) from exc
+            raise exc.with_prefix(ref.prefix()) from exc
         log.debug(
             "%s plan: %s", ref.prefix(), ", ".join(f"{p.ifname} {p.status_name}" for p in planned)
         )
@@ -490,7 +457,7 @@ class Orchestrator:
                 try:
                     find.find_plugin(plugin.type, self.runtime.path)
                 except errors.CNIError as exc:
-                    raise with_prefix(exc, f"[{planned.status_name}]") from exc
+                    raise exc.with_prefix(f"[{planned.status_name}]") from exc
 
     async def _undo_earlier_add(self, call: env.Environment) -> None:
         """A second ADD without DEL (CNI spec forbids it, a crashed runtime retries it):
@@ -536,6 +503,11 @@ class Orchestrator:
             await self.sink.record_event(
                 ref.namespace, ref.name, reason=reason, message=message, type_=type_, uid=uid
             )
+
+    async def _failed(self, ref: PodRef, exc: errors.CNIError) -> None:
+        """The Warning Event of a failed ADD or hot-plug: the reason is the error's own, an
+        attribute of its class (cni/errors.py: `NetworkAttachmentDefinitionNotFound`, ...)."""
+        await self._event(ref, exc.event_reason, str(exc), "Warning")
 
     async def _events_added(
         self,
@@ -613,7 +585,7 @@ class Orchestrator:
                     att, call.container_id, self.settings.networks.device_info_dir
                 )
             except errors.CNIError as exc:
-                failure = with_prefix(exc, ref.prefix(att.status_name))
+                failure = exc.with_prefix(ref.prefix(att.status_name))
                 log.error("%s", failure)
                 failures.append(failure)
         return failures
@@ -730,7 +702,7 @@ class Orchestrator:
                         _network(att), _runtime_conf(call, call.netns, att)
                     )
                 except errors.CNIError as exc:
-                    raise with_prefix(exc, ref.prefix(att.status_name)) from exc
+                    raise exc.with_prefix(ref.prefix(att.status_name)) from exc
 
     # -- GC / STATUS ----------------------------------------------------------------------------
 
@@ -812,9 +784,9 @@ class Orchestrator:
                 # The devices of the attachments about to go are free for the new ones.
                 change = await self._with_devices(change, record, pod, freed=change.remove)
             except errors.CNIError as exc:
-                failed = with_prefix(exc, ref.prefix())
+                failed = exc.with_prefix(ref.prefix())
                 log.error("%s; the pod's attachments stay as they are", failed)
-                await self._event(ref, failure_reason(failed), str(failed), "Warning")
+                await self._failed(ref, failed)
                 raise failed from exc
             before = self._entries(record)
             call = _replug_call(record)
@@ -828,9 +800,9 @@ class Orchestrator:
                     # The record holds what stayed, the attachments that would not go included.
                     change = await self._with_devices(change, record, pod, freed=())
                 except errors.CNIError as exc:
-                    failed = with_prefix(exc, ref.prefix())
+                    failed = exc.with_prefix(ref.prefix())
                     log.error("%s; the new attachments are not made", failed)
-                    await self._event(ref, failure_reason(failed), str(failed), "Warning")
+                    await self._failed(ref, failed)
                     change = change._replace(wanted=change.keep)
             record, made, failures = await self._plug(call, ref, record, change)
             record = record._replace(attachments=_replugged(record, change, made))
@@ -958,7 +930,7 @@ class Orchestrator:
             try:
                 intent = self._intent(planned, record.attachments)
             except errors.CNIError as exc:
-                failure = with_prefix(exc, ref.prefix(planned.status_name))
+                failure = exc.with_prefix(ref.prefix(planned.status_name))
                 await self._plug_failed(ref, failure, failures)
                 continue
             record = record._replace(attachments=(*record.attachments, intent))
@@ -1060,7 +1032,7 @@ def _replugged(
 
 def _as_cni_error(exc: Exception, prefix: str) -> errors.CNIError:
     if isinstance(exc, errors.CNIError):
-        return with_prefix(exc, prefix)
+        return exc.with_prefix(prefix)
     log.exception("%s unexpected failure", prefix)
     return errors.InternalError(f"{prefix} internal error", f"{type(exc).__name__}: {exc}")
 

@@ -24,7 +24,7 @@ from netattach.cni import errors
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import ClassVar, Final
+    from typing import Final
 
 # Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
 # plugin compiles only those its call needs.
@@ -35,13 +35,13 @@ _CONFIG_HASH: Final = r"^[0-9a-f]{32}$"
 class PodUIDMismatchError(errors.UnknownContainerError):
     """The pod of that name has another UID: it was deleted and created again (code 3)."""
 
-    event_reason: ClassVar[str] = "PodUIDMismatch"
+    event_reason = "PodUIDMismatch"
 
 
 class MirrorPodMissingError(errors.TryAgainLaterError):
     """A static pod whose mirror pod is not in the API (yet): try again (code 11)."""
 
-    event_reason: ClassVar[str] = "MirrorPodNotFound"
+    event_reason = "MirrorPodNotFound"
 
 
 def is_config_hash(runtime_uid: str) -> bool:
@@ -84,9 +84,3 @@ def check_pod(prefix: str, runtime_uid: str, pod: model.KubeObject | None) -> mo
     raise PodUIDMismatchError(
         f"{prefix} the runtime asks for pod UID {runtime_uid}, the pod has UID {uid}"
     )
-
-
-def event_reason(exc: errors.CNIError) -> str | None:
-    """The Event reason an identity error carries, None for any other error."""
-    reason = getattr(exc, "event_reason", None)
-    return reason if isinstance(reason, str) else None
