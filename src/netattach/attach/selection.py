@@ -31,6 +31,7 @@ import re
 import types
 from collections.abc import Mapping
 
+from netattach import names
 from netattach.cni import env, errors
 from netattach.values import NamedTuple
 
@@ -50,12 +51,6 @@ _SHOW_CHARS = 80
 
 # Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
 # plugin compiles only those its call needs.
-# Standard §3.3: a DNS-1123 label; Kubernetes caps a label at 63 characters.
-_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_LABEL_MAX = 63
-# An IPAMClaim is named like any Kubernetes object: a DNS-1123 subdomain, dot-separated labels.
-_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_SUBDOMAIN_MAX = 253
 
 # Go's net.ParseMAC forms: hex pairs joined by ':' or '-', or hex quads joined by '.'.
 _HEX_PAIRS = r"[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(?:\1[0-9a-fA-F]{2})*"
@@ -599,21 +594,17 @@ def _check_int(value: object, path: str, low: int, high: int, problems: list[str
 
 
 def _check_label(value: str, path: str, problems: list[str]) -> str:
-    if len(value) > _LABEL_MAX or not re.fullmatch(_LABEL, value):
-        problems.append(
-            f"{path}: {show(value)} is not a DNS-1123 label (at most {_LABEL_MAX} lower-case "
-            "letters, digits and '-', starting and ending with a letter or digit)"
-        )
+    # Standard §3.3: a NAD's name and namespace are DNS-1123 labels.
+    if not names.is_label(value):
+        problems.append(f"{path}: {show(value)} is not a DNS-1123 label ({names.LABEL_RULE})")
         return ""
     return value
 
 
 def _check_subdomain(value: str, path: str, problems: list[str]) -> str:
-    if len(value) > _SUBDOMAIN_MAX or not re.fullmatch(_SUBDOMAIN, value):
-        problems.append(
-            f"{path}: {show(value)} is not a DNS-1123 name (at most {_SUBDOMAIN_MAX} lower-case "
-            "letters, digits, '-' and '.', starting and ending with a letter or digit)"
-        )
+    # An IPAMClaim is named like any Kubernetes object: a DNS-1123 subdomain.
+    if not names.is_subdomain(value):
+        problems.append(f"{path}: {show(value)} is not a DNS-1123 name ({names.SUBDOMAIN_RULE})")
         return ""
     return value
 

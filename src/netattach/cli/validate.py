@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO, cast
 
+from netattach import names
 from netattach.attach import delegate, selection
 from netattach.cluster import documents, files, model
 from netattach.cni import conf, errors
@@ -88,9 +89,6 @@ _POLICY_SPLIT = re.compile(
 )
 # What a policy's problem line may hold: parse_policy quotes whole values, which can be large.
 _PROBLEM_CHARS = 400
-# standard §3.3 (NAD-NAME): NAD names and namespaces are DNS-1123 labels.
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_LABEL_MAX = 63
 _SHOW_CHARS = 80
 # reprlib bounds the work as well as the text: YAML aliases let a few bytes stand for a structure
 # far too large to repr in full ("billion laughs").
@@ -367,10 +365,10 @@ def _nad_problems(document: Mapping[str, object], report: _Report) -> tuple[list
     name = metadata.get("name")
     if name is None:
         problems.append("metadata.name: required, got nothing")
-    elif not _is_label(name):
+    elif not names.is_label(name):
         problems.append(f"metadata.name: {_label_problem(name)}")
     namespace = metadata.get("namespace")
-    if namespace is not None and not _is_label(namespace):
+    if namespace is not None and not names.is_label(namespace):
         problems.append(f"metadata.namespace: {_label_problem(namespace)}")
 
     spec = document.get("spec")
@@ -581,15 +579,9 @@ def _identity(document: Mapping[str, object], where: str) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
-def _is_label(value: object) -> bool:
-    return isinstance(value, str) and len(value) <= _LABEL_MAX and bool(_LABEL.fullmatch(value))
-
-
 def _label_problem(value: object) -> str:
-    return (
-        f"must be a DNS-1123 label (at most {_LABEL_MAX} lower-case letters, digits and '-', "
-        f"starting and ending with a letter or digit), got {_show(value)}"
-    )
+    # standard §3.3 (NAD-NAME): NAD names and namespaces are DNS-1123 labels.
+    return f"must be a DNS-1123 label ({names.LABEL_RULE}), got {_show(value)}"
 
 
 def _show(value: object) -> str:

@@ -345,7 +345,8 @@ class DirectoryFeed:
     # -- status files ---------------------------------------------------------------------------
 
     def status_path(self, namespace: str, pod: str) -> Path:
-        """`<directory>/status/<namespace>/<pod>.json`; both names must be DNS-1123 labels."""
+        """`<directory>/status/<namespace>/<pod>.json`: the namespace must be a DNS-1123 label,
+        the pod's name a DNS-1123 subdomain."""
         manifests.check_label("pod namespace", namespace)
         problem = manifests.subdomain_problem(pod) if isinstance(pod, str) else "is not a string"
         if problem is not None:

@@ -17,12 +17,13 @@ from typing import Final
 
 import lightkube
 
+from netattach import names
 from netattach.cluster import kube_client, model, store
 
 log = logging.getLogger(kube_client.LOGGER)
 
-# Event names are DNS subdomains (253); client-go names them "<object>.<unix nanoseconds hex>".
-_EVENT_NAME_MAX: Final = 253
+# Event names are DNS subdomains; client-go names them "<object>.<unix nanoseconds hex>".
+_EVENT_NAME_MAX: Final = names.SUBDOMAIN_MAX
 # events.k8s.io caps a note at 1 kB; core/v1 has no cap, but kubectl shows no more either.
 EVENT_MESSAGE_MAX: Final = 1024
 # client-go's EventCorrelator folds identical events within 10 minutes into one, counting them.

@@ -9,8 +9,8 @@ On the thin plugin's path: `uuid` is imported only for a policy without a UID.
 from __future__ import annotations
 
 import math
-import re
 
+from netattach import names
 from netattach.cluster import model
 from netattach.cni import errors
 
@@ -21,11 +21,6 @@ if TYPE_CHECKING:
 
 # Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
 # plugin compiles only those its call needs.
-_DNS1123_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_LABEL_MAX: Final = 63
-# Pod names are DNS-1123 subdomains (dots allowed, 253 characters), unlike NADs and namespaces.
-_DNS1123_SUBDOMAIN: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_DNS1123_SUBDOMAIN_MAX: Final = 253
 _DEFAULT_NAMESPACE: Final = "default"
 _UID_NAMESPACE: Final = (
     "6f1c1d0e-3b53-4b8e-9a57-2f2a1de0c0a1"  # a uuid5 namespace: netattach manifests
@@ -177,9 +172,9 @@ def _label_problems(field: str, value: Any, *, subdomain: bool = False) -> list[
 def _label_problem(value: str) -> str | None:
     if not value:
         return "is empty"
-    if len(value) > _DNS1123_LABEL_MAX:
-        return f"is longer than {_DNS1123_LABEL_MAX} characters"
-    if not re.fullmatch(_DNS1123_LABEL, value):
+    if len(value) > names.LABEL_MAX:
+        return f"is longer than {names.LABEL_MAX} characters"
+    if not names.is_label(value):
         return "is not a DNS-1123 label (lower-case letters, digits and '-')"
     return None
 
@@ -187,9 +182,9 @@ def _label_problem(value: str) -> str | None:
 def subdomain_problem(value: str) -> str | None:
     if not value:
         return "is empty"
-    if len(value) > _DNS1123_SUBDOMAIN_MAX:
-        return f"is longer than {_DNS1123_SUBDOMAIN_MAX} characters"
-    if not re.fullmatch(_DNS1123_SUBDOMAIN, value):
+    if len(value) > names.SUBDOMAIN_MAX:
+        return f"is longer than {names.SUBDOMAIN_MAX} characters"
+    if not names.is_subdomain(value):
         return "is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')"
     return None
 

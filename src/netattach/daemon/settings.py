@@ -43,7 +43,7 @@ import reprlib
 from collections.abc import Mapping
 from pathlib import Path
 
-from netattach import values
+from netattach import names, values
 from netattach.attach import status
 from netattach.cluster import documents
 from netattach.cni import conf, errors
@@ -124,20 +124,6 @@ _HOTPLUG_KEYS: Final = ("enabled",)
 _KUBERNETES_KEYS: Final = ("kubeconfig",)
 _CNI_CONFIG_KEYS: Final = ("configFile", "settings")
 
-# Standard §3.3: NetworkAttachmentDefinition names and namespaces are DNS-1123 labels.
-_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_LABEL_MAX: Final = 63
-_LABEL_RULE: Final = (
-    f"at most {_LABEL_MAX} lower-case letters, digits and '-', starting and ending with a "
-    "letter or digit"
-)
-# Kubernetes: a Node's name is a DNS-1123 subdomain.
-_SUBDOMAIN: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_SUBDOMAIN_MAX: Final = 253
-_SUBDOMAIN_RULE: Final = (
-    f"at most {_SUBDOMAIN_MAX} lower-case letters, digits, '-' and '.', starting and ending "
-    "with a letter or digit"
-)
 # Linux: sockaddr_un.sun_path is 108 bytes, the last a NUL.
 _SOCKET_PATH_MAX: Final = 107
 _PORT: Final = r"[0-9]{1,5}"
@@ -595,12 +581,12 @@ def _cluster_network(value: object, key: str, problems: list[str]) -> ClusterNet
         bad = [
             f"the {part} {_show(text)}"
             for part, text in (("namespace", namespace), ("name", name))
-            if not _is_label(text)
+            if not names.is_label(text)
         ]
         if bad:
             problems.append(
                 f"{key}: in a NetworkAttachmentDefinition reference 'namespace/name', "
-                f"{' and '.join(bad)} must be a DNS-1123 label ({_LABEL_RULE}), and a file "
+                f"{' and '.join(bad)} must be a DNS-1123 label ({names.LABEL_RULE}), and a file "
                 f"path must start with '/', got {_show(value)}"
             )
             return None
@@ -666,9 +652,9 @@ def _labels(value: object, key: str, problems: list[str]) -> tuple[str, ...] | N
         return None
     start = len(problems)
     for index, item in enumerate(value):
-        if not isinstance(item, str) or not _is_label(item):
+        if not isinstance(item, str) or not names.is_label(item):
             problems.append(
-                f"{key}[{index}]: must be a namespace name, a DNS-1123 label ({_LABEL_RULE}), "
+                f"{key}[{index}]: must be a namespace name, a DNS-1123 label ({names.LABEL_RULE}), "
                 f"got {_show(item)}"
             )
     if len(problems) > start:
@@ -775,7 +761,7 @@ def _node_name(value: object, key: str, problems: list[str], needed: bool) -> st
     # problem too.
     if value is None:
         name = default_node_name()
-        if needed and not _is_subdomain(name):
+        if needed and not names.is_subdomain(name):
             origin = (
                 f"the environment variable {NODE_NAME_ENV}"
                 if os.environ.get(NODE_NAME_ENV)
@@ -783,13 +769,13 @@ def _node_name(value: object, key: str, problems: list[str], needed: bool) -> st
             )
             problems.append(
                 f"{key}: not set, and its default ({origin}) is not a Node name, a DNS-1123 "
-                f"subdomain ({_SUBDOMAIN_RULE}), got {_show(name)}"
+                f"subdomain ({names.SUBDOMAIN_RULE}), got {_show(name)}"
             )
             return None
         return name
-    if not isinstance(value, str) or not _is_subdomain(value):
+    if not isinstance(value, str) or not names.is_subdomain(value):
         problems.append(
-            f"{key}: must be a Node name, a DNS-1123 subdomain ({_SUBDOMAIN_RULE}), "
+            f"{key}: must be a Node name, a DNS-1123 subdomain ({names.SUBDOMAIN_RULE}), "
             f"got {_show(value)}"
         )
         return None
@@ -937,15 +923,7 @@ def _is_host(text: str) -> bool:
         except ValueError:
             return False
         return True
-    return _is_subdomain(text.lower())
-
-
-def _is_subdomain(text: str) -> bool:
-    return len(text) <= _SUBDOMAIN_MAX and re.fullmatch(_SUBDOMAIN, text) is not None
-
-
-def _is_label(text: str) -> bool:
-    return len(text) <= _LABEL_MAX and re.fullmatch(_LABEL, text) is not None
+    return names.is_subdomain(text.lower())
 
 
 def _show(value: object) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from netattach import names
 from netattach.cluster.model import (
     API_VERSIONS,
     POLICY,
@@ -35,13 +36,10 @@ OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 AddressRange = tuple[int, int, int]  # (IP version, first address, last address) as integers
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
 _PORT_NAME = re.compile(r"^(?=.*[a-z])[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
-_LABEL_NAME = re.compile(
-    r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
+# A label key's name part; its prefix, when it has one, is a DNS-1123 subdomain (`_is_label_key`).
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
@@ -293,7 +291,7 @@ def _policy_for(value: str, namespace: str) -> tuple[tuple[str, ...], list[str]]
         parts = item.split("/")
         if len(parts) == 1:
             parts = [namespace, parts[0]]
-        if len(parts) != 2 or not _DNS_LABEL.match(parts[0]) or not _DNS_SUBDOMAIN.match(parts[1]):
+        if len(parts) != 2 or not names.is_label(parts[0]) or not names.is_subdomain(parts[1]):
             problems.append(f"{POLICY_FOR_ANNOTATION} entry {item!r} is not 'net' or 'ns/net'")
             continue
         networks.add("/".join(parts))
@@ -322,7 +320,7 @@ class _Parser:
             self.bad(f"{where}.matchLabels", f"must be a map, not {ml!r}")
             ml = {}
         for k, v in ml.items():
-            if not isinstance(k, str) or not _LABEL_NAME.match(k):
+            if not _is_label_key(k):
                 self.bad(f"{where}.matchLabels", f"invalid label key {k!r}")
             elif not isinstance(v, str) or not _LABEL_VALUE.match(v):
                 self.bad(f"{where}.matchLabels", f"invalid value {v!r} for {k!r}")
@@ -345,7 +343,7 @@ class _Parser:
             return None
         key, op, values = raw.get("key"), raw.get("operator"), raw.get("values")
         ok = True
-        if not isinstance(key, str) or not _LABEL_NAME.match(key):
+        if not _is_label_key(key):
             self.bad(where, f"invalid key {key!r}")
             ok = False
         if op not in OPERATORS:
@@ -488,13 +486,21 @@ class _Parser:
         return tuple(out)
 
 
+def _is_label_key(key: object) -> bool:
+    """A label key: a name of at most 63 characters, after a DNS-1123 subdomain and a '/'."""
+    if not isinstance(key, str):
+        return False
+    prefix, slash, name = key.rpartition("/")
+    return (not slash or names.is_subdomain(prefix)) and _LABEL_NAME.fullmatch(name) is not None
+
+
 def _check_metadata(p: _Parser, obj: KubeObject) -> tuple[str, ...]:
     """Report what is wrong with the policy's metadata; the networks `policy-for` names."""
     ns, name, uid = namespace_of(obj), name_of(obj), uid_of(obj)
     # Raw input may hold anything where strings belong: each is reported, never raised on.
-    if not isinstance(ns, str) or not _DNS_LABEL.match(ns):
+    if not names.is_label(ns):
         p.bad("metadata.namespace", f"{ns!r} is not a namespace name")
-    if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
+    if not names.is_subdomain(name):
         p.bad("metadata.name", f"{name!r} is not a valid name")
     if not isinstance(uid, str) or not _UID.match(uid):
         p.bad("metadata.uid", f"{uid!r} is not a valid UID")
