@@ -8,16 +8,37 @@
 Every reply the daemon sends — 200 for a CNI outcome (a result or a CNI error), 4xx for a request
 it cannot read, 503 while it is not ready — carries that body, so the shim's job is only: print
 `stdout`, exit with `exitCode`. Only `CNI_*` variables travel; the shim's other environment stays
-on the host. Standard library only, no dataclasses and no `json` (see `quickjson`): the shim
-imports this module.
+on the host.
+
+Two answers every form of the plugin gives alike live here too, so that the shim (C and Python),
+the thin plugin and the daemon cannot drift apart: the VERSION reply (`version_reply`), and the
+bound on what a call carries (`MAX_REQUEST_BYTES`, `too_large`).
+
+Standard library only, no dataclasses and no `json` (see `quickjson`): the shim imports this
+module.
 """
 
 from netattach import quickjson
+from netattach.cni import spec
 
 PATH = "/cni"
 CONTENT_TYPE = "application/json"
-# A CNI config is a few KiB; a request past this is refused with 413 before it is parsed.
+# A CNI config is a few KiB. A stdin past this is refused before it is parsed (by the shim with
+# error 7, by the thin plugin and the daemon with error 6), and a request body with 413.
 MAX_REQUEST_BYTES = 1024 * 1024
+
+
+def too_large(size: int) -> bool:
+    """Is `size` bytes (a CNI call's stdin, a request's body) past `MAX_REQUEST_BYTES`?"""
+    return size > MAX_REQUEST_BYTES
+
+
+def version_reply(cni_version: str) -> bytes:
+    """The stdout of a VERSION call (CNI spec "VERSION"), answered from the config's
+    `cniVersion` without any network config: the same bytes from the shim, the thin plugin and
+    the daemon."""
+    reply = {"cniVersion": cni_version, "supportedVersions": list(spec.VERSIONS)}
+    return quickjson.dumps(reply).encode()
 
 
 class WireError(ValueError):

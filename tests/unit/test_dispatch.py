@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from netattach import wire
 from netattach.cni import env, errors, spec
 from netattach.daemon import dispatch, orchestrator
 
@@ -59,18 +60,24 @@ def test_stdin_that_is_not_a_json_object_is_a_decoding_failure(stdin: bytes, rea
 
 
 def test_stdin_over_the_size_limit_is_refused_before_parsing() -> None:
-    stdin = b" " * (dispatch.MAX_STDIN_BYTES + 1)
+    stdin = b" " * (wire.MAX_REQUEST_BYTES + 1)
     with pytest.raises(errors.DecodingFailureError) as caught:
         dispatch.parse_netconf(stdin)
     assert caught.value.code == 6
-    assert str(dispatch.MAX_STDIN_BYTES + 1) in caught.value.msg
-    assert str(dispatch.MAX_STDIN_BYTES) in caught.value.msg.split("more than")[1]
+    assert str(wire.MAX_REQUEST_BYTES + 1) in caught.value.msg
+    assert str(wire.MAX_REQUEST_BYTES) in caught.value.msg.split("more than")[1]
+
+
+def test_the_bound_is_one_mebibyte_inclusive() -> None:
+    assert wire.MAX_REQUEST_BYTES == 1024 * 1024
+    assert not wire.too_large(wire.MAX_REQUEST_BYTES)
+    assert wire.too_large(wire.MAX_REQUEST_BYTES + 1)
 
 
 def test_stdin_of_exactly_the_size_limit_is_parsed() -> None:
     head, tail = b'{"pad":"', b'"}'
-    stdin = head + b"x" * (dispatch.MAX_STDIN_BYTES - len(head) - len(tail)) + tail
-    assert len(stdin) == dispatch.MAX_STDIN_BYTES
+    stdin = head + b"x" * (wire.MAX_REQUEST_BYTES - len(head) - len(tail)) + tail
+    assert len(stdin) == wire.MAX_REQUEST_BYTES
     assert dispatch.parse_netconf(stdin) == {"pad": "x" * (len(stdin) - len(head) - len(tail))}
 
 
@@ -190,7 +197,7 @@ def test_unexpected_reply_logs_the_traceback_of_the_exception_it_is_given(
 
 
 def test_version_reply_lists_every_supported_version() -> None:
-    assert json.loads(dispatch.version_reply("1.0.0")) == {
+    assert json.loads(wire.version_reply("1.0.0")) == {
         "cniVersion": "1.0.0",
         "supportedVersions": list(spec.VERSIONS),
     }

@@ -260,3 +260,16 @@ def test_a_delegates_error_reads_as_the_class_of_its_code_in_an_event(code: int)
     cls = errors.BY_CODE.get(code)
     expected = "FailedAttachNetwork" if cls is None else cls.event_reason
     assert errors.PluginError(code, "failed").event_reason == expected
+
+
+# -- InternalError.unexpected: what no code was planned for is 999, one way ---------------------
+
+
+def test_an_unexpected_exception_is_999_with_its_type_and_text_in_the_details() -> None:
+    err = errors.InternalError.unexpected(KeyError("x"))
+    assert (err.code, err.msg, err.details) == (999, "internal error in netattach", "KeyError: 'x'")
+
+
+def test_an_unexpected_exception_in_a_pods_call_names_the_pod() -> None:
+    err = errors.InternalError.unexpected(ValueError("bad"), "[ns/pod/uid:net]")
+    assert (err.msg, err.details) == ("[ns/pod/uid:net] internal error", "ValueError: bad")

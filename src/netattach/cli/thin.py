@@ -9,7 +9,7 @@ import gc
 import os
 import sys
 
-from netattach import quickjson
+from netattach import quickjson, wire
 from netattach.cni import spec
 
 # With one of these set, a VERSION call has something to validate: the full path answers it.
@@ -29,13 +29,12 @@ def version_reply(environ: dict[str, str] | os._Environ[str], stdin: bytes) -> b
             raw = quickjson.loads(stdin.decode("utf-8"))
         except (ValueError, RecursionError):
             return None  # not JSON: the full path says so (error 6)
-        if not isinstance(raw, dict) or len(stdin) > 1024 * 1024:
+        if not isinstance(raw, dict) or wire.too_large(len(stdin)):
             return None
         declared = raw.get("cniVersion")
         if isinstance(declared, str) and declared in spec.VERSIONS:
             cni_version = declared
-    reply = {"cniVersion": cni_version, "supportedVersions": list(spec.VERSIONS)}
-    return quickjson.dumps(reply).encode()
+    return wire.version_reply(cni_version)
 
 
 def _configure_logging() -> None:

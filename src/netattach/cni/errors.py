@@ -120,6 +120,14 @@ class PluginNotAvailableLimitedError(CNIError):
 class InternalError(CNIError):
     code = 999
 
+    @classmethod
+    def unexpected(cls, exc: BaseException, prefix: str = "") -> InternalError:
+        """`exc`, which no error code was planned for (a bug), as the runtime reads it: its
+        type and text in the details, after `prefix` (`[ns/pod/uid]`) when given. The caller
+        logs the traceback; the runtime never sees it."""
+        msg = f"{prefix} internal error" if prefix else "internal error in netattach"
+        return cls(msg, f"{type(exc).__name__}: {exc}")
+
 
 class DaemonUnavailableError(CNIError):
     code = 100

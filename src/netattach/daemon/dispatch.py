@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 log = loggers.get("netattach.dispatch")
 
-MAX_STDIN_BYTES = 1024 * 1024
-
 
 # A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).
 class Reply(NamedTuple):
@@ -33,9 +31,10 @@ class Reply(NamedTuple):
 
 
 def parse_netconf(stdin: bytes) -> dict[str, Any]:
-    if len(stdin) > MAX_STDIN_BYTES:
+    if wire.too_large(len(stdin)):
         raise errors.DecodingFailureError(
-            f"network configuration on stdin is {len(stdin)} bytes, more than {MAX_STDIN_BYTES}"
+            f"network configuration on stdin is {len(stdin)} bytes, more than "
+            f"{wire.MAX_REQUEST_BYTES}"
         )
     try:
         raw = json.loads(stdin)
@@ -46,12 +45,6 @@ def parse_netconf(stdin: bytes) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise errors.DecodingFailureError("network configuration on stdin is not a JSON object")
     return raw
-
-
-def version_reply(cni_version: str) -> bytes:
-    return json.dumps(
-        {"cniVersion": cni_version, "supportedVersions": list(spec.VERSIONS)}
-    ).encode()
 
 
 def valid_container_ids(netconf: Mapping[str, Any]) -> set[str]:
@@ -109,7 +102,7 @@ def as_cni_error(exc: BaseException) -> errors.CNIError:
         if isinstance(exc, internal):
             return cni(str(exc) or type(exc).__name__)
     log.error("internal error: %s", exc, exc_info=exc)
-    return errors.InternalError("internal error in netattach", f"{type(exc).__name__}: {exc}")
+    return errors.InternalError.unexpected(exc)
 
 
 def unexpected_reply(exc: BaseException, cni_version: str) -> Reply:
@@ -137,7 +130,7 @@ async def handle(
         if isinstance(declared, str) and declared in spec.VERSIONS:
             cni_version = declared
         if call.command == spec.VERSION:
-            return Reply(exit_code=0, stdout=version_reply(cni_version))
+            return Reply(exit_code=0, stdout=wire.version_reply(cni_version))
     except Exception as exc:  # the runtime gets a CNI error, the log the traceback
         return error_reply(as_cni_error(exc), cni_version)
     with call_log.noted(call) as outcome:

@@ -331,13 +331,7 @@ class Orchestrator:
                 await write_ahead
             except Exception as saving:
                 exc, current = saving, ""  # the pod's record: before any attachment's
-        if isinstance(exc, errors.CNIError):
-            failed = exc.with_prefix(ref.prefix(current))
-        else:
-            log.error("%s unexpected failure", ref.prefix(current), exc_info=exc)
-            failed = errors.InternalError(
-                f"{ref.prefix(current)} internal error", f"{type(exc).__name__}: {exc}"
-            )
+        failed = _as_cni_error(exc, ref.prefix(current))
         log.error("%s", failed)
         return failed
 
@@ -1031,10 +1025,12 @@ def _replugged(
 
 
 def _as_cni_error(exc: Exception, prefix: str) -> errors.CNIError:
+    """`exc` named after the pod and attachment (`prefix`); anything but a CNI error is a bug:
+    999, the traceback in the log only."""
     if isinstance(exc, errors.CNIError):
         return exc.with_prefix(prefix)
-    log.exception("%s unexpected failure", prefix)
-    return errors.InternalError(f"{prefix} internal error", f"{type(exc).__name__}: {exc}")
+    log.error("%s unexpected failure", prefix, exc_info=exc)
+    return errors.InternalError.unexpected(exc, prefix)
 
 
 def _shown_ips(entries: Sequence[Mapping[str, object]], ifname: str) -> str:

@@ -128,7 +128,7 @@ async def _read_request(
     if not length_text.isdigit():
         raise BadRequestError(400, f"invalid Content-Length {length_text[:20]!r}")
     length = int(length_text)
-    if length > wire.MAX_REQUEST_BYTES:
+    if wire.too_large(length):
         raise BadRequestError(413, f"request of {length} bytes, more than {wire.MAX_REQUEST_BYTES}")
     body = await reader.readexactly(length)
     try:

@@ -60,7 +60,7 @@ class DaemonUnreachableError(Exception):
 
 def main() -> int:
     stdin = sys.stdin.buffer.read(wire.MAX_REQUEST_BYTES + 1)
-    if len(stdin) > wire.MAX_REQUEST_BYTES:
+    if wire.too_large(len(stdin)):
         too_large = errors.InvalidNetworkConfigError(
             "the network config is too large", f"more than {wire.MAX_REQUEST_BYTES} bytes"
         )
@@ -70,7 +70,7 @@ def main() -> int:
     if not isinstance(cni_version, str) or not cni_version:
         cni_version = spec.CURRENT_VERSION
     if os.environ.get(spec.ENV_COMMAND) == spec.VERSION:
-        return _print(quickjson.dumps(build_version_reply(cni_version)).encode(), 0)
+        return _print(wire.version_reply(cni_version), 0)
     try:
         path = lookup_socket(config)
         code, stdout = fetch_reply(path, wire.encode_request(dict(os.environ), stdin))
@@ -87,11 +87,6 @@ def parse_config(stdin: bytes) -> dict[str, object]:
     except (ValueError, RecursionError):
         return {}
     return raw if isinstance(raw, dict) else {}
-
-
-def build_version_reply(cni_version: str) -> dict[str, object]:
-    # CNI spec "VERSION": answered from the config's cniVersion, without any network config.
-    return {"cniVersion": cni_version, "supportedVersions": list(spec.VERSIONS)}
 
 
 def lookup_socket(config: dict[str, object]) -> str:
