@@ -1,4 +1,13 @@
-"""Shared test configuration: requirement markers, the netns-skip policy, netns fixtures."""
+"""Shared test configuration: requirement markers, the netns-skip policy, netns fixtures, and
+Hypothesis's settings for every property of the suite."""
+
+from hypothesis import HealthCheck, settings
+
+# A property's verdict must not depend on how busy the machine is: no deadline per example and
+# no health check on how fast inputs are generated (a 2-core machine under the e2e tiers'
+# load generated too slowly for Hypothesis's default). Performance is bench/'s, never a test's.
+settings.register_profile("netattach", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("netattach")
 
 pytest_plugins = [
     "pytester",
