@@ -37,15 +37,16 @@ from bench import (
     topology,
 )
 from bench import guard as guard_mod
-from netattach.daemon import settings, thin
+from netattach.daemon import thin
 from netattach.netns import links
+from netattach.settings import daemon as daemon_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 NETATTACH = Path(sys.executable).parent / "netattach"
 PEER_ENV = "NETATTACH_BENCH_PEER"
 PEER_CONF_ENV = "NETATTACH_BENCH_PEER_CONF"
 # the daemons keep the default; the floor is bounded alike
-DEFAULT_MAX_CONCURRENT_DELEGATES = settings.DEFAULT_MAX_CONCURRENT_DELEGATES
+DEFAULT_MAX_CONCURRENT_DELEGATES = daemon_settings.DEFAULT_MAX_CONCURRENT_DELEGATES
 METRICS_PORTS = {"thick-dir": 19120, "thick-kube": 19121}
 
 

@@ -5,7 +5,7 @@ settings files. Only the documented CNI errors may come out, never another excep
     a pod's whole plan     `daemon.plan.build_plan` over fuzzed NADs (spec.config text) and a
                            fuzzed annotation, as an ADD runs it before any delegate: 7 (bad
                            config), 101 (NAD missing), 102 (bad selection or request)
-    settings files         `daemon.settings.load_settings` on fuzzed bytes, YAML and JSON: 5, 6, 7
+    settings files         `settings.settings.load_settings` on fuzzed bytes, YAML and JSON: 5, 6, 7
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from netattach.attach import selection
 from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.daemon import plan
-from netattach.daemon import settings as settings_mod
+from netattach.settings import network as network_mod
+from netattach.settings import settings as settings_mod
 
 POD_NS, POD = "blue", "web"
 EXAMPLES = 300
@@ -202,7 +203,7 @@ def networks_dir() -> Iterator[Path]:
         yield path
 
 
-def network_settings(networks_dir: Path) -> settings_mod.NetworkSettings:
+def network_settings(networks_dir: Path) -> network_mod.NetworkSettings:
     raw = {
         "clusterNetwork": "cluster-default",
         "networksDir": str(networks_dir),

@@ -12,8 +12,9 @@ import pytest
 
 from netattach.cluster import kube, model
 from netattach.cni import env, errors
-from netattach.daemon import locks, orchestrator, records, service, settings
+from netattach.daemon import locks, orchestrator, records, service
 from netattach.runtime import chain
+from netattach.settings import settings
 from tests.kube import objects
 from tests.kube.api import KubeApi
 from tests.kube.test_feed import FAST, node_name, run_bounded

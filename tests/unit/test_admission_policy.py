@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from netattach.cli import admission as admission_cmd
 from netattach.cli import main as cli_main
 from netattach.cluster import model
-from netattach.daemon import settings as settings_mod
 from netattach.guard import admission, check, delegate_policy
+from netattach.settings import settings as settings_mod
 from tests.unit import test_delegate_keys
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from netattach.daemon import service, settings
+from netattach.daemon import service
+from netattach.settings import settings
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "blue"}}
 

@@ -23,10 +23,11 @@ from netattach.daemon import (
     orchestrator,
     plan,
     records,
-    settings,
 )
 from netattach.guard import delegate_policy
 from netattach.runtime import chain
+from netattach.settings import network as network_settings
+from netattach.settings import settings
 from tests.unit.fake_plugins import FakePlugins
 from tests.unit.test_orchestrator_events import Sink
 
@@ -70,11 +71,12 @@ def view_of(*objects: model.KubeObject) -> store.ClusterStore:
 def cfg(
     *,
     isolation: bool = True,
-    cluster_network: settings.ClusterNetworkRef | None = None,
-) -> settings.NetworkSettings:
+    cluster_network: network_settings.ClusterNetworkRef | None = None,
+) -> network_settings.NetworkSettings:
     # No on-disk default network: a plan that reads it fails, so these prove it is not read.
-    return settings.NetworkSettings(
-        cluster_network=cluster_network or settings.ClusterNetworkRef(kind="name", name="absent"),
+    return network_settings.NetworkSettings(
+        cluster_network=cluster_network
+        or network_settings.ClusterNetworkRef(kind="name", name="absent"),
         networks_dir=NO_DISK,
         namespace_isolation=isolation,
         global_namespaces=("default",),
@@ -88,7 +90,7 @@ MACVLAN: dict[str, Any] = {"type": "macvlan", "master": "eth1"}
 
 
 def build(
-    view: store.ClusterStore, settings_: settings.NetworkSettings | None = None
+    view: store.ClusterStore, settings_: network_settings.NetworkSettings | None = None
 ) -> list[plan.PlannedAttachment]:
     found = view.lookup_pod(POD_NS, POD_NAME)
     assert found is not None
@@ -195,8 +197,8 @@ def test_without_the_annotation_the_cluster_default_is_not_a_pod_default(tmp_pat
     (tmp_path / "cluster.conf").write_text(
         json.dumps({"cniVersion": "1.0.0", "name": "cluster", "type": "bridge"})
     )
-    settings_ = settings.NetworkSettings(
-        cluster_network=settings.ClusterNetworkRef(kind="name", name="cluster"),
+    settings_ = network_settings.NetworkSettings(
+        cluster_network=network_settings.ClusterNetworkRef(kind="name", name="cluster"),
         networks_dir=tmp_path,
     )
     (default,) = build(view_of(pod(None)), settings_)
@@ -207,7 +209,7 @@ def test_without_the_annotation_the_cluster_default_is_not_a_pod_default(tmp_pat
 
 @pytest.mark.req("DEV-DEFAULT")
 def test_the_operators_own_nad_named_by_the_pod_stays_the_operators() -> None:
-    operator = settings.ClusterNetworkRef(kind="nad", namespace="default", name="cluster")
+    operator = network_settings.ClusterNetworkRef(kind="nad", namespace="default", name="cluster")
     view = view_of(pod("default/cluster"), nad("default", "cluster", MACVLAN))
     (default,) = build(view, cfg(cluster_network=operator))
     assert default.status_name == "default/cluster"
@@ -278,7 +280,7 @@ def test_a_missing_nad_is_101_naming_it() -> None:
 
 @pytest.mark.req("DEV-DEFAULT", "RT-HOTPLUG")
 def test_hot_plug_plans_without_reading_the_annotation_a_gone_nad_blocks_nothing() -> None:
-    disk = settings.ClusterNetworkRef(kind="nad", namespace="kube-system", name="cluster")
+    disk = network_settings.ClusterNetworkRef(kind="nad", namespace="kube-system", name="cluster")
     view = view_of(
         pod("ovn-gone", networks="net-a"),
         nad("kube-system", "cluster", MACVLAN),

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from netattach.attach import delegate
 from netattach.cni import conf, errors
-from netattach.daemon import settings
 from netattach.guard import check, delegate_policy, keys
+from netattach.settings import settings
 
 # --- Go's folding ------------------------------------------------------------------------------
 

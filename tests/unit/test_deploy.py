@@ -14,7 +14,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from netattach.daemon import settings, shim_install
+from netattach.daemon import shim_install
+from netattach.settings import feed as feed_settings
+from netattach.settings import settings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 KUBERNETES_VERSION = "1.30"
@@ -105,7 +107,7 @@ def test_the_daemonset_serves_what_the_settings_name(monkeypatch: pytest.MonkeyP
     for path in needed:
         assert any(path == m or m in path.parents for m in mounts), f"{path} is not mounted"
     assert container["command"][-1].startswith("/usr/local/lib/netattach/")
-    assert isinstance(cfg.feed, settings.KubernetesFeed)
+    assert isinstance(cfg.feed, feed_settings.KubernetesFeed)
 
 
 @pytest.mark.req("KUBE-INSTALL")

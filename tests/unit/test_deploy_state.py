@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from netattach.daemon import settings
 from netattach.guard import globs
+from netattach.settings import settings
 from tests.unit.test_deploy import one
 
 # Where the reference plugins keep state when a NAD names no `dataDir` (containernetworking/

@@ -17,8 +17,9 @@ from netattach.attach import delegate, status
 from netattach.cni import conf, errors
 from netattach.daemon import delegate_guard, devices, records
 from netattach.daemon import plan as plan_mod
-from netattach.daemon import settings as settings_mod
 from netattach.guard import delegate_policy, globs
+from netattach.settings import network as network_settings
+from netattach.settings import settings as settings_mod
 from tests.devices import podresources_server
 from tests.devices.podresources_server import Claim, Container, PodResourcesStandIn
 
@@ -171,8 +172,8 @@ def assign(
     the_pod: dict[str, Any],
     held: tuple[str, ...] = (),
 ) -> list[plan_mod.PlannedAttachment]:
-    cfg = settings_mod.NetworkSettings(
-        cluster_network=settings_mod.ClusterNetworkRef(kind="name", name="cluster"),
+    cfg = network_settings.NetworkSettings(
+        cluster_network=network_settings.ClusterNetworkRef(kind="name", name="cluster"),
         pod_resources_socket=kubelet.socket,
         device_info_dir=Path("/run/na-devinfo"),
     )

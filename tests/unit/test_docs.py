@@ -26,7 +26,9 @@ import yaml
 from netattach.cli import main as cli_main
 from netattach.cli import validate
 from netattach.cni import errors
-from netattach.daemon import dispatch, settings
+from netattach.daemon import dispatch
+from netattach.settings import daemon as daemon_settings
+from netattach.settings import settings
 from tests import requirements_report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,7 +211,7 @@ def default_problem(key: str, cell: str, monkeypatch: pytest.MonkeyPatch) -> str
 @pytest.fixture(autouse=True)
 def node_name(monkeypatch: pytest.MonkeyPatch) -> None:
     # The Kubernetes feed needs a Node name; this machine's hostname may not be one.
-    monkeypatch.setenv(settings.NODE_NAME_ENV, _NODE)
+    monkeypatch.setenv(daemon_settings.NODE_NAME_ENV, _NODE)
 
 
 def test_the_probe_finds_the_settings_modules_top_level_keys() -> None:

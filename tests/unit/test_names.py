@@ -20,8 +20,8 @@ from netattach.cli import validate
 from netattach.cluster import manifests
 from netattach.cluster.model import KubeObject
 from netattach.cni import errors
-from netattach.daemon import settings
 from netattach.policy import model as policy_model
+from netattach.settings import settings
 
 # Kubernetes' own (k8s.io/apimachinery/pkg/util/validation), as an independent statement.
 K8S_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

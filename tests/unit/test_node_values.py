@@ -17,9 +17,10 @@ import pytest
 import yaml
 
 from netattach.cli import validate
-from netattach.daemon import node_guard, settings
+from netattach.daemon import node_guard
 from netattach.guard import check, delegate_policy, goaddr, ifnames, node_state
 from netattach.netns.host import Link
+from netattach.settings import runtime as runtime_settings
 
 pytestmark = pytest.mark.req("SEC-VALUES")
 
@@ -326,7 +327,7 @@ def test_validate_node_judges_against_this_nodes_state(
         "blue/net-own: refused by the delegate policy: plugins[0].ipam.addresses[0].address" in text
     )
     assert text.endswith("4 objects checked, 3 problems\n")
-    assert state != settings.DEFAULT_STATE_DIR
+    assert state != runtime_settings.DEFAULT_STATE_DIR
 
 
 def own_address() -> dict[str, Any]:

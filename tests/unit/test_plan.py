@@ -18,7 +18,7 @@ from netattach.attach import selection
 from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.daemon import plan
-from netattach.daemon import settings as settings_mod
+from netattach.settings import network as network_settings
 
 POD_NS = "ns1"
 POD_NAME = "pod1"
@@ -121,11 +121,12 @@ def _cfg(
     *,
     isolation: bool = True,
     global_namespaces: tuple[str, ...] = ("default",),
-    cluster_network: settings_mod.ClusterNetworkRef | None = None,
+    cluster_network: network_settings.ClusterNetworkRef | None = None,
     networks_dir: Path = Path("/nonexistent-netattach-test"),
-) -> settings_mod.NetworkSettings:
-    return settings_mod.NetworkSettings(
-        cluster_network=cluster_network or settings_mod.ClusterNetworkRef(kind="name", name="x"),
+) -> network_settings.NetworkSettings:
+    return network_settings.NetworkSettings(
+        cluster_network=cluster_network
+        or network_settings.ClusterNetworkRef(kind="name", name="x"),
         networks_dir=networks_dir,
         namespace_isolation=isolation,
         global_namespaces=global_namespaces,
@@ -235,7 +236,7 @@ def _view(*objects: model.KubeObject) -> store.ClusterStore:
 
 def _build(
     view: store.ClusterStore,
-    cfg: settings_mod.NetworkSettings,
+    cfg: network_settings.NetworkSettings,
     *,
     runtime_config: dict[str, Any] | None = None,
     default_ifname: str = "eth0",
@@ -251,9 +252,9 @@ def _build(
     )
 
 
-def _name_cfg(networks_dir: Path, name: str = "cluster-net") -> settings_mod.NetworkSettings:
+def _name_cfg(networks_dir: Path, name: str = "cluster-net") -> network_settings.NetworkSettings:
     return _cfg(
-        cluster_network=settings_mod.ClusterNetworkRef(kind="name", name=name),
+        cluster_network=network_settings.ClusterNetworkRef(kind="name", name=name),
         networks_dir=networks_dir,
     )
 
@@ -438,7 +439,7 @@ def test_build_plan_refuses_a_foreign_namespace_before_looking_anything_up(
 @pytest.mark.req("DEF-ATTACH")
 def test_the_cluster_default_as_a_nad_reference(tmp_path: Path) -> None:
     cfg = _cfg(
-        cluster_network=settings_mod.ClusterNetworkRef(
+        cluster_network=network_settings.ClusterNetworkRef(
             kind="nad", namespace="kube-system", name="cluster"
         ),
         networks_dir=tmp_path,
@@ -455,7 +456,7 @@ def test_the_cluster_default_as_a_nad_reference(tmp_path: Path) -> None:
 @pytest.mark.req("DEF-ATTACH")
 def test_the_cluster_default_as_a_missing_nad_is_101_naming_it(tmp_path: Path) -> None:
     cfg = _cfg(
-        cluster_network=settings_mod.ClusterNetworkRef(
+        cluster_network=network_settings.ClusterNetworkRef(
             kind="nad", namespace="kube-system", name="cluster"
         ),
         networks_dir=tmp_path,
@@ -480,7 +481,7 @@ def test_the_cluster_default_as_a_file_path(tmp_path: Path) -> None:
     conf_path.parent.mkdir()
     conf_path.write_text(json.dumps(_macvlan("from-file")), encoding="utf-8")
     cfg = _cfg(
-        cluster_network=settings_mod.ClusterNetworkRef(kind="file", path=conf_path),
+        cluster_network=network_settings.ClusterNetworkRef(kind="file", path=conf_path),
         networks_dir=tmp_path,  # holds nothing: the path is used, not the directory
     )
     planned = _build(_view(_pod(None)), cfg)
@@ -493,7 +494,7 @@ def test_the_cluster_default_as_a_file_path(tmp_path: Path) -> None:
 def test_a_missing_default_file_fails_naming_the_file(tmp_path: Path) -> None:
     missing = tmp_path / "gone.conflist"
     cfg = _cfg(
-        cluster_network=settings_mod.ClusterNetworkRef(kind="file", path=missing),
+        cluster_network=network_settings.ClusterNetworkRef(kind="file", path=missing),
         networks_dir=tmp_path,
     )
     with pytest.raises(errors.CNIError) as caught:

@@ -1,4 +1,4 @@
-"""Tests of netattach.daemon.settings: the node's settings file, every key checked at once.
+"""Tests of netattach.settings: the node's settings file, every key checked at once.
 
 Files are real files in tmp_path; the thin plugin's CNI config is the dict the runtime would send.
 """
@@ -17,8 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from netattach.cni import errors
-from netattach.daemon import settings
 from netattach.guard import delegate_policy
+from netattach.settings import cni_config, log_levels, settings
+from netattach.settings import daemon as daemon_settings
+from netattach.settings import feed as feed_settings
+from netattach.settings import metrics as metrics_settings
+from netattach.settings import network as network_settings
+from netattach.settings import runtime as runtime_settings
 
 SOURCE = "/etc/netattach/config.yaml"
 NODE = "node-a"
@@ -57,7 +62,7 @@ def _problems_of(raw: object) -> list[str]:
 def test_only_the_required_keys_give_every_default() -> None:
     parsed = settings.parse_settings(_minimal(), source=SOURCE)
     assert parsed.source == SOURCE
-    assert parsed.networks.cluster_network == settings.ClusterNetworkRef(
+    assert parsed.networks.cluster_network == network_settings.ClusterNetworkRef(
         kind="name", name="flannel"
     )
     assert parsed.networks.networks_dir == Path("/etc/cni/netattach.d")
@@ -66,17 +71,19 @@ def test_only_the_required_keys_give_every_default() -> None:
     assert parsed.runtime.bin_dirs == (Path("/opt/cni/bin"),)
     assert parsed.runtime.state_dir == Path("/var/lib/netattach")
     assert parsed.runtime.delegate_timeout == 60.0
-    assert parsed.feed == settings.DirectoryFeed(path=Path("/etc/netattach/cluster"))
+    assert parsed.feed == feed_settings.DirectoryFeed(path=Path("/etc/netattach/cluster"))
     assert parsed.logging.level == "info"
     assert parsed.daemon.node_name == NODE
     assert parsed.daemon.socket == Path("/run/netattach/netattach.sock")
     assert parsed.daemon.cni_conf_dir == Path("/etc/cni/net.d")
     assert parsed.daemon.cni_bin_dir == Path("/opt/cni/bin")
     assert parsed.daemon.max_concurrent_delegates == 8
-    assert parsed.daemon.readiness == settings.ReadinessSettings(
+    assert parsed.daemon.readiness == daemon_settings.ReadinessSettings(
         mode="wait", indicator_file=None, timeout=300.0
     )
-    assert parsed.daemon.metrics == settings.MetricsSettings(address="127.0.0.1:9108", enabled=True)
+    assert parsed.daemon.metrics == metrics_settings.MetricsSettings(
+        address="127.0.0.1:9108", enabled=True
+    )
     assert parsed.daemon.cleanup_on_exit is False
 
 
@@ -126,8 +133,8 @@ def test_every_key_given_is_read_into_its_group() -> None:
     }
     parsed = settings.parse_settings(raw, source=SOURCE)
     assert parsed == settings.Settings(
-        networks=settings.NetworkSettings(
-            cluster_network=settings.ClusterNetworkRef(
+        networks=network_settings.NetworkSettings(
+            cluster_network=network_settings.ClusterNetworkRef(
                 kind="nad", namespace="kube-system", name="cluster-net"
             ),
             networks_dir=Path("/etc/cni/multi.d"),
@@ -138,23 +145,23 @@ def test_every_key_given_is_read_into_its_group() -> None:
                 ("/usr/libexec/cni", "/var/run/netattach")
             ),
         ),
-        runtime=settings.RuntimeSettings(
+        runtime=runtime_settings.RuntimeSettings(
             bin_dirs=(Path("/opt/cni/bin"), Path("/usr/lib/cni")),
             state_dir=Path("/run/netattach"),
             delegate_timeout=2.5,
         ),
-        feed=settings.KubernetesFeed(kubeconfig=Path("/etc/kubernetes/kubelet.conf")),
-        logging=settings.LoggingSettings(level="debug"),
-        daemon=settings.DaemonSettings(
+        feed=feed_settings.KubernetesFeed(kubeconfig=Path("/etc/kubernetes/kubelet.conf")),
+        logging=log_levels.LoggingSettings(level="debug"),
+        daemon=daemon_settings.DaemonSettings(
             node_name="worker-7.example.com",
             socket=Path("/var/run/netattach/daemon.sock"),
             cni_conf_dir=Path("/etc/cni/multus.d"),
             cni_bin_dir=Path("/usr/libexec/cni"),
             max_concurrent_delegates=32,
-            readiness=settings.ReadinessSettings(
+            readiness=daemon_settings.ReadinessSettings(
                 mode="block", indicator_file=Path("/run/flannel/subnet.env"), timeout=90.0
             ),
-            metrics=settings.MetricsSettings(address="[::]:9200", enabled=False),
+            metrics=metrics_settings.MetricsSettings(address="[::]:9200", enabled=False),
             cleanup_on_exit=True,
         ),
         source=SOURCE,
@@ -176,33 +183,43 @@ def test_settings_are_frozen() -> None:
     [
         (
             "kube-system/cluster-net",
-            settings.ClusterNetworkRef(kind="nad", namespace="kube-system", name="cluster-net"),
+            network_settings.ClusterNetworkRef(
+                kind="nad", namespace="kube-system", name="cluster-net"
+            ),
             "kube-system/cluster-net",
         ),
-        ("flannel", settings.ClusterNetworkRef(kind="name", name="flannel"), "flannel"),
-        ("cni0_v2.net", settings.ClusterNetworkRef(kind="name", name="cni0_v2.net"), "cni0_v2.net"),
+        ("flannel", network_settings.ClusterNetworkRef(kind="name", name="flannel"), "flannel"),
+        (
+            "cni0_v2.net",
+            network_settings.ClusterNetworkRef(kind="name", name="cni0_v2.net"),
+            "cni0_v2.net",
+        ),
         (
             "/etc/cni/net.d/10-flannel.conflist",
-            settings.ClusterNetworkRef(
+            network_settings.ClusterNetworkRef(
                 kind="file", path=Path("/etc/cni/net.d/10-flannel.conflist")
             ),
             "/etc/cni/net.d/10-flannel.conflist",
         ),
         (
             "/etc/cni/net.d/10-bridge.conf",
-            settings.ClusterNetworkRef(kind="file", path=Path("/etc/cni/net.d/10-bridge.conf")),
+            network_settings.ClusterNetworkRef(
+                kind="file", path=Path("/etc/cni/net.d/10-bridge.conf")
+            ),
             "/etc/cni/net.d/10-bridge.conf",
         ),
         (
             "/etc/cni/net.d/10-bridge.json",
-            settings.ClusterNetworkRef(kind="file", path=Path("/etc/cni/net.d/10-bridge.json")),
+            network_settings.ClusterNetworkRef(
+                kind="file", path=Path("/etc/cni/net.d/10-bridge.json")
+            ),
             "/etc/cni/net.d/10-bridge.json",
         ),
     ],
     ids=["nad", "name", "name-with-dots", "conflist", "conf", "json"],
 )
 def test_cluster_network_forms(
-    written: str, expected: settings.ClusterNetworkRef, shown: str
+    written: str, expected: network_settings.ClusterNetworkRef, shown: str
 ) -> None:
     parsed = settings.parse_settings(_minimal(clusterNetwork=written), source=SOURCE)
     assert parsed.networks.cluster_network == expected
@@ -453,13 +470,13 @@ def test_valid_settings_have_no_problems() -> None:
 @pytest.mark.parametrize(
     ("feed", "expected"),
     [
-        ({"directory": "/srv/cluster"}, settings.DirectoryFeed(path=Path("/srv/cluster"))),
+        ({"directory": "/srv/cluster"}, feed_settings.DirectoryFeed(path=Path("/srv/cluster"))),
         (
             {"kubernetes": {"kubeconfig": "/etc/netattach/kubeconfig"}},
-            settings.KubernetesFeed(kubeconfig=Path("/etc/netattach/kubeconfig")),
+            feed_settings.KubernetesFeed(kubeconfig=Path("/etc/netattach/kubeconfig")),
         ),
-        ({"kubernetes": {}}, settings.KubernetesFeed(kubeconfig=None)),
-        ({"kubernetes": None}, settings.KubernetesFeed(kubeconfig=None)),
+        ({"kubernetes": {}}, feed_settings.KubernetesFeed(kubeconfig=None)),
+        ({"kubernetes": None}, feed_settings.KubernetesFeed(kubeconfig=None)),
     ],
     ids=["directory", "kubeconfig", "in-cluster", "in-cluster-bare"],
 )
@@ -571,7 +588,7 @@ def test_without_node_name_the_hostname_is_used_lower_cased_as_the_kubelet_does(
     monkeypatch.setattr(os, "uname", lambda: _uname("Worker-1.Example.COM"))
     parsed = settings.parse_settings(_minimal(), source=SOURCE)
     assert parsed.daemon.node_name == "worker-1.example.com"
-    assert settings.default_node_name() == "worker-1.example.com"
+    assert daemon_settings.default_node_name() == "worker-1.example.com"
 
 
 def test_node_name_in_the_file_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -611,12 +628,12 @@ def test_an_invalid_hostname_is_reported_when_no_node_name_is_set(
 def test_settings_built_by_hand_get_the_daemon_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NODE_NAME", "worker-5")
     built = settings.Settings(
-        networks=settings.NetworkSettings(
-            cluster_network=settings.ClusterNetworkRef(kind="name", name="flannel")
+        networks=network_settings.NetworkSettings(
+            cluster_network=network_settings.ClusterNetworkRef(kind="name", name="flannel")
         ),
-        feed=settings.DirectoryFeed(path=Path("/srv/cluster")),
+        feed=feed_settings.DirectoryFeed(path=Path("/srv/cluster")),
     )
-    assert built.daemon == settings.DaemonSettings(node_name="worker-5")
+    assert built.daemon == daemon_settings.DaemonSettings(node_name="worker-5")
 
 
 @pytest.mark.parametrize(
@@ -726,29 +743,37 @@ def test_a_bad_daemon_value_is_one_problem_naming_the_key(
         ("daemonSocket", "/" + "s" * 106, None),
         ("maxConcurrentDelegates", 1, 1),
         ("maxConcurrentDelegates", 1024, 1024),
-        ("readiness", {}, settings.ReadinessSettings()),
-        ("readiness", {"mode": "block"}, settings.ReadinessSettings(mode="block")),
-        ("readiness", {"timeout": 86400}, settings.ReadinessSettings(timeout=86400.0)),
-        ("readiness", {"timeout": 0.5}, settings.ReadinessSettings(timeout=0.5)),
+        ("readiness", {}, daemon_settings.ReadinessSettings()),
+        ("readiness", {"mode": "block"}, daemon_settings.ReadinessSettings(mode="block")),
+        ("readiness", {"timeout": 86400}, daemon_settings.ReadinessSettings(timeout=86400.0)),
+        ("readiness", {"timeout": 0.5}, daemon_settings.ReadinessSettings(timeout=0.5)),
         (
             "readiness",
             {"mode": None, "indicatorFile": None, "timeout": None},
-            settings.ReadinessSettings(),
+            daemon_settings.ReadinessSettings(),
         ),
-        ("metrics", {}, settings.MetricsSettings()),
-        ("metrics", {"address": "[::1]:9108"}, settings.MetricsSettings(address="[::1]:9108")),
-        ("metrics", {"address": "0.0.0.0:1"}, settings.MetricsSettings(address="0.0.0.0:1")),
+        ("metrics", {}, metrics_settings.MetricsSettings()),
+        (
+            "metrics",
+            {"address": "[::1]:9108"},
+            metrics_settings.MetricsSettings(address="[::1]:9108"),
+        ),
+        (
+            "metrics",
+            {"address": "0.0.0.0:1"},
+            metrics_settings.MetricsSettings(address="0.0.0.0:1"),
+        ),
         (
             "metrics",
             {"address": "localhost:65535"},
-            settings.MetricsSettings(address="localhost:65535"),
+            metrics_settings.MetricsSettings(address="localhost:65535"),
         ),
         (
             "metrics",
             {"address": "[fe80::1%eth0]:9108"},
-            settings.MetricsSettings(address="[fe80::1%eth0]:9108"),
+            metrics_settings.MetricsSettings(address="[fe80::1%eth0]:9108"),
         ),
-        ("metrics", {"enabled": False}, settings.MetricsSettings(enabled=False)),
+        ("metrics", {"enabled": False}, metrics_settings.MetricsSettings(enabled=False)),
         ("cleanupOnExit", True, True),
     ],
 )
@@ -858,7 +883,7 @@ def test_every_daemon_problem_is_reported_at_once() -> None:
 
 def test_inline_daemon_problems_are_named_under_settings() -> None:
     with pytest.raises(errors.InvalidNetworkConfigError) as info:
-        settings.settings_from_cni_config(
+        cni_config.settings_from_cni_config(
             {"type": "netattach-thin", "settings": _minimal(readiness={"mode": "now"})}
         )
     assert info.value.details == "settings.readiness.mode: must be one of wait, block, got 'now'"
@@ -868,7 +893,7 @@ def test_the_kubernetes_feed_with_nothing_is_in_cluster_for_the_daemon() -> None
     parsed = settings.parse_settings(
         _minimal(feed={"kubernetes": {}}, readiness={"mode": "block"}), source=SOURCE
     )
-    assert parsed.feed == settings.KubernetesFeed(kubeconfig=None)
+    assert parsed.feed == feed_settings.KubernetesFeed(kubeconfig=None)
     assert parsed.daemon.readiness.mode == "block"
 
 
@@ -897,15 +922,15 @@ def test_the_documented_daemon_examples_read_as_described(tmp_path: Path) -> Non
     path = tmp_path / "config.yaml"
     path.write_text(kubernetes, encoding="utf-8")
     loaded = settings.load_settings(path)
-    assert loaded.feed == settings.KubernetesFeed()
+    assert loaded.feed == feed_settings.KubernetesFeed()
     assert loaded.daemon.node_name == NODE
     assert loaded.daemon.readiness.mode == "block"
     assert (loaded.daemon.metrics.host, loaded.daemon.metrics.port) == ("0.0.0.0", 9108)
     path.write_text(directory, encoding="utf-8")
     loaded = settings.load_settings(path)
-    assert isinstance(loaded.feed, settings.DirectoryFeed)
+    assert isinstance(loaded.feed, feed_settings.DirectoryFeed)
     assert loaded.daemon.node_name == "lab-node-1"
-    assert loaded.daemon.readiness == settings.ReadinessSettings(
+    assert loaded.daemon.readiness == daemon_settings.ReadinessSettings(
         mode="wait", indicator_file=Path("/run/netattach/default-network-ready"), timeout=120.0
     )
     assert loaded.daemon.metrics.enabled is False
@@ -930,7 +955,7 @@ def test_a_yaml_file_is_loaded_and_named_as_the_source(tmp_path: Path) -> None:
     assert loaded.source == str(path)
     assert loaded.runtime.bin_dirs == (Path("/usr/lib/cni"),)
     assert loaded.runtime.delegate_timeout == 30.0
-    assert loaded.feed == settings.KubernetesFeed()
+    assert loaded.feed == feed_settings.KubernetesFeed()
 
 
 def test_a_json_file_is_read_too(tmp_path: Path) -> None:
@@ -995,20 +1020,20 @@ def _thin(**extra: Any) -> dict[str, Any]:
 def test_the_cni_config_names_the_settings_file(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text("clusterNetwork: flannel\nfeed: {directory: /srv/cluster}\n")
-    loaded = settings.settings_from_cni_config(_thin(configFile=str(path)))
+    loaded = cni_config.settings_from_cni_config(_thin(configFile=str(path)))
     assert loaded.source == str(path)
     assert loaded.networks.cluster_network.name == "flannel"
 
 
 def test_the_cni_config_carries_the_settings_inline() -> None:
-    loaded = settings.settings_from_cni_config(_thin(settings=_minimal(logLevel="error")))
+    loaded = cni_config.settings_from_cni_config(_thin(settings=_minimal(logLevel="error")))
     assert loaded.logging.level == "error"
     assert loaded.source == "netattach CNI config"
 
 
 def test_inline_problems_are_named_under_settings() -> None:
     with pytest.raises(errors.InvalidNetworkConfigError) as info:
-        settings.settings_from_cni_config(
+        cni_config.settings_from_cni_config(
             _thin(settings=_minimal(logLevel="verbose", stateDir="state")),
             source="/etc/cni/net.d/00-netattach.conf",
         )
@@ -1024,7 +1049,7 @@ def test_inline_problems_are_named_under_settings() -> None:
 
 def test_inline_settings_that_are_not_a_mapping_are_named_settings() -> None:
     with pytest.raises(errors.InvalidNetworkConfigError) as info:
-        settings.settings_from_cni_config(_thin(settings="clusterNetwork: flannel"))
+        cni_config.settings_from_cni_config(_thin(settings="clusterNetwork: flannel"))
     assert info.value.details.startswith("settings: must be a mapping of settings keys")
 
 
@@ -1044,7 +1069,7 @@ def test_the_cni_config_needs_exactly_one_source_of_settings(
     extra: dict[str, Any], detail: str
 ) -> None:
     with pytest.raises(errors.InvalidNetworkConfigError) as info:
-        settings.settings_from_cni_config(_thin(**extra))
+        cni_config.settings_from_cni_config(_thin(**extra))
     assert "exactly one of 'configFile'" in info.value.details
     assert info.value.details.endswith(detail)
 
@@ -1052,7 +1077,7 @@ def test_the_cni_config_needs_exactly_one_source_of_settings(
 @pytest.mark.parametrize("value", ["config.yaml", "", 5], ids=repr)
 def test_the_config_file_must_be_an_absolute_path(value: object) -> None:
     with pytest.raises(errors.InvalidNetworkConfigError) as info:
-        settings.settings_from_cni_config(_thin(configFile=value))
+        cni_config.settings_from_cni_config(_thin(configFile=value))
     assert info.value.details == (
         f"configFile: must be an absolute path to the settings file, got {value!r}"
     )
@@ -1060,7 +1085,7 @@ def test_the_config_file_must_be_an_absolute_path(value: object) -> None:
 
 def test_a_missing_config_file_is_an_io_failure(tmp_path: Path) -> None:
     with pytest.raises(errors.IOFailureError):
-        settings.settings_from_cni_config(_thin(configFile=str(tmp_path / "absent.yaml")))
+        cni_config.settings_from_cni_config(_thin(configFile=str(tmp_path / "absent.yaml")))
 
 
 def test_a_date_like_value_stays_a_string_as_kubernetes_reads_it(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from netattach import logs
 from netattach.cni import errors
-from netattach.daemon import heap, service, settings, shim_install
+from netattach.daemon import heap, service, shim_install
+from netattach.settings import settings
 
 
 def run(

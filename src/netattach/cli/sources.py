@@ -26,7 +26,10 @@ from typing import Any, Literal
 from netattach.cli import cluster_pods
 from netattach.cluster import files, model, store
 from netattach.cni import errors
-from netattach.daemon import delegate_guard, introspect, plan, server, settings
+from netattach.daemon import delegate_guard, introspect, plan, server
+from netattach.settings import daemon as daemon_settings
+from netattach.settings import feed as feed_settings
+from netattach.settings import settings
 
 SourceKind = Literal["daemon", "directory", "cluster"]
 DAEMON_TIMEOUT = 10.0
@@ -71,7 +74,7 @@ def choose(
     if kubeconfig is not None:
         return Source(kind="cluster", path=Path(kubeconfig))
     if socket_path is not None or default == "daemon":
-        return Source(kind="daemon", path=Path(socket_path or settings.DEFAULT_SOCKET))
+        return Source(kind="daemon", path=Path(socket_path or daemon_settings.DEFAULT_SOCKET))
     return Source(kind="cluster", path=user_kubeconfig())
 
 
@@ -168,7 +171,7 @@ def _from_directory(path: Path, namespace: str, name: str) -> cluster_pods.Listi
         cfg = settings.load_settings(path)
     except errors.CNIError as exc:
         raise SourceError(f"cannot use settings {str(path)!r}: {exc}") from exc
-    if not isinstance(cfg.feed, settings.DirectoryFeed):
+    if not isinstance(cfg.feed, feed_settings.DirectoryFeed):
         raise SourceError(
             f"settings {str(path)!r} use the Kubernetes feed: read that cluster with "
             "--kubeconfig, or ask the node's daemon with --socket"

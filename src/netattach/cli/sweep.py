@@ -5,7 +5,8 @@ import sys
 from pathlib import Path
 
 from netattach.cni import errors
-from netattach.daemon import settings, thin
+from netattach.daemon import thin
+from netattach.settings import settings
 
 
 def run(*, config: str) -> int:

@@ -48,9 +48,12 @@ from netattach import names
 from netattach.attach import delegate, selection
 from netattach.cluster import documents, files, model
 from netattach.cni import conf, errors
-from netattach.daemon import delegate_guard, node_guard, plan, records, settings
+from netattach.daemon import delegate_guard, node_guard, plan, records
 from netattach.guard import delegate_policy, node_state
 from netattach.policy import model as policy_model
+from netattach.settings import network as network_settings
+from netattach.settings import runtime as runtime_settings
+from netattach.settings import settings
 
 STDIN = "-"
 _STDIN_LABEL = "<stdin>"
@@ -110,10 +113,10 @@ class _Report:
         self.policy = delegate_policy.DEFAULT_POLICY
         self.namespaces: dict[str, Mapping[str, object]] = {}
         self.nads: dict[tuple[str, str], model.KubeObject] = {}
-        self.networks = settings.NetworkSettings(
-            cluster_network=settings.ClusterNetworkRef(kind="name", name="validate")
+        self.networks = network_settings.NetworkSettings(
+            cluster_network=network_settings.ClusterNetworkRef(kind="name", name="validate")
         )
-        self.state_dir = settings.DEFAULT_STATE_DIR
+        self.state_dir = runtime_settings.DEFAULT_STATE_DIR
         # `--node`: the node's facts and live attachments, read once (None: not judged).
         self.node: tuple[node_state.NodeFacts, node_state.LiveAttachments] | None = None
 
@@ -397,7 +400,7 @@ def _nad_problems(document: Mapping[str, object], report: _Report) -> tuple[list
             spec_config=config,
             has_spec=True,
             # Never read: a non-empty spec.config is all resolve_delegate looks at.
-            networks_dir=settings.DEFAULT_NETWORKS_DIR,
+            networks_dir=network_settings.DEFAULT_NETWORKS_DIR,
         )
     except errors.CNIError as exc:
         problems.append(str(exc).removeprefix(nad))

@@ -33,7 +33,7 @@ from netattach.cluster import model
 from netattach.cni import errors
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
-from netattach.daemon import settings as settings_mod
+from netattach.settings import network as network_settings
 
 log = loggers.get("netattach.devices")
 
@@ -48,7 +48,7 @@ async def assign(
     *,
     pod: model.KubeObject,
     container_id: str,
-    cfg: settings_mod.NetworkSettings,
+    cfg: network_settings.NetworkSettings,
     held: Collection[str] = (),
 ) -> list[plan_mod.PlannedAttachment]:
     """`plan` with a device for each attachment whose NAD names a resource; `held`: devices the

@@ -21,8 +21,9 @@ from netattach.daemon import call_log, delegate_guard, devices, hotplug, pod_ide
 from netattach.daemon import locks as locks_mod
 from netattach.daemon import plan as plan_mod
 from netattach.daemon import records as records_mod
-from netattach.daemon import settings as settings_mod
 from netattach.runtime import chain, find
+from netattach.settings import network as network_settings
+from netattach.settings import settings as settings_mod
 from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
@@ -151,7 +152,7 @@ def status_entries(
     record: records_mod.PodRecord,
     parsed: Sequence[result.Result] | None = None,
     *,
-    device_info_dir: Path = settings_mod.DEFAULT_DEVICE_INFO_DIR,
+    device_info_dir: Path = network_settings.DEFAULT_DEVICE_INFO_DIR,
 ) -> list[dict[str, object]]:
     """The pod's network-status entries (standard §5), built from what its ADD recorded;
     `parsed`: the attachments' results as the ADD got them, so they are not parsed again;

@@ -18,7 +18,7 @@ from netattach import loggers
 from netattach.attach import delegate, selection
 from netattach.cluster import model
 from netattach.cni import conf, errors
-from netattach.daemon import settings as settings_mod
+from netattach.settings import network as network_settings
 from netattach.values import NamedTuple
 
 log = loggers.get("netattach.plan")
@@ -102,7 +102,7 @@ def resource_of(nad: model.KubeObject) -> str:
 
 
 def resolve_default(
-    view: NADLookup, cfg: settings_mod.NetworkSettings
+    view: NADLookup, cfg: network_settings.NetworkSettings
 ) -> tuple[str, conf.NetworkConfigList]:
     """The cluster default network: its status name and config (DEF-ATTACH)."""
     ref = cfg.cluster_network
@@ -123,7 +123,9 @@ def resolve_default(
 
 
 def check_isolation(
-    pod_namespace: str, selections: Sequence[selection.Selection], cfg: settings_mod.NetworkSettings
+    pod_namespace: str,
+    selections: Sequence[selection.Selection],
+    cfg: network_settings.NetworkSettings,
 ) -> None:
     """RT-RESTRICT, standard §7.4: only the pod's own namespace, or a global one."""
     if not cfg.namespace_isolation:
@@ -223,7 +225,7 @@ def _invalid_default(
     )
 
 
-def cluster_nad(cfg: settings_mod.NetworkSettings) -> str:
+def cluster_nad(cfg: network_settings.NetworkSettings) -> str:
     """The operator's cluster default network as `namespace/name`, when it is a NAD."""
     ref = cfg.cluster_network
     return f"{ref.namespace}/{ref.name}" if ref.kind == "nad" else ""
@@ -234,7 +236,7 @@ def selected(
     *,
     ifname: str,
     view: NADLookup,
-    cfg: settings_mod.NetworkSettings,
+    cfg: network_settings.NetworkSettings,
 ) -> PlannedAttachment:
     """The attachment of one selection's NAD on `ifname`: its config with the selection's
     `cni-args`, `ips`, `mac` and claim reference applied, and the capability args it requests.
@@ -271,7 +273,7 @@ def build_pod_default(
     default_ifname: str,
     runtime_config: Mapping[str, Any],
     view: NADLookup,
-    cfg: settings_mod.NetworkSettings,
+    cfg: network_settings.NetworkSettings,
 ) -> PlannedAttachment:
     """The attachment of the NAD that replaces the cluster default network (DEV-DEFAULT): on the
     runtime's interface, with the runtime's capability args (SEL-CAPS), and the element's own
@@ -293,7 +295,7 @@ def build_plan(
     default_ifname: str,
     runtime_config: Mapping[str, Any],
     view: NADLookup,
-    cfg: settings_mod.NetworkSettings,
+    cfg: network_settings.NetworkSettings,
     pod_default_network: bool = True,
 ) -> list[PlannedAttachment]:
     """The pod's plan. `pod_default_network` False: the pod's `default-network` annotation is

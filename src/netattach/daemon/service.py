@@ -30,10 +30,11 @@ from netattach.daemon import (
     policy_sync,
     records,
     server,
-    settings,
     shim_install,
 )
 from netattach.runtime import chain
+from netattach.settings import feed as feed_settings
+from netattach.settings import settings
 
 log = logging.getLogger("netattach.daemon")
 
@@ -100,9 +101,9 @@ class Daemon:
         """The feed the settings name (the one place that knows there are two); `idle`: the
         server's, which the API feed's Events wait for."""
         match self.cfg.feed:
-            case settings.DirectoryFeed(path=path):
+            case feed_settings.DirectoryFeed(path=path):
                 return files.DirectoryFeed(path)
-            case settings.KubernetesFeed(kubeconfig=kubeconfig):
+            case feed_settings.KubernetesFeed(kubeconfig=kubeconfig):
                 try:
                     return kube.KubeFeed(
                         node_name=self.cfg.daemon.node_name,

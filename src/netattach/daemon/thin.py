@@ -13,8 +13,10 @@ from collections.abc import Mapping
 from netattach import loggers, offload
 from netattach.cluster import files, store
 from netattach.cni import errors
-from netattach.daemon import call_log, dispatch, locks, orchestrator, records, settings
+from netattach.daemon import call_log, dispatch, locks, orchestrator, records
 from netattach.runtime import chain, execute
+from netattach.settings import cni_config, settings
+from netattach.settings import feed as feed_settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ def build_orchestrator(
     view = store.ClusterStore()
     sink: orchestrator.StatusSink
     state_dir = cfg.runtime.state_dir
-    if isinstance(cfg.feed, settings.DirectoryFeed):
+    if isinstance(cfg.feed, feed_settings.DirectoryFeed):
         feed = files.DirectoryFeed(cfg.feed.path, view, parse_cache=state_dir / PARSE_CACHE)
         for problem in feed.load():
             log.warning("%s", problem)
@@ -77,7 +79,7 @@ def handle(environ: Mapping[str, str], stdin: bytes) -> dispatch.Reply:
     """One CNI call as the runtime makes it: environment and stdin in, reply out."""
 
     async def orchestrator_for(netconf: Mapping[str, Any]) -> orchestrator.Orchestrator:
-        cfg = settings.settings_from_cni_config(netconf)
+        cfg = cni_config.settings_from_cni_config(netconf)
         level = cfg.logging.level.upper()
         loggers.set_level("netattach", level)
         # Its stderr is the runtime's journal: a line per call there only at debug.
