@@ -53,7 +53,8 @@ from typing import Any
 
 from bench import policy_corpus
 from netattach.cluster import model, store
-from netattach.daemon import heap, orchestrator, policy_sync, records
+from netattach.daemon import heap, policy_sync
+from netattach.pods import orchestrator, records
 from netattach.policy import render
 
 TICK = 0.01  # the generator's step: each step emits the changes due by then

@@ -37,8 +37,8 @@ from bench import (
     topology,
 )
 from bench import guard as guard_mod
-from netattach.daemon import thin
 from netattach.netns import links
+from netattach.pods import thin
 from netattach.settings import daemon as daemon_settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -52,8 +52,8 @@ from bench import contenders as contenders_mod
 from bench import daemons, latency, node, stats, table, topology
 from bench import guard as guard_mod
 from bench import run as run_mod
-from netattach.daemon import thin
 from netattach.netns import links
+from netattach.pods import thin
 
 ROOT = Path(__file__).resolve().parent.parent
 MULTUS_ENV = "NETATTACH_BENCH_MULTUS"

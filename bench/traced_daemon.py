@@ -28,7 +28,8 @@ from typing import Any
 from netattach import atomic
 from netattach.cli import main as cli_main
 from netattach.cluster import files, kube
-from netattach.daemon import locks, orchestrator, records, server, service
+from netattach.daemon import server, service
+from netattach.pods import locks, orchestrator, records
 from netattach.runtime import cache, execute, invoke
 
 TRACE_ENV = "NETATTACH_BENCH_TRACE"

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from netattach.daemon import introspect, records
+from netattach.daemon import introspect
+from netattach.pods import records
 
 RESULT: dict[str, Any] = {
     "cniVersion": "1.0.0",

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netattach import wire
-from netattach.daemon import dispatch, server
+from netattach.daemon import server
+from netattach.pods import dispatch
 
 
 async def echo(environ: Mapping[str, str], stdin: bytes) -> dispatch.Reply:

@@ -66,6 +66,6 @@ def test_a_call_without_default_route_imports_neither_pyroute2_nor_ssl(cluster: 
     assert delete.rc == 0, delete
     for reply in (add, delete):
         modules = imported(reply.stderr)
-        assert "netattach.daemon.thin" in modules  # the importtime lines were read
+        assert "netattach.pods.thin" in modules  # the importtime lines were read
         assert sorted(modules & {"ssl", "_ssl", "pyroute2"}) == []
     assert cluster.leftovers() == NOTHING

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from netattach.attach import selection
 from netattach.cluster import model, store
 from netattach.cni import errors
-from netattach.daemon import plan
+from netattach.pods import plan
 from netattach.settings import network as network_mod
 from netattach.settings import settings as settings_mod
 

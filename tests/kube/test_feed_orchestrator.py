@@ -12,7 +12,8 @@ import pytest
 
 from netattach.cluster import kube, model
 from netattach.cni import env, errors
-from netattach.daemon import locks, orchestrator, records, service
+from netattach.daemon import service
+from netattach.pods import locks, orchestrator, records
 from netattach.runtime import chain
 from netattach.settings import settings
 from tests.kube import objects

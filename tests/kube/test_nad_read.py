@@ -12,7 +12,7 @@ import pytest
 
 from netattach.cluster import kube, model
 from netattach.cni import errors
-from netattach.daemon import locks, orchestrator, records
+from netattach.pods import locks, orchestrator, records
 from netattach.runtime import chain
 from tests.kube import objects
 from tests.kube.api import KubeApi, RequestRecord

@@ -41,8 +41,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from netattach.daemon import node_guard
 from netattach.guard import check, delegate_policy, globs, ifnames, node_state, refusal
+from netattach.pods import node_guard
 from tests import go_decoder
 from tests.netns_fixtures import Node
 
@@ -140,7 +140,7 @@ def read_facts_in(node: Node) -> node_state.NodeFacts:
     """`node_guard.read_node_facts()` as a process inside the namespace reads it."""
     code = (
         f"import sys; sys.path.insert(0, {str(SRC)!r}); import base64, pickle; "
-        "from netattach.daemon import node_guard; "
+        "from netattach.pods import node_guard; "
         "print(base64.b64encode(pickle.dumps(node_guard.read_node_facts())).decode())"
     )
     done = subprocess.run(

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from netattach.cluster import model, store
-from netattach.daemon import orchestrator, policy_sync, records
+from netattach.daemon import policy_sync
+from netattach.pods import orchestrator, records
 from netattach.policy import apply
 
 pytestmark = pytest.mark.netns

@@ -14,7 +14,7 @@ import pytest
 
 from netattach import logs
 from netattach.cluster import store
-from netattach.daemon import dispatch, orchestrator
+from netattach.pods import dispatch, orchestrator
 from tests import logging_state
 from tests.unit.test_orchestrator_events import build, nad, pod
 

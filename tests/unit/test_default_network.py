@@ -16,15 +16,8 @@ import pytest
 
 from netattach.cluster import model, store
 from netattach.cni import conf, env, errors
-from netattach.daemon import (
-    delegate_guard,
-    locks,
-    node_guard,
-    orchestrator,
-    plan,
-    records,
-)
 from netattach.guard import delegate_policy
+from netattach.pods import delegate_guard, locks, node_guard, orchestrator, plan, records
 from netattach.runtime import chain
 from netattach.settings import network as network_settings
 from netattach.settings import settings

@@ -35,8 +35,8 @@ from hypothesis import strategies as st
 
 from netattach.attach import delegate
 from netattach.cni import conf, errors
-from netattach.daemon import delegate_guard
 from netattach.guard import delegate_policy, globs, node_rules
+from netattach.pods import delegate_guard
 from netattach.runtime import chain
 from tests import attack_corpus
 from tests.go_decoder import CNI_MODULE, GO_DIR, PLUGINS_MODULE, Decoder, Reading

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from netattach.cluster import model, store
 from netattach.cni import env, errors
-from netattach.daemon import delegate_guard, locks, orchestrator, records
 from netattach.guard import check, delegate_policy, globs
+from netattach.pods import delegate_guard, locks, orchestrator, records
 from netattach.runtime import chain
 from netattach.settings import settings
 from tests.unit.fake_plugins import FakePlugins

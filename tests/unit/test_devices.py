@@ -15,9 +15,9 @@ import pytest
 
 from netattach.attach import delegate, status
 from netattach.cni import conf, errors
-from netattach.daemon import delegate_guard, devices, records
-from netattach.daemon import plan as plan_mod
 from netattach.guard import delegate_policy, globs
+from netattach.pods import delegate_guard, devices, records
+from netattach.pods import plan as plan_mod
 from netattach.settings import network as network_settings
 from netattach.settings import settings as settings_mod
 from tests.devices import podresources_server

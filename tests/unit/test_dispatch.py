@@ -1,4 +1,4 @@
-"""Tests of netattach.daemon.dispatch (one CNI call's edges) and the orchestrator's pure helper
+"""Tests of netattach.pods.dispatch (one CNI call's edges) and the orchestrator's pure helper
 `pod_ref`: what is read from stdin and CNI_ARGS, and what the runtime reads back.
 """
 
@@ -12,7 +12,7 @@ import pytest
 
 from netattach import wire
 from netattach.cni import env, errors, spec
-from netattach.daemon import dispatch, orchestrator
+from netattach.pods import dispatch, orchestrator
 
 # ---------------------------------------------------------------------------------------------
 # parse_netconf: untrusted stdin becomes a dict or a DecodingFailureError (6), nothing else

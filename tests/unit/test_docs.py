@@ -26,7 +26,7 @@ import yaml
 from netattach.cli import main as cli_main
 from netattach.cli import validate
 from netattach.cni import errors
-from netattach.daemon import dispatch
+from netattach.pods import dispatch
 from netattach.settings import daemon as daemon_settings
 from netattach.settings import settings
 from tests import requirements_report

@@ -1,4 +1,4 @@
-"""Tests of netattach.daemon.locks: one operation at a time per container (RT-SERIAL).
+"""Tests of netattach.pods.locks: one operation at a time per container (RT-SERIAL).
 
 Ordering is proven with events and timestamps written to files, never with "it took at least N
 seconds": a waiter records when it got the lock, the holder records when it let go, and the
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from netattach.cni import errors
-from netattach.daemon import locks
+from netattach.pods import locks
 
 CID = "c0ffee1234"
 OTHER = "beef5678"
@@ -171,7 +171,7 @@ _CHILD = textwrap.dedent(
     """
     import asyncio, sys, time
     from pathlib import Path
-    from netattach.daemon import locks
+    from netattach.pods import locks
 
     state_dir, container_id, acquired, released, proceed = sys.argv[1:6]
 

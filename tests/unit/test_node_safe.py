@@ -13,8 +13,8 @@ import pytest
 
 from netattach.cluster import store
 from netattach.cni import conf
-from netattach.daemon import delegate_guard, node_guard, plan, records
 from netattach.guard import check, delegate_policy, node_rules, node_state
+from netattach.pods import delegate_guard, node_guard, plan, records
 from netattach.settings import settings
 from tests.unit.test_delegate_policy import build, call, nad, pod
 

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from netattach.cli import validate
-from netattach.daemon import node_guard
 from netattach.guard import check, delegate_policy, goaddr, ifnames, node_state
 from netattach.netns.host import Link
+from netattach.pods import node_guard
 from netattach.settings import runtime as runtime_settings
 
 pytestmark = pytest.mark.req("SEC-VALUES")

@@ -37,8 +37,8 @@ import yaml
 from netattach.cli import validate
 from netattach.cluster import files, model, store
 from netattach.cni import env, errors
-from netattach.daemon import call_log, locks, node_guard, orchestrator, records, thin
 from netattach.guard import admission, delegate_policy
+from netattach.pods import call_log, locks, node_guard, orchestrator, records, thin
 from netattach.runtime import chain
 from netattach.settings import settings
 from tests import attack_corpus

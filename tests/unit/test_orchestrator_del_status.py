@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from netattach.cluster import store
-from netattach.daemon import orchestrator
+from netattach.pods import orchestrator
 from tests.unit.test_orchestrator_events import CALL, Sink, build, nad, pod
 
 DEL = CALL._replace(command="DEL")

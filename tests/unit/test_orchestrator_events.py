@@ -13,7 +13,7 @@ import pytest
 
 from netattach.cluster import model, store
 from netattach.cni import env, errors
-from netattach.daemon import locks, orchestrator, records
+from netattach.pods import locks, orchestrator, records
 from netattach.runtime import chain, execute
 from netattach.settings import settings
 from tests.unit.fake_plugins import Call, FakePlugins, default_behaviour

@@ -1,4 +1,4 @@
-"""Tests of netattach.daemon.plan: what a pod's ADD will attach, decided before anything runs.
+"""Tests of netattach.pods.plan: what a pod's ADD will attach, decided before anything runs.
 
 Pure: the cluster view is a real `ClusterStore` filled by hand, on-disk networks are real files in
 tmp_path, and nothing is executed.
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from netattach.attach import selection
 from netattach.cluster import model, store
 from netattach.cni import errors
-from netattach.daemon import plan
+from netattach.pods import plan
 from netattach.settings import network as network_settings
 
 POD_NS = "ns1"

@@ -7,7 +7,7 @@ import pytest
 
 from netattach.cluster import model
 from netattach.cni import errors
-from netattach.daemon import pod_identity
+from netattach.pods import pod_identity
 
 HASH = "c6ece545af030efda204074880a48939"  # a config hash kubelet sent (reference/real-world.md)
 UID = "8f0e5f4e-1c7b-4d8e-9a55-0c1f2b3a4d5e"

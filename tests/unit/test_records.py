@@ -1,4 +1,4 @@
-"""Tests of netattach.daemon.records: the pod record DEL undoes from (RT-ATOMIC, RT-DEL).
+"""Tests of netattach.pods.records: the pod record DEL undoes from (RT-ATOMIC, RT-DEL).
 
 Real files in tmp_path. Whatever bytes a record file holds, `load` returns a record, None, or
 raises CorruptPodRecordError (code 6) quoting the path: DEL relies on that to fall back to the
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netattach.cni import errors
-from netattach.daemon import records
+from netattach.pods import records
 
 CID = "c0ffee1234"
 

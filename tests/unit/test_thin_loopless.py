@@ -22,10 +22,10 @@ from tests.unit.test_runtime_exec import process_alive
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 # What the daemon needs and the thin plugin's ADD and DEL do not: each is imported where it is
-# used (the daemon's loops, a delegate policy, a config with a mistake, a policy manifest, the
-# first log line that passes its level). The value classes on the path are not dataclasses:
-# `dataclasses` brings `inspect`, `ast` and `dis`. Nor does anything on it import `typing`
-# (~2 ms): its names are the type checker's only (netattach.values says how).
+# used (the daemon's process and its loops, a delegate policy, a config with a mistake, a policy
+# manifest, the first log line that passes its level). The value classes on the path are not
+# dataclasses: `dataclasses` brings `inspect`, `ast` and `dis`. Nor does anything on it import
+# `typing` (~2 ms): its names are the type checker's only (netattach.values says how).
 NOT_ON_THE_THIN_PATH = (
     "asyncio",
     "dataclasses",
@@ -38,7 +38,7 @@ NOT_ON_THE_THIN_PATH = (
     "netattach.logs",
     "netattach.cluster.dirwatch",
     "netattach.guard.check",
-    "netattach.daemon.passes",
+    "netattach.daemon",
     "difflib",
     "secrets",
     "uuid",
@@ -58,17 +58,21 @@ def loaded_after(imports: str) -> set[str]:
 
 
 def test_the_thin_plugins_call_path_imports_nothing_it_does_not_use() -> None:
-    loaded = loaded_after("from netattach.daemon import thin; from netattach.cli import thin")
-    # A package or module by its full name (`netattach.x.y`), a library by its top-level one.
+    loaded = loaded_after("from netattach.pods import thin; from netattach.cli import thin")
+    # A package or module by its full name (`netattach.x.y`, and what is under it), a library by
+    # its top-level one.
     found = [
-        m for m in loaded if m in NOT_ON_THE_THIN_PATH or m.split(".")[0] in NOT_ON_THE_THIN_PATH
+        m
+        for m in loaded
+        if m.split(".")[0] in NOT_ON_THE_THIN_PATH
+        or any(m == name or m.startswith(f"{name}.") for name in NOT_ON_THE_THIN_PATH)
     ]
     assert sorted(found) == []
 
 
 def test_the_delegate_policy_an_add_checks_brings_no_dataclasses_or_typing() -> None:
     # The policy is on by default: the thin plugin imports its check at every ADD of a NAD.
-    loaded = loaded_after("from netattach.daemon import thin; from netattach.guard import check")
+    loaded = loaded_after("from netattach.pods import thin; from netattach.guard import check")
     assert "netattach.guard.check" in loaded  # the probe did import it
     assert sorted({"dataclasses", "inspect", "ast", "typing"} & loaded) == []
 

@@ -34,8 +34,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from netattach.daemon import node_guard
 from netattach.guard import check, delegate_policy, goaddr, node_rules, node_state, refusal
+from netattach.pods import node_guard
 from tests.go_decoder import AddrQuery, Decoder, Reading
 
 pytestmark = pytest.mark.req("SEC-VALUES")

@@ -23,7 +23,8 @@ from typing import Any
 from netattach.attach import delegate, selection
 from netattach.cluster import model, store
 from netattach.cni import errors
-from netattach.daemon import introspect, plan
+from netattach.daemon import introspect
+from netattach.pods import plan
 from netattach.policy import model as policy_model
 
 # The pod's network-status list (None: it has none); `errors.CNIError` when it cannot be read.

@@ -26,7 +26,8 @@ from typing import Any, Literal
 from netattach.cli import cluster_pods
 from netattach.cluster import files, model, store
 from netattach.cni import errors
-from netattach.daemon import delegate_guard, introspect, plan, server
+from netattach.daemon import introspect, server
+from netattach.pods import delegate_guard, plan
 from netattach.settings import daemon as daemon_settings
 from netattach.settings import feed as feed_settings
 from netattach.settings import settings

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from netattach.cni import errors
-from netattach.daemon import thin
+from netattach.pods import thin
 from netattach.settings import settings
 
 

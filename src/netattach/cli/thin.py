@@ -57,7 +57,7 @@ def main() -> int:
     # process, so the cyclic collector's passes over it are skipped (~2.5 ms of the imports).
     gc.disable()
     from netattach import loggers
-    from netattach.daemon import thin
+    from netattach.pods import thin
 
     # A call that goes well logs nothing: `logging` is imported and configured for the first line.
     loggers.on_first_use(_configure_logging)

@@ -48,8 +48,8 @@ from netattach import names
 from netattach.attach import delegate, selection
 from netattach.cluster import documents, files, model
 from netattach.cni import conf, errors
-from netattach.daemon import delegate_guard, node_guard, plan, records
 from netattach.guard import delegate_policy, node_state
+from netattach.pods import delegate_guard, node_guard, plan, records
 from netattach.policy import model as policy_model
 from netattach.settings import network as network_settings
 from netattach.settings import runtime as runtime_settings

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from netattach.attach import status
 from netattach.cni import errors, result
-from netattach.daemon import records as records_mod
+from netattach.pods import records as records_mod
 
 KIND: Final = "netattachPodReport"
 QUERY_KEYS: Final = ("namespace", "name")

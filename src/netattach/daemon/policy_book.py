@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from netattach.cluster import model, store
 from netattach.cni import errors
-from netattach.daemon import orchestrator
+from netattach.pods import orchestrator
 from netattach.policy.model import Policy, parse_policy
 
 log = logging.getLogger("netattach.policy")

@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from netattach.cluster import model, store
 from netattach.cni import errors
-from netattach.daemon import records as records_mod
 from netattach.daemon.policy_book import PolicyBook
+from netattach.pods import records as records_mod
 from netattach.policy import compile, views
 
 StatusEntries = Callable[[records_mod.PodRecord], list[dict[str, object]]]

@@ -30,11 +30,12 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from netattach.cluster import model, store
-from netattach.daemon import metrics, orchestrator, passes, policy_tables
-from netattach.daemon import records as records_mod
+from netattach.daemon import metrics, passes, policy_tables
 from netattach.daemon.policy_book import PolicyBook
 from netattach.daemon.policy_inputs import CompilerInputs, StatusEntries
 from netattach.daemon.policy_tables import TableWriter
+from netattach.pods import orchestrator
+from netattach.pods import records as records_mod
 from netattach.policy import compile, render, views
 
 log = logging.getLogger("netattach.policy")

@@ -20,9 +20,10 @@ import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 
 from netattach.cni import errors
-from netattach.daemon import metrics, orchestrator
-from netattach.daemon import records as records_mod
+from netattach.daemon import metrics
 from netattach.daemon.policy_book import PolicyBook
+from netattach.pods import orchestrator
+from netattach.pods import records as records_mod
 from netattach.policy import apply, ir, render, update
 
 log = logging.getLogger("netattach.policy")

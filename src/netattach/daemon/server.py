@@ -26,7 +26,7 @@ from pathlib import Path
 
 from netattach import wire
 from netattach.cni import errors, spec
-from netattach.daemon import dispatch
+from netattach.pods import dispatch
 
 log = logging.getLogger("netattach.server")
 

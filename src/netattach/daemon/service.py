@@ -18,20 +18,8 @@ from typing import Any
 from netattach import atomic
 from netattach.cluster import feeds, files, kube
 from netattach.cni import errors, spec
-from netattach.daemon import (
-    delegate_guard,
-    dispatch,
-    hotplug,
-    introspect,
-    locks,
-    metrics,
-    orchestrator,
-    plan,
-    policy_sync,
-    records,
-    server,
-    shim_install,
-)
+from netattach.daemon import hotplug, introspect, metrics, policy_sync, server, shim_install
+from netattach.pods import delegate_guard, dispatch, locks, orchestrator, plan, records
 from netattach.runtime import chain
 from netattach.settings import feed as feed_settings
 from netattach.settings import settings

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from netattach import loggers, offload
 from netattach.cluster import files, store
 from netattach.cni import errors
-from netattach.daemon import call_log, dispatch, locks, orchestrator, records
+from netattach.pods import call_log, dispatch, locks, orchestrator, records
 from netattach.runtime import chain, execute
 from netattach.settings import cni_config, settings
 from netattach.settings import feed as feed_settings

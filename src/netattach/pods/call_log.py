@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 
 from netattach import loggers
 from netattach.cni import env, errors, spec
-from netattach.daemon import records as records_mod
+from netattach.pods import records as records_mod
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -31,10 +31,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from netattach import offload
-from netattach.daemon import delegate_guard
-from netattach.daemon import plan as plan_mod
-from netattach.daemon import records as records_mod
 from netattach.guard import delegate_policy, effects, keys, node_rules, node_state, refusal
+from netattach.pods import delegate_guard
+from netattach.pods import plan as plan_mod
+from netattach.pods import records as records_mod
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

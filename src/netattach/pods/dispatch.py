@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from netattach import loggers, wire
 from netattach.cni import env, errors, spec
-from netattach.daemon import call_log
-from netattach.daemon import orchestrator as orchestrator_mod
+from netattach.pods import call_log
+from netattach.pods import orchestrator as orchestrator_mod
 from netattach.values import NamedTuple
 
 TYPE_CHECKING = False

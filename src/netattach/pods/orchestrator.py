@@ -17,10 +17,11 @@ from netattach import loggers, offload
 from netattach.attach import delegate, selection, status
 from netattach.cluster import model
 from netattach.cni import conf, env, errors, result, spec
-from netattach.daemon import call_log, delegate_guard, devices, hotplug, pod_identity
-from netattach.daemon import locks as locks_mod
-from netattach.daemon import plan as plan_mod
-from netattach.daemon import records as records_mod
+from netattach.pods import call_log, delegate_guard, devices, pod_identity
+from netattach.pods import locks as locks_mod
+from netattach.pods import plan as plan_mod
+from netattach.pods import records as records_mod
+from netattach.pods import replug as replug_mod
 from netattach.runtime import chain, find
 from netattach.settings import network as network_settings
 from netattach.settings import settings as settings_mod
@@ -228,7 +229,7 @@ class Orchestrator:
             namespace=ref.namespace,
             pod=ref.name,
             uid=ref.uid,
-            selection=None if pod is None else hotplug.selection_text(pod),
+            selection=None if pod is None else replug_mod.selection_text(pod),
         )
         intents: list[records_mod.AttachmentRecord] = []
         made: list[records_mod.AttachmentRecord] = []
@@ -434,7 +435,7 @@ class Orchestrator:
         if not policy.enabled or all(p.is_default and not p.pod_default for p in plan):
             return
         # Imported only with a NAD to check: the thin plugin's every ADD would pay for it.
-        from netattach.daemon import node_guard
+        from netattach.pods import node_guard
 
         await node_guard.check_plan(
             plan,
@@ -770,10 +771,10 @@ class Orchestrator:
                 return True
             record, pod = found
             ref = PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
-            text = hotplug.selection_text(pod)
+            text = replug_mod.selection_text(pod)
             try:
                 plan, chosen = self._replan(record, pod, text)
-                change = hotplug.build_change(record, plan, chosen)
+                change = replug_mod.build_change(record, plan, chosen)
                 self._check_plan(change.add)
                 await self._check_node(change.add, container_id)
                 # The devices of the attachments about to go are free for the new ones.
@@ -790,7 +791,7 @@ class Orchestrator:
             if stuck:
                 # Their names are still taken: the new attachments are named around them.
                 busy = frozenset(att.ifname for att in stuck)
-                change = hotplug.build_change(record, plan, chosen, busy=busy)
+                change = replug_mod.build_change(record, plan, chosen, busy=busy)
                 try:
                     # The record holds what stayed, the attachments that would not go included.
                     change = await self._with_devices(change, record, pod, freed=())
@@ -822,12 +823,12 @@ class Orchestrator:
 
     async def _with_devices(
         self,
-        change: hotplug.Change,
+        change: replug_mod.Change,
         record: records_mod.PodRecord,
         pod: model.KubeObject,
         *,
         freed: Sequence[records_mod.AttachmentRecord],
-    ) -> hotplug.Change:
+    ) -> replug_mod.Change:
         """`change` with a device for each new attachment of a resource (DEV-RESOURCE), none of
         them held by an attachment of `record` other than those `freed`."""
         if not devices.wanted(change.add):
@@ -911,7 +912,7 @@ class Orchestrator:
         call: env.Environment,
         ref: PodRef,
         record: records_mod.PodRecord,
-        change: hotplug.Change,
+        change: replug_mod.Change,
     ) -> tuple[
         records_mod.PodRecord, dict[int, records_mod.AttachmentRecord], list[errors.CNIError]
     ]:
@@ -973,7 +974,7 @@ class Orchestrator:
         before: Sequence[Mapping[str, object]],
         removed: Sequence[records_mod.AttachmentRecord],
         after: Sequence[Mapping[str, object]],
-        change: hotplug.Change,
+        change: replug_mod.Change,
         made: Mapping[int, records_mod.AttachmentRecord],
     ) -> None:
         for att in removed:
@@ -1008,7 +1009,7 @@ def _replug_call(record: records_mod.PodRecord) -> env.Environment:
 
 def _replugged(
     record: records_mod.PodRecord,
-    change: hotplug.Change,
+    change: replug_mod.Change,
     made: Mapping[int, records_mod.AttachmentRecord],
 ) -> tuple[records_mod.AttachmentRecord, ...]:
     """The record's attachments in the new selection's order: the default network first, then
@@ -1046,6 +1047,6 @@ def _release_claims(container_id: str) -> None:
     """Forget the addresses `container_id`'s ADD claimed while it had no record (SEC-NODE),
     once its record holds them or it failed. node_guard is imported only by an ADD with a NAD to
     check (the thin plugin's path stays without it): not loaded, nothing was claimed."""
-    guard = sys.modules.get("netattach.daemon.node_guard")
+    guard = sys.modules.get("netattach.pods.node_guard")
     if guard is not None:
         guard.release(container_id)

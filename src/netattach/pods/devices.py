@@ -31,8 +31,8 @@ from netattach import atomic, loggers, offload
 from netattach.attach import delegate, status
 from netattach.cluster import model
 from netattach.cni import errors
-from netattach.daemon import plan as plan_mod
-from netattach.daemon import records as records_mod
+from netattach.pods import plan as plan_mod
+from netattach.pods import records as records_mod
 from netattach.settings import network as network_settings
 
 log = loggers.get("netattach.devices")

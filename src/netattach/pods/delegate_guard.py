@@ -20,8 +20,8 @@ from pathlib import Path
 
 from netattach.cluster import model, store
 from netattach.cni import errors
-from netattach.daemon import plan as plan_mod
 from netattach.guard import delegate_policy, refusal
+from netattach.pods import plan as plan_mod
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
