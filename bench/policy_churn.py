@@ -52,9 +52,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import policy_corpus
+from netattach.attach import status
 from netattach.cluster import model, store
 from netattach.daemon import heap, policy_sync
-from netattach.pods import orchestrator, records
+from netattach.pods import records
 from netattach.policy import render
 
 TICK = 0.01  # the generator's step: each step emits the changes due by then
@@ -231,7 +232,7 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
     for i, (pod, name) in enumerate(zip(local_pods, netns_names, strict=True)):
         pod_records.save(_record(f"churn{i:04d}", f"/run/netns/{name}", pod), durable=False)
     sync = policy_sync.PolicySync(
-        view=view, records=pod_records, status_entries=orchestrator.status_entries
+        view=view, records=pod_records, status_entries=status.status_entries
     )
     passes: list[tuple[float, float]] = []
     converge = sync.converge

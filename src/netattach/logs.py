@@ -8,7 +8,7 @@ Two formats, chosen on the command line (`--log-format`), never in the settings 
 
 A line is about a pod when the record carries `pod` (and maybe `uid`, `network`) as `extra`
 (`pod_fields()` builds them), or when its message already starts with the `[ns/pod/uid:network]`
-prefix that `orchestrator.PodRef.prefix` writes (Multus's form). Either way the text line starts
+prefix that `pods.refs.PodRef.prefix` writes (Multus's form). Either way the text line starts
 with that prefix and the JSON line has the fields, so operators grep one shape and log pipelines
 index the other.
 

@@ -2,7 +2,7 @@
 settings files. Only the documented CNI errors may come out, never another exception.
 
     selection annotation   `attach.selection.parse_selections`: a selection, or 102
-    a pod's whole plan     `daemon.plan.build_plan` over fuzzed NADs (spec.config text) and a
+    a pod's whole plan     `pods.plan.build_plan` over fuzzed NADs (spec.config text) and a
                            fuzzed annotation, as an ADD runs it before any delegate: 7 (bad
                            config), 101 (NAD missing), 102 (bad selection or request)
     settings files         `settings.settings.load_settings` on fuzzed bytes, YAML and JSON: 5, 6, 7

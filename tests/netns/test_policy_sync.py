@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from netattach.attach import status
 from netattach.cluster import model, store
 from netattach.daemon import policy_sync
-from netattach.pods import orchestrator, records
+from netattach.pods import records
 from netattach.policy import apply
 
 pytestmark = pytest.mark.netns
@@ -95,7 +96,7 @@ class Node:
 
     def new_sync(self) -> policy_sync.PolicySync:
         return policy_sync.PolicySync(
-            view=self.view, records=self.records, status_entries=orchestrator.status_entries
+            view=self.view, records=self.records, status_entries=status.status_entries
         )
 
     def add(self, p: model.KubeObject, ips: dict[str, str]) -> records.PodRecord:

@@ -364,8 +364,8 @@ def resource_messages(namespace: str, labels: dict[str, str], value: str | None)
 def daemon_refuses_resource(
     policy: delegate_policy.DelegatePolicy, namespace: str, labels: dict[str, str], value: str
 ) -> bool:
-    # As the daemon reads and checks it: daemon/plan.py resource_of strips the annotation
-    # ("" names no resource), daemon/delegate_guard.py check_nad judges it by the NAD's namespace.
+    # As the daemon reads and checks it: pods/plan.py resource_of strips the annotation
+    # ("" names no resource), pods/delegate_guard.py check_nad judges it by the NAD's namespace.
     stripped = value.strip()
     rules = policy.rules_for(namespace, labels)
     return bool(stripped) and not rules.resource_name.allows(stripped)

@@ -324,7 +324,6 @@ def static(address: str) -> dict[str, Any]:
 
 @pytest.mark.req("DEV-DEFAULT", "SEC-NODE")
 def test_the_node_guard_judges_the_pods_default_network_nad(tmp_path: Path) -> None:
-    node_guard.forget_node_facts()
     held = records.AttachmentRecord(
         status_name="blue/net-a",
         ifname="net1",
@@ -349,12 +348,12 @@ def test_the_node_guard_judges_the_pods_default_network_nad(tmp_path: Path) -> N
     planned = build(view)
     policy = delegate_policy.DelegatePolicy(rules=delegate_policy.DelegateRules(reserved_ranges=()))
 
+    guard = node_guard.NodeGuard(view=view, records=store_)
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
-        asyncio.run(node_guard.check_plan(planned, policy, view, store_, "c1"))
+        asyncio.run(guard.check_plan(planned, policy, "c1"))
     assert caught.value.code == 7
     assert "NetworkAttachmentDefinition blue/ovn refused" in caught.value.msg
     assert "held by the live attachment blue/net-a of pod blue/db" in caught.value.msg
-    node_guard.forget_node_facts()
 
 
 @pytest.mark.req("DEV-DEFAULT", "SEC-NODE")

@@ -264,7 +264,7 @@ def test_device_info_prefers_the_delegates_file_then_the_device_plugins(tmp_path
     dp.parent.mkdir(parents=True)
     dp.write_text(json.dumps({"type": "pci", "version": "1.1.0", "pci": {"pci-address": "x"}}))
 
-    assert devices.device_info(att, "c1", tmp_path) == {
+    assert status.recorded_device_info(att, "c1", tmp_path) == {
         "type": "pci",
         "version": "1.1.0",
         "pci": {"pci-address": "x"},
@@ -273,7 +273,7 @@ def test_device_info_prefers_the_delegates_file_then_the_device_plugins(tmp_path
     cni = status.cni_device_info_path(tmp_path, "sriov-net", "c1", "net1")
     cni.parent.mkdir(parents=True)
     cni.write_text(json.dumps({"type": "pci", "version": "1.1.0", "pci": {"pci-address": "y"}}))
-    assert devices.device_info(att, "c1", tmp_path) == {
+    assert status.recorded_device_info(att, "c1", tmp_path) == {
         "type": "pci",
         "version": "1.1.0",
         "pci": {"pci-address": "y"},

@@ -12,7 +12,7 @@ import pytest
 
 from netattach import wire
 from netattach.cni import env, errors, spec
-from netattach.pods import dispatch, orchestrator
+from netattach.pods import dispatch, refs
 
 # ---------------------------------------------------------------------------------------------
 # parse_netconf: untrusted stdin becomes a dict or a DecodingFailureError (6), nothing else
@@ -204,7 +204,7 @@ def test_version_reply_lists_every_supported_version() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# orchestrator.pod_ref: KUBE-ARGS, the pod-identity half
+# refs.pod_ref: KUBE-ARGS, the pod-identity half
 
 
 def _call(**args: str) -> env.Environment:
@@ -225,15 +225,13 @@ def test_pod_identity_comes_from_cni_args() -> None:
         "K8S_POD_INFRA_CONTAINER_ID=c0ffee;K8S_POD_UID=1234-abcd"
     )
     call = env.Environment(command=spec.ADD, container_id="c0ffee", args=pairs)
-    assert orchestrator.pod_ref(call) == orchestrator.PodRef(
-        namespace="ns1", name="pod-a", uid="1234-abcd"
-    )
+    assert refs.pod_ref(call) == refs.PodRef(namespace="ns1", name="pod-a", uid="1234-abcd")
 
 
 @pytest.mark.req("KUBE-ARGS")
 def test_pod_identity_without_a_uid_has_an_empty_uid() -> None:
-    ref = orchestrator.pod_ref(_call(K8S_POD_NAMESPACE="ns1", K8S_POD_NAME="pod-a"))
-    assert ref == orchestrator.PodRef(namespace="ns1", name="pod-a", uid="")
+    ref = refs.pod_ref(_call(K8S_POD_NAMESPACE="ns1", K8S_POD_NAME="pod-a"))
+    assert ref == refs.PodRef(namespace="ns1", name="pod-a", uid="")
 
 
 @pytest.mark.req("KUBE-ARGS")
@@ -249,10 +247,10 @@ def test_pod_identity_without_a_uid_has_an_empty_uid() -> None:
     ids=["none", "no-namespace", "no-name", "empty-namespace", "empty-name"],
 )
 def test_no_pod_identity_without_namespace_and_name(args: dict[str, str]) -> None:
-    assert orchestrator.pod_ref(_call(**args)) is None
+    assert refs.pod_ref(_call(**args)) is None
 
 
 def test_pod_ref_prefix_names_pod_uid_and_network() -> None:
-    ref = orchestrator.PodRef(namespace="ns1", name="pod-a", uid="u1")
+    ref = refs.PodRef(namespace="ns1", name="pod-a", uid="u1")
     assert ref.prefix() == "[ns1/pod-a/u1]"
     assert ref.prefix("ns1/net-a") == "[ns1/pod-a/u1:ns1/net-a]"

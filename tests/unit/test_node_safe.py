@@ -376,7 +376,6 @@ def test_a_nad_on_the_nodes_address_fails_the_add_before_any_plugin_runs(
         return FACTS
 
     monkeypatch.setattr(node_guard, "read_node_facts", read)
-    node_guard.forget_node_facts()
     view = store.ClusterStore()
     config = {"type": "macvlan", "master": "eth1", "ipam": static("192.0.2.2/24")}
     view.replace_all([pod("blue", "net-a"), nad("blue", "net-a", config)])
@@ -399,7 +398,6 @@ def test_a_nad_on_the_nodes_address_fails_the_add_before_any_plugin_runs(
     with pytest.raises(delegate_guard.DelegateRefusedError):
         asyncio.run(orch.add(call("blue"), {"cniVersion": "1.0.0"}))
     assert reads == [1]
-    node_guard.forget_node_facts()
 
 
 def test_a_config_that_hands_out_nothing_and_names_no_host_link_never_reads_the_node(
@@ -409,7 +407,6 @@ def test_a_config_that_hands_out_nothing_and_names_no_host_link_never_reads_the_
         raise AssertionError("the node read for a config without addresses or host links")
 
     monkeypatch.setattr(node_guard, "read_node_facts", read)
-    node_guard.forget_node_facts()
     view = store.ClusterStore()
     view.replace_all(
         # No master: the node's default-route interface, which no list had to judge by name.
@@ -445,15 +442,16 @@ def test_two_adds_at_once_cannot_both_claim_one_address(tmp_path: Path) -> None:
     )
     config = {"type": "ptp", "ipam": static("10.5.0.9/24", gateway="10.5.0.254")}
     first, second = [planned("blue/net-a", config)], [planned("red/net-b", config)]
+    guard = node_guard.NodeGuard(view=None, records=store_)
 
-    asyncio.run(node_guard.check_plan(first, policy, None, store_, "c-first"))
+    asyncio.run(guard.check_plan(first, policy, "c-first"))
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
-        asyncio.run(node_guard.check_plan(second, policy, None, store_, "c-second"))
+        asyncio.run(guard.check_plan(second, policy, "c-second"))
     assert "held by the live attachment blue/net-a of container c-first (being added)" in (
         caught.value.msg
     )
     # Its own retry is not refused by its own claim.
-    asyncio.run(node_guard.check_plan(first, policy, None, store_, "c-first"))
+    asyncio.run(guard.check_plan(first, policy, "c-first"))
 
     # Once recorded (before any plugin runs), the record's config holds the address.
     attachment = records.AttachmentRecord(
@@ -470,15 +468,13 @@ def test_two_adds_at_once_cannot_both_claim_one_address(tmp_path: Path) -> None:
         )
     )
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
-        asyncio.run(node_guard.check_plan(second, policy, None, store_, "c-second"))
+        asyncio.run(guard.check_plan(second, policy, "c-second"))
     assert "held by the live attachment blue/net-a of pod blue/web" in caught.value.msg
-    node_guard.forget_node_facts()
 
 
 def test_an_address_given_back_by_del_is_free_for_the_next_pod(tmp_path: Path) -> None:
     """A pod deleted and made again with its static address (the bench's pods, a StatefulSet's)
     is not refused by the claim of its own finished ADD: an ADD's claims end with it."""
-    node_guard.forget_node_facts()
     view = store.ClusterStore()
     config = {"type": "macvlan", "master": "eth1", "ipam": static("10.6.0.9/24")}
     view.replace_all([pod("blue", "net-a"), nad("blue", "net-a", config)])
@@ -492,7 +488,6 @@ def test_an_address_given_back_by_del_is_free_for_the_next_pod(tmp_path: Path) -
 
     assert plugins.commands().count(("macvlan", "ADD")) == 2
     assert list(orch.records.container_ids()) == ["c2"]
-    node_guard.forget_node_facts()
 
 
 def test_a_range_alone_reads_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -503,15 +498,12 @@ def test_a_range_alone_reads_no_record(tmp_path: Path, monkeypatch: pytest.Monke
         raise AssertionError("the records were read for a range alone")
 
     monkeypatch.setattr(node_guard, "live_attachments", loaded)
-    node_guard.forget_node_facts()
+    guard = node_guard.NodeGuard(view=None, records=records.PodRecords(tmp_path))
     policy = delegate_policy.DelegatePolicy(rules=rules(reservedRanges=[]))
     ipam = {"type": "host-local", "ranges": [[{"subnet": "10.5.0.0/24"}]]}
     span = [planned("blue/net-a", {"type": "macvlan", "master": "eth1", "ipam": ipam})]
-    asyncio.run(node_guard.check_plan(span, policy, None, records.PodRecords(tmp_path), "c1"))
+    asyncio.run(guard.check_plan(span, policy, "c1"))
 
     static_claim = [planned("blue/net-b", {"type": "ptp", "ipam": static("10.5.0.9/24")})]
     with pytest.raises(AssertionError, match="records were read"):
-        asyncio.run(
-            node_guard.check_plan(static_claim, policy, None, records.PodRecords(tmp_path), "c1")
-        )
-    node_guard.forget_node_facts()
+        asyncio.run(guard.check_plan(static_claim, policy, "c1"))

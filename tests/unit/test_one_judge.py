@@ -1,6 +1,6 @@
 """One judge (SEC-VALUES, issue 34 item 4): every case of tests/attack_corpus.py gets the same
 verdict from `netattach validate --node`, the daemon's ADD (the thick orchestrator), the thin
-plugin's ADD (`daemon.thin.handle`, on a directory feed of the same manifests), hot-plug (the
+plugin's ADD (`pods.thin.handle`, on a directory feed of the same manifests), hot-plug (the
 NAD added to a running pod's selection, `Orchestrator.replug`) and, where CEL can say it
 (`Attack.admission`, or a `resource` annotation), the generated ValidatingAdmissionPolicy; the
 attacks are refused, the plain uses (`ALLOWED`) are not.
@@ -250,15 +250,14 @@ def live_attachment(state: Path) -> None:
 @pytest.fixture(autouse=True)
 def the_corpus_node(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every judge reads `attack_corpus.node_facts()` as this node's."""
+    # Each orchestrator's node guard reads the node at its first ADD that needs it.
     monkeypatch.setattr(node_guard, "read_node_facts", attack_corpus.node_facts)
-    node_guard.forget_node_facts()
     # The thin plugin sets these from its settings: put them back.
     names = ("netattach", call_log.log.name)
     levels = {name: logging.getLogger(name).level for name in names}
     yield
     for name, level in levels.items():
         logging.getLogger(name).setLevel(level)
-    node_guard.forget_node_facts()
 
 
 # --- the judges ----------------------------------------------------------------------------------

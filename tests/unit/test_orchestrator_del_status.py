@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from netattach.cluster import store
-from netattach.pods import orchestrator
+from netattach.pods import orchestrator, status_removals
 from tests.unit.test_orchestrator_events import CALL, Sink, build, nad, pod
 
 DEL = CALL._replace(command="DEL")
@@ -42,9 +42,8 @@ def attached(tmp_path: Path) -> tuple[orchestrator.Orchestrator, HangingSink]:
     view = store.ClusterStore()
     view.replace_all([pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
     view.mark_synced()
-    orch, _ = build(tmp_path, view)
     sink = HangingSink()
-    orch.sink = sink
+    orch, _ = build(tmp_path, view, sink=sink)
     return orch, sink
 
 
@@ -61,7 +60,7 @@ def test_del_returns_while_the_status_removal_waits_on_the_api(tmp_path: Path) -
     async def body() -> None:
         await orch.add(CALL, {"cniVersion": "1.0.0"})
         took = await timed(orch.delete(DEL))
-        assert took < orchestrator.STATUS_REMOVAL_WAIT + 0.5
+        assert took < status_removals.STATUS_REMOVAL_WAIT + 0.5
         assert sink.removals == ["started"]  # still trying, in the background
         assert orch.records.load(CALL.container_id) is None  # the DEL itself is done
         sink.api_back.set()

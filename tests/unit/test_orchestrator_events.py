@@ -80,7 +80,13 @@ def pod(networks: str) -> model.KubeObject:
     }
 
 
-def build(tmp_path: Path, view: store.ClusterStore) -> tuple[orchestrator.Orchestrator, Sink]:
+def build(
+    tmp_path: Path,
+    view: store.ClusterStore,
+    *,
+    sink: Sink | None = None,
+    pod_records: records.PodRecords | None = None,
+) -> tuple[orchestrator.Orchestrator, Sink]:
     plugins = FakePlugins(tmp_path / "bin", ["bridge", "macvlan"])
     (tmp_path / "networks").mkdir()
     (tmp_path / "networks" / "default.conf").write_text(
@@ -96,7 +102,7 @@ def build(tmp_path: Path, view: store.ClusterStore) -> tuple[orchestrator.Orches
         },
         source="test",
     )
-    sink = Sink()
+    sink = Sink() if sink is None else sink
     orch = orchestrator.Orchestrator(
         settings=cfg,
         view=view,
@@ -104,7 +110,7 @@ def build(tmp_path: Path, view: store.ClusterStore) -> tuple[orchestrator.Orches
         runtime=chain.Runtime(
             path=[str(plugins.directory)], cache_dir=tmp_path / "cache", executor=plugins
         ),
-        records=records.PodRecords(tmp_path / "state"),
+        records=records.PodRecords(tmp_path / "state") if pod_records is None else pod_records,
         locks=locks.ContainerLocks(tmp_path / "state"),
     )
     return orch, sink
@@ -184,9 +190,9 @@ class MeetingPoint(Sink):
     """A sink and an exec that each wait, inside a DEL, for the other to have started: they
     meet only if the orchestrator runs them at the same time."""
 
-    def __init__(self, plugins: execute.PluginExec) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.plugins = plugins
+        self.plugins: execute.PluginExec | None = None  # the exec it stands in front of
         self.clearing, self.deleting = asyncio.Event(), asyncio.Event()
         self.order: list[str] = []
 
@@ -209,6 +215,7 @@ class MeetingPoint(Sink):
             self.deleting.set()
             await asyncio.wait_for(self.clearing.wait(), 5)
             self.order.append(f"DEL {path.name}")
+        assert self.plugins is not None
         return await self.plugins.run(path, env=env, stdin=stdin, timeout=timeout, gate=gate)
 
 
@@ -217,9 +224,9 @@ def test_del_clears_the_status_while_the_delegates_run(tmp_path: Path) -> None:
     view = store.ClusterStore()
     view.replace_all([pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
     view.mark_synced()
-    orch, _ = build(tmp_path, view)
-    meeting = MeetingPoint(orch.runtime.invoker.executor)
-    orch.sink = meeting
+    meeting = MeetingPoint()
+    orch, _ = build(tmp_path, view, sink=meeting)
+    meeting.plugins = orch.runtime.invoker.executor
     orch.runtime.invoker.executor = meeting
     asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
     assert ("blue", "web") in meeting.status
@@ -267,8 +274,7 @@ def test_an_unsaved_write_ahead_record_fails_the_add_before_any_plugin_reads_its
     view = store.ClusterStore()
     view.replace_all([pod(""), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
     view.mark_synced()
-    orch, sink = build(tmp_path, view)
-    orch.records = UnsavableRecords(tmp_path / "state")
+    orch, sink = build(tmp_path, view, pod_records=UnsavableRecords(tmp_path / "state"))
     plugins = orch.runtime.invoker.executor
     assert isinstance(plugins, FakePlugins)
     with pytest.raises(errors.InternalError) as failed:

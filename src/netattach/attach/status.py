@@ -21,7 +21,13 @@ Decisions the standard leaves open, taken here:
     readers is worth the exception.
   * A device-info file that is present but malformed is skipped with a problem text for the
     caller to log, never an error: the attachment itself worked, and the status is informative.
+
+`status_entries` builds a pod's whole list from what its ADD recorded (the pod record's
+attachments, any object of that shape): the orchestrator publishes it, policy reads the pod's
+addresses from it.
 """
+
+from __future__ import annotations
 
 import copy
 import json
@@ -30,6 +36,39 @@ from pathlib import Path
 
 from netattach.cni import errors
 from netattach.cni import result as cni_result
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class RecordedAttachment(Protocol):
+        """One attachment as the pod record keeps it (`pods.records.AttachmentRecord`)."""
+
+        @property
+        def status_name(self) -> str: ...
+        @property
+        def ifname(self) -> str: ...
+        @property
+        def is_default(self) -> bool: ...
+        @property
+        def config(self) -> Mapping[str, object]: ...
+        @property
+        def result(self) -> Mapping[str, object] | None: ...
+        @property
+        def gateways(self) -> tuple[str, ...]: ...
+        @property
+        def resource(self) -> str: ...
+        @property
+        def device(self) -> str: ...
+
+    class RecordedPod(Protocol):
+        """A pod's attachments as its record keeps them (`pods.records.PodRecord`)."""
+
+        @property
+        def container_id(self) -> str: ...
+        @property
+        def attachments(self) -> Sequence[RecordedAttachment]: ...
+
 
 STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
 
@@ -96,6 +135,61 @@ def build_entry(
     if device_info:
         entry["device-info"] = copy.deepcopy(dict(device_info))
     return entry
+
+
+def status_entries(
+    record: RecordedPod,
+    parsed: Sequence[cni_result.Result] | None = None,
+    *,
+    device_info_dir: Path = DEVICE_INFO_DIR,
+    problems: list[str] | None = None,
+) -> list[dict[str, object]]:
+    """The pod's network-status entries (§5), built from what its ADD recorded; `parsed`: the
+    attachments' results as the ADD got them, so they are not parsed again; `device_info_dir`:
+    where the attachments' device-info files are (DEV-INFO), whose problems are appended to
+    `problems` (when given) for the caller to log."""
+    entries = []
+    for index, att in enumerate(record.attachments):
+        res = None
+        if parsed is not None:
+            res = parsed[index]
+        elif att.result is not None:
+            version = str(att.config.get("cniVersion", "0.1.0"))
+            res = cni_result.parse_result(att.result, default_version=version)
+        device_info = recorded_device_info(
+            att, record.container_id, device_info_dir, problems=problems
+        )
+        entries.append(
+            build_entry(
+                name=att.status_name,
+                ifname=att.ifname,
+                result=res,
+                default=att.is_default,
+                device_info=device_info,
+                gateways=att.gateways,
+            )
+        )
+    return build_status(entries)
+
+
+def recorded_device_info(
+    att: RecordedAttachment,
+    container_id: str,
+    base: Path,
+    *,
+    problems: list[str] | None = None,
+) -> Mapping[str, object] | None:
+    """The attachment's device-info for network-status (DEV-INFO): the file its delegate was
+    handed or left (`cni/`), else its device plugin's (`dp/`) for the device it was given."""
+    network = str(att.config.get("name", ""))
+    found = load_device_info(
+        cni_device_info_path(base, network, container_id, att.ifname), problems=problems
+    )
+    if found is None and att.device:
+        found = load_device_info(
+            dp_device_info_path(base, att.resource, att.device), problems=problems
+        )
+    return found
 
 
 def build_status(entries: Sequence[dict[str, object]]) -> list[dict[str, object]]:

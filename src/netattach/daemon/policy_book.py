@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from netattach.cluster import model, store
 from netattach.cni import errors
-from netattach.pods import orchestrator
+from netattach.pods import ports
 from netattach.policy.model import Policy, parse_policy
 
 log = logging.getLogger("netattach.policy")
@@ -29,9 +29,7 @@ log = logging.getLogger("netattach.policy")
 class PolicyBook:
     """What is in force for each policy of the view, read again only where it changed."""
 
-    def __init__(
-        self, *, view: store.ClusterStore, events: orchestrator.EventRecorder | None
-    ) -> None:
+    def __init__(self, *, view: store.ClusterStore, events: ports.EventRecorder | None) -> None:
         self._view = view
         self._events = events
         # policy (namespace, name) -> its content's key (resourceVersion) and what it parsed to

@@ -34,7 +34,7 @@ from netattach.daemon import metrics, passes, policy_tables
 from netattach.daemon.policy_book import PolicyBook
 from netattach.daemon.policy_inputs import CompilerInputs, StatusEntries
 from netattach.daemon.policy_tables import TableWriter
-from netattach.pods import orchestrator
+from netattach.pods import ports
 from netattach.pods import records as records_mod
 from netattach.policy import compile, render, views
 
@@ -69,7 +69,7 @@ class PolicySync:
         view: store.ClusterStore,
         records: records_mod.PodRecords,
         status_entries: StatusEntries,
-        events: orchestrator.EventRecorder | None = None,  # Warnings on policies and pods
+        events: ports.EventRecorder | None = None,  # Warnings on policies and pods
         status_file: Callable[[str, str], list[dict[str, object]] | None] | None = None,
     ) -> None:
         self._view = view

@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from netattach.cni import errors
 from netattach.daemon import metrics
 from netattach.daemon.policy_book import PolicyBook
-from netattach.pods import orchestrator
+from netattach.pods import ports
 from netattach.pods import records as records_mod
 from netattach.policy import apply, ir, render, update
 
@@ -54,7 +54,7 @@ class TableWriter:
         self,
         *,
         book: PolicyBook,
-        events: orchestrator.EventRecorder | None,  # Warnings on pods
+        events: ports.EventRecorder | None,  # Warnings on pods
         retry_later: Callable[[], None],  # a write failed: a pass again, later
     ) -> None:
         self._book = book

@@ -19,7 +19,7 @@ from netattach import atomic
 from netattach.cluster import feeds, files, kube
 from netattach.cni import errors, spec
 from netattach.daemon import hotplug, introspect, metrics, policy_sync, server, shim_install
-from netattach.pods import delegate_guard, dispatch, locks, orchestrator, plan, records
+from netattach.pods import delegate_guard, devices, dispatch, locks, orchestrator, plan, records
 from netattach.runtime import chain
 from netattach.settings import feed as feed_settings
 from netattach.settings import settings
@@ -61,7 +61,7 @@ class Daemon:
                 view=self.view,
                 records=pod_records,
                 status_entries=functools.partial(
-                    orchestrator.status_entries,
+                    devices.network_status,
                     device_info_dir=cfg.networks.device_info_dir,
                 ),
                 events=self.feed,

@@ -10,8 +10,8 @@ is recorded with the attachment, so DEL, CHECK and a restarted daemon use the sa
                         record: nothing has run yet, so a refusal leaves nothing behind)
     prepare_device_info a device plugin's device-info copied to the attachment's CNI file,
                         for a delegate declaring `CNIDeviceInfoFile` (as Multus copies it)
-    device_info         the device-info of an attachment for network-status: the delegate's
-                        (CNI) file, else the device plugin's
+    network_status      the pod's network-status entries with each attachment's device-info:
+                        the delegate's (CNI) file, else the device plugin's
     discard_device_info the CNI file gone with its attachment
 
 Errors, each naming the pod, the NAD and the resource, before any plugin ran (whether the NAD's
@@ -30,7 +30,7 @@ from pathlib import Path
 from netattach import atomic, loggers, offload
 from netattach.attach import delegate, status
 from netattach.cluster import model
-from netattach.cni import errors
+from netattach.cni import errors, result
 from netattach.pods import plan as plan_mod
 from netattach.pods import records as records_mod
 from netattach.settings import network as network_settings
@@ -162,23 +162,21 @@ def prepare_device_info(planned: plan_mod.PlannedAttachment, base: Path) -> None
         log.warning("cannot copy device-info %r to %r: %s", str(source), handed, exc)
 
 
-def device_info(
-    att: records_mod.AttachmentRecord, container_id: str, base: Path
-) -> Mapping[str, object] | None:
-    """The attachment's device-info for network-status (DEV-INFO): the file its delegate was
-    handed or left (`cni/`), else its device plugin's (`dp/`) for the device it was given."""
+def network_status(
+    record: records_mod.PodRecord,
+    parsed: Sequence[result.Result] | None = None,
+    *,
+    device_info_dir: Path,
+) -> list[dict[str, object]]:
+    """The pod's network-status entries (`attach.status.status_entries`), the problems of a
+    device-info file logged (DEV-INFO: a bad one never fails an attachment that worked)."""
     problems: list[str] = []
-    network = str(att.config.get("name", ""))
-    found = status.load_device_info(
-        status.cni_device_info_path(base, network, container_id, att.ifname), problems=problems
+    entries = status.status_entries(
+        record, parsed, device_info_dir=device_info_dir, problems=problems
     )
-    if found is None and att.device:
-        found = status.load_device_info(
-            status.dp_device_info_path(base, att.resource, att.device), problems=problems
-        )
     for problem in problems:
         log.warning("%s", problem)
-    return found
+    return entries
 
 
 def discard_device_info(att: records_mod.AttachmentRecord, container_id: str, base: Path) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from netattach import loggers, wire
 from netattach.cni import env, errors, spec
-from netattach.pods import call_log
+from netattach.pods import call_log, refs
 from netattach.pods import orchestrator as orchestrator_mod
 from netattach.values import NamedTuple
 
@@ -134,7 +134,7 @@ async def handle(
     except Exception as exc:  # the runtime gets a CNI error, the log the traceback
         return error_reply(as_cni_error(exc), cni_version)
     with call_log.noted(call) as outcome:
-        ref = orchestrator_mod.pod_ref(call)
+        ref = refs.pod_ref(call)
         if ref is not None:
             call_log.note_pod(ref.namespace, ref.name, ref.uid)
         try:

@@ -22,6 +22,10 @@ that outlives the pod (forwarding switched on, an existing bridge set up, promis
 accept_ra or MTU changed) that `nodeChanges` does not grant.
 
 Each refusal is a `DelegateRefusedError` (7) naming the NAD, the key, the value and the rule.
+
+What lasts from one ADD to the next (the node's facts, read at most once a second, and the
+addresses of ADDs under way) is a `NodeGuard`'s, one per orchestrator (pods/checks.py makes it):
+no module state. `judge_config` is the one judge of the node's rules, for every caller.
 """
 
 from __future__ import annotations
@@ -80,43 +84,16 @@ def read_node_facts() -> node_state.NodeFacts:
     )
 
 
-class _Cache:
-    def __init__(self) -> None:
-        self.read_at = float("-inf")
-        self.facts = node_state.NodeFacts()
-
-
-_CACHE: Final = _Cache()
-
-
-def release(container_id: str) -> None:
-    """`container_id`'s ADD is over: what it claimed is in its record now, or was given up."""
-    _PENDING.claims.pop(container_id, None)
-
-
-def forget_node_facts() -> None:
-    """The next ADD reads the node again, and no ADD's claims are pending (tests)."""
-    _CACHE.read_at = float("-inf")
-    _PENDING.claims.clear()
-
-
-async def node_facts(
-    read: Callable[[], node_state.NodeFacts] | None = None,
-) -> node_state.NodeFacts:
-    """The node's facts, read at most once per `NODE_FACTS_TTL` (a blocking netlink dump: in a
-    worker thread under the daemon's event loop, inline in the thin plugin)."""
-    now = time.monotonic()
-    if now - _CACHE.read_at >= NODE_FACTS_TTL:
-        _CACHE.facts = await offload.to_thread(read or read_node_facts)
-        _CACHE.read_at = time.monotonic()
-    return _CACHE.facts
-
-
 def live_attachments(
-    records: records_mod.PodRecords, container_id: str, *, cluster_nad: str = ""
+    records: records_mod.PodRecords,
+    container_id: str,
+    *,
+    cluster_nad: str = "",
+    pending: PendingClaims | None = None,
 ) -> node_state.LiveAttachments:
     """What the records of every container but `container_id` hold: their results' addresses,
-    and the pod addresses the config of an attachment without a result yet claims.
+    and the pod addresses the config of an attachment without a result yet claims; with
+    `pending`, what the other ADDs under way claimed before their record was on disk.
 
     `cluster_nad`: the cluster default network's `namespace/name` when it is a NAD. A recorded
     default attachment of another NAD is a pod's default-network NAD (DEV-DEFAULT; an on-disk
@@ -151,8 +128,9 @@ def live_attachments(
                     name = interface.get("name")
                     if not interface.get("sandbox") and isinstance(name, str):
                         host_interfaces.add(name)
-    for address, who in _PENDING.held(recorded, container_id).items():
-        held.setdefault(address, who)
+    if pending is not None:
+        for address, who in pending.held(recorded, container_id).items():
+            held.setdefault(address, who)
     return node_state.LiveAttachments(addresses=held, host_interfaces=frozenset(host_interfaces))
 
 
@@ -245,61 +223,100 @@ def touches_node(raw: Mapping[str, object]) -> bool:
     return False
 
 
-async def check_plan(
-    plan: Sequence[plan_mod.PlannedAttachment],
-    policy: delegate_policy.DelegatePolicy,
-    view: object,
-    records: records_mod.PodRecords,
-    container_id: str,
-    *,
-    read: Callable[[], node_state.NodeFacts] | None = None,
-    cluster_nad: str = "",
-) -> None:
-    """Raise `DelegateRefusedError` for the first NAD of `plan` that takes what is the node's or
-    another attachment's. Before anything of the plan is recorded or run. `cluster_nad`: the
-    cluster default network's `namespace/name` when it is a NAD (`live_attachments`)."""
-    if not policy.enabled:
-        return
-    judged = []
-    for planned in plan:
-        if planned.is_default and not planned.pod_default:
-            continue  # the operator's own network (a pod's default-network NAD is judged)
-        namespace = planned.status_name.partition("/")[0]
-        rules = policy.rules_for(namespace, delegate_guard.namespace_labels(view, namespace))
-        raw = planned.network.raw
-        claims, _ = node_rules.claims(raw)  # unreadable: refused before
-        if claims or touches_node(raw):
-            judged.append((planned.status_name, rules, claims, raw))
-    if not judged:
-        return
-    wanted = any(
-        (claims and delegate_policy.NODE_RANGE in rules.reserved_ranges) or touches_node(raw)
-        for _, rules, claims, raw in judged
-    )
-    facts = await node_facts(read) if wanted else None
-    # From here on nothing awaits: under the daemon's event loop, no other ADD can claim an
-    # address between this check and the claims noted as pending below.
-    # Every record is read from disk for it: only when a claim is one that live attachments can
-    # refuse (a pod or host address) or excuse (a host address or subnet beside the node's).
-    kinds = {claim.kind for _, _, claims, _ in judged for claim in claims}
-    needs_live = node_rules.POD in kinds or node_rules.HOST in kinds
-    needs_live = needs_live or (facts is not None and node_rules.SUBNET in kinds)
-    live = (
-        live_attachments(records, container_id, cluster_nad=cluster_nad)
-        if needs_live
-        else node_state.LiveAttachments()
-    )
-    for name, rules, claims, raw in judged:
-        if facts is None:
-            found = refusals(claims, rules, None, live)
-        else:
-            found = judge_config(raw, rules, facts, live)
-        if found:
-            raise delegate_guard.refused(name, found)
-    _PENDING.note(container_id, [(name, rules, claims) for name, rules, claims, _ in judged])
+class NodeGuard:
+    """SEC-NODE at ADD for one orchestrator, which makes it at the first ADD with a NAD to judge
+    (the thin plugin's other ADDs never import this module): the node's facts, read at most once
+    per `NODE_FACTS_TTL`, and the addresses ADDs that passed claim until their record is on disk.
+
+    `view` gives the namespaces' labels (their delegate policy rules), `records` the live
+    attachments; `read` reads the node (`read_node_facts` by default)."""
+
+    def __init__(
+        self,
+        *,
+        view: object,
+        records: records_mod.PodRecords,
+        read: Callable[[], node_state.NodeFacts] | None = None,
+    ) -> None:
+        self._view = view
+        self._records = records
+        self._read = read
+        self._read_at = float("-inf")
+        self._facts = node_state.NodeFacts()
+        self._pending = PendingClaims()
+
+    def release(self, container_id: str) -> None:
+        """`container_id`'s ADD is over: what it claimed is in its record now, or was given up."""
+        self._pending.claims.pop(container_id, None)
+
+    async def node_facts(self) -> node_state.NodeFacts:
+        """The node's facts, read at most once per `NODE_FACTS_TTL` (a blocking netlink dump: in
+        a worker thread under the daemon's event loop, inline in the thin plugin)."""
+        now = time.monotonic()
+        if now - self._read_at >= NODE_FACTS_TTL:
+            self._facts = await offload.to_thread(self._read or read_node_facts)
+            self._read_at = time.monotonic()
+        return self._facts
+
+    async def check_plan(
+        self,
+        plan: Sequence[plan_mod.PlannedAttachment],
+        policy: delegate_policy.DelegatePolicy,
+        container_id: str,
+        *,
+        cluster_nad: str = "",
+    ) -> None:
+        """Raise `DelegateRefusedError` for the first NAD of `plan` that takes what is the node's
+        or another attachment's. Before anything of the plan is recorded or run. `cluster_nad`:
+        the cluster default network's `namespace/name` when it is a NAD (`live_attachments`)."""
+        if not policy.enabled:
+            return
+        judged = []
+        for planned in plan:
+            if planned.is_default and not planned.pod_default:
+                continue  # the operator's own network (a pod's default-network NAD is judged)
+            namespace = planned.status_name.partition("/")[0]
+            labels = delegate_guard.namespace_labels(self._view, namespace)
+            rules = policy.rules_for(namespace, labels)
+            raw = planned.network.raw
+            claims, _ = node_rules.claims(raw)  # unreadable: refused before
+            if claims or touches_node(raw):
+                judged.append((planned.status_name, rules, claims, raw))
+        if not judged:
+            return
+        wanted = any(
+            (claims and delegate_policy.NODE_RANGE in rules.reserved_ranges) or touches_node(raw)
+            for _, rules, claims, raw in judged
+        )
+        facts = await self.node_facts() if wanted else None
+        # From here on nothing awaits: under the daemon's event loop, no other ADD can claim an
+        # address between this check and the claims noted as pending below.
+        # Every record is read from disk for it: only when a claim is one that live attachments
+        # can refuse (a pod or host address) or excuse (a host address or subnet beside the
+        # node's).
+        kinds = {claim.kind for _, _, claims, _ in judged for claim in claims}
+        needs_live = node_rules.POD in kinds or node_rules.HOST in kinds
+        needs_live = needs_live or (facts is not None and node_rules.SUBNET in kinds)
+        live = (
+            live_attachments(
+                self._records, container_id, cluster_nad=cluster_nad, pending=self._pending
+            )
+            if needs_live
+            else node_state.LiveAttachments()
+        )
+        for name, rules, claims, raw in judged:
+            if facts is None:
+                found = refusals(claims, rules, None, live)
+            else:
+                found = judge_config(raw, rules, facts, live)
+            if found:
+                raise delegate_guard.refused(name, found)
+        self._pending.note(
+            container_id, [(name, rules, claims) for name, rules, claims, _ in judged]
+        )
 
 
-class _Pending:
+class PendingClaims:
     """The pod addresses ADDs that passed the check claim, until their record is on disk (it
     is written before any plugin runs) or `PENDING_TTL` passes: two ADDs running at once may not
     both claim one address (the daemon runs many; each thin plugin is alone in its process)."""
@@ -333,9 +350,6 @@ class _Pending:
                 for address, who in held.items():
                     found.setdefault(address, who)
         return found
-
-
-_PENDING: Final = _Pending()
 
 
 def _list(value: object) -> list[Mapping[str, object]]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from netattach import loggers, offload
 from netattach.cluster import files, store
 from netattach.cni import errors
-from netattach.pods import call_log, dispatch, locks, orchestrator, records
+from netattach.pods import call_log, dispatch, locks, orchestrator, ports, records
 from netattach.runtime import chain, execute
 from netattach.settings import cni_config, settings
 from netattach.settings import feed as feed_settings
@@ -46,7 +46,7 @@ def build_orchestrator(
     """The orchestrator of one call. `sweep_only` (`netattach gc`): the pod records are all it
     reads, so any feed will do; with the Kubernetes feed no API is contacted."""
     view = store.ClusterStore()
-    sink: orchestrator.StatusSink
+    sink: ports.StatusSink
     state_dir = cfg.runtime.state_dir
     if isinstance(cfg.feed, feed_settings.DirectoryFeed):
         feed = files.DirectoryFeed(cfg.feed.path, view, parse_cache=state_dir / PARSE_CACHE)

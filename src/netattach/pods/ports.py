@@ -1,0 +1,82 @@
+"""The seams the pod operations are given at construction, as the type checker sees them.
+
+    ClusterView      the cluster as the cache holds it: pods, NADs, whether it has synced
+    PodFetcher       a view that can also read a pod the cache has not seen yet (KUBE-CACHE)
+    NADFetcher       a view that can also read a NAD the cache has not seen yet (KUBE-NADREAD)
+    StatusSink       where a pod's network-status goes (an API patch, a status file)
+    EventRecorder    a sink that can also record Kubernetes Events (KUBE-EVENTS)
+    PolicyEnforcer   MultiNetworkPolicy on the pods of this node (daemon/policy_sync.py)
+
+The daemon gives its feed's store and the feed (cluster/feeds.py), the thin plugin the
+directory feed's; tests give fakes. `typing` stays off the thin plugin's path (netattach.values
+says why), so they are not classes at run time: `fetches_pods`, `fetches_nads` and
+`records_events` say at run time which of the optional capabilities a collaborator has.
+"""
+
+from __future__ import annotations
+
+from netattach.cluster import model
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol, TypeGuard
+
+    from netattach.pods import records as records_mod
+
+    class ClusterView(Protocol):
+        def lookup_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
+        def lookup_nad(self, namespace: str, name: str) -> model.KubeObject | None: ...
+        async def wait_synced(self, timeout: float) -> bool: ...
+
+    class EventRecorder(Protocol):
+        """A sink that can also record Kubernetes Events on the pod (KUBE-EVENTS), or on another
+        object of the namespace (`kind`: a MultiNetworkPolicy, say) named `pod`."""
+
+        async def record_event(
+            self,
+            namespace: str,
+            pod: str,
+            *,
+            reason: str,
+            message: str,
+            type_: str = "Normal",
+            uid: str = "",
+            kind: str = model.POD,
+        ) -> None: ...
+
+    class PodFetcher(Protocol):
+        """A view that can read a pod the cache has not seen yet (KUBE-CACHE)."""
+
+        async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None: ...
+
+    class NADFetcher(Protocol):
+        """A view that can read a NAD the cache has not seen yet (KUBE-NADREAD)."""
+
+        async def fetch_nad(self, namespace: str, name: str) -> model.KubeObject | None: ...
+
+    class PolicyEnforcer(Protocol):
+        """MultiNetworkPolicy on the pods of this node (daemon/policy_sync.py)."""
+
+        async def enforce(
+            self, record: records_mod.PodRecord, pod: model.KubeObject | None = None
+        ) -> None: ...
+        async def discard(self, record: records_mod.PodRecord) -> None: ...
+
+    class StatusSink(Protocol):
+        # `uid`: the pod's, when known, so a status is never written on a recreated namesake.
+        async def publish_status(
+            self, namespace: str, pod: str, entries: list[dict[str, object]], *, uid: str = ""
+        ) -> None: ...
+        async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None: ...
+
+
+def fetches_pods(view: object) -> TypeGuard[PodFetcher]:
+    return callable(getattr(view, "fetch_pod", None))
+
+
+def fetches_nads(view: object) -> TypeGuard[NADFetcher]:
+    return callable(getattr(view, "fetch_nad", None))
+
+
+def records_events(sink: object) -> TypeGuard[EventRecorder]:
+    return callable(getattr(sink, "record_event", None))
