@@ -14,7 +14,8 @@ made the attachments, from the pod record rather than the published status:
                  once at start (an annotation edited while the daemon was down)
 
 The diff itself (`build_change`, `differs`) and the replug that applies it are the pod
-operations' (pods/replug.py): the thin plugin's ADD records the selection with them too.
+operations' (pods/replug.py); the record keeps the selection its ADD was planned from
+(`plan.selection_text`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from netattach import loggers
 from netattach.cluster import model
 from netattach.cni import errors
 from netattach.daemon import passes
+from netattach.pods import plan
 from netattach.pods import records as records_mod
 from netattach.pods import replug as replug_mod
 
@@ -95,7 +97,7 @@ class HotPlug:
             uid = model.uid_of(pod)
             if record.uid and uid and uid != record.uid:
                 continue  # a namesake, not this container's pod
-            text = replug_mod.selection_text(pod)
+            text = plan.selection_text(pod)
             if self._failed.get(container_id) != text and replug_mod.differs(record, pod):
                 found.append((container_id, text))
         return found

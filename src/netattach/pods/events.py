@@ -17,8 +17,14 @@ from collections.abc import Mapping, Sequence
 
 from netattach.cni import errors
 from netattach.pods import plan as plan_mod
-from netattach.pods import pod_identity, ports
+from netattach.pods import pod_identity
 from netattach.pods import refs as refs_mod
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
+    from netattach.pods import ports
 
 
 def shown_ips(entries: Sequence[Mapping[str, object]], ifname: str) -> str:
@@ -31,11 +37,15 @@ def shown_ips(entries: Sequence[Mapping[str, object]], ifname: str) -> str:
     return ""
 
 
+def _records_events(sink: object) -> TypeGuard[ports.EventRecorder]:
+    return callable(getattr(sink, "record_event", None))
+
+
 class PodEvents:
     """Events on the pods of one sink: none when it records no Events."""
 
     def __init__(self, sink: object) -> None:
-        self._sink = sink if ports.records_events(sink) else None
+        self._sink = sink if _records_events(sink) else None
 
     async def record(
         self, ref: refs_mod.PodRef, reason: str, message: str, type_: str = "Normal"

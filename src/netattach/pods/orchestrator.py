@@ -12,7 +12,7 @@ made of, each in its own module:
     attachments       one attachment's steps: its intent in the record, its DEL, its route
     events            the Kubernetes Events on the pod
     status_removals   a DEL's removal of the network-status, never waited on for long
-    replug            hot-plug (RT-HOTPLUG): the diff and its replug
+    replug            hot-plug (RT-HOTPLUG): the diff and its replug, made at the first one
 """
 
 from __future__ import annotations
@@ -24,24 +24,34 @@ from netattach import loggers, offload
 from netattach.attach import delegate
 from netattach.cluster import model
 from netattach.cni import env, errors, result, spec
-from netattach.pods import attachments, call_log, devices, pod_identity, ports, status_removals
+from netattach.pods import attachments, call_log, devices, pod_identity, status_removals
 from netattach.pods import checks as checks_mod
 from netattach.pods import events as events_mod
 from netattach.pods import locks as locks_mod
 from netattach.pods import plan as plan_mod
 from netattach.pods import records as records_mod
 from netattach.pods import refs as refs_mod
-from netattach.pods import replug as replug_mod
 from netattach.runtime import chain
 from netattach.settings import settings as settings_mod
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeGuard
+
+    from netattach.pods import ports
+    from netattach.pods import replug as replug_mod
 
 log = loggers.get("netattach.orchestrator")
 
 SYNC_TIMEOUT = 10.0
+
+
+def _fetches_pods(view: object) -> TypeGuard[ports.PodFetcher]:
+    return callable(getattr(view, "fetch_pod", None))
+
+
+def _fetches_nads(view: object) -> TypeGuard[ports.NADFetcher]:
+    return callable(getattr(view, "fetch_nad", None))
 
 
 class Orchestrator:
@@ -68,17 +78,7 @@ class Orchestrator:
         )
         self.events = events_mod.PodEvents(sink)
         self.removals = status_removals.StatusRemovals(sink)
-        self._replug = replug_mod.Replug(
-            networks=settings.networks,
-            view=view,
-            sink=sink,
-            runtime=runtime,
-            records=records,
-            locks=locks,
-            policy=policy,
-            events=self.events,
-            checks=self.checks,
-        )
+        self._replug: replug_mod.Replug | None = None  # made at the first hot-plug
 
     # -- ADD ------------------------------------------------------------------------------------
 
@@ -107,7 +107,7 @@ class Orchestrator:
             namespace=ref.namespace,
             pod=ref.name,
             uid=ref.uid,
-            selection=None if pod is None else replug_mod.selection_text(pod),
+            selection=None if pod is None else plan_mod.selection_text(pod),
         )
         intents: list[records_mod.AttachmentRecord] = []
         made: list[records_mod.AttachmentRecord] = []
@@ -239,7 +239,7 @@ class Orchestrator:
             )
         pod = self.view.lookup_pod(ref.namespace, ref.name)
         stale = pod is not None and not pod_identity.is_same_pod(ref.uid, pod)
-        if (pod is None or stale) and ports.fetches_pods(self.view):
+        if (pod is None or stale) and _fetches_pods(self.view):
             # KUBE-CACHE: a pod created a moment ago (or recreated under the same name) may not
             # have reached the watch yet: read it directly before calling it missing or stale.
             why = "stale" if stale else "not"
@@ -291,7 +291,7 @@ class Orchestrator:
                 )
             except plan_mod.NADNotFoundError as exc:
                 key = (exc.namespace, exc.name)
-                if key in read or not ports.fetches_nads(self.view):
+                if key in read or not _fetches_nads(self.view):
                     raise
                 read.add(key)
                 log.debug("NAD %s/%s not in the cache: read from the API", *key)
@@ -456,4 +456,19 @@ class Orchestrator:
         """Make a running pod's attachments match its selection annotation now (RT-HOTPLUG):
         `replug.Replug.run`. Returns False when some attachment failed; raises the error of a
         selection that cannot be planned, in which case nothing changed."""
+        if self._replug is None:
+            # The daemon's only: the thin plugin's calls never load hot-plug.
+            from netattach.pods import replug
+
+            self._replug = replug.Replug(
+                networks=self.settings.networks,
+                view=self.view,
+                sink=self.sink,
+                runtime=self.runtime,
+                records=self.records,
+                locks=self.locks,
+                policy=self.policy,
+                events=self.events,
+                checks=self.checks,
+            )
         return await self._replug.run(container_id)

@@ -289,6 +289,12 @@ def build_pod_default(
     )
 
 
+def selection_text(pod: model.KubeObject) -> str:
+    """The pod's selection annotation as written ("" for none): what its plan is built from, and
+    what its record keeps (hot-plug compares it with the pod's current one)."""
+    return model.annotation(pod, model.NETWORKS_ANNOTATION) or ""
+
+
 def build_plan(
     *,
     pod: model.KubeObject,
@@ -303,7 +309,7 @@ def build_plan(
     since, or an annotation edited since, must not stop the selections from changing)."""
     namespace, name = model.namespace_of(pod), model.name_of(pod)
     selections = selection.parse_selections(
-        model.annotation(pod, model.NETWORKS_ANNOTATION) or "",
+        selection_text(pod),
         pod_namespace=namespace,
         pod=name,
     )

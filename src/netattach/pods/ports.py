@@ -9,18 +9,18 @@
 
 The daemon gives its feed's store and the feed (cluster/feeds.py), the thin plugin the
 directory feed's; tests give fakes. `typing` stays off the thin plugin's path (netattach.values
-says why), so they are not classes at run time: `fetches_pods`, `fetches_nads` and
-`records_events` say at run time which of the optional capabilities a collaborator has.
+says why), so they are not classes at run time and this module is imported for the type checker
+only: whoever needs an optional capability asks for it where it is used (`fetch_pod`,
+`fetch_nad`, `record_event`).
 """
 
 from __future__ import annotations
 
-from netattach.cluster import model
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Protocol, TypeGuard
+    from typing import Protocol
 
+    from netattach.cluster import model
     from netattach.pods import records as records_mod
 
     class ClusterView(Protocol):
@@ -68,15 +68,3 @@ if TYPE_CHECKING:
             self, namespace: str, pod: str, entries: list[dict[str, object]], *, uid: str = ""
         ) -> None: ...
         async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None: ...
-
-
-def fetches_pods(view: object) -> TypeGuard[PodFetcher]:
-    return callable(getattr(view, "fetch_pod", None))
-
-
-def fetches_nads(view: object) -> TypeGuard[NADFetcher]:
-    return callable(getattr(view, "fetch_nad", None))
-
-
-def records_events(sink: object) -> TypeGuard[EventRecorder]:
-    return callable(getattr(sink, "record_event", None))

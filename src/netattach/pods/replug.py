@@ -1,14 +1,17 @@
 """Hot-plug (RT-HOTPLUG): a running pod's attachments made to match its selection annotation.
 
-build_change   the pure diff a replug applies: which attachments stay (network, interface
-               name and delegate config unchanged), which go, which come, and the interface
-               names of the new ones
-differs        does a pod select something other than what its record's attachments were
-               made for? (the daemon's hot-plug loop, daemon/hotplug.py, asks it of every
-               record; the record keeps the selection it was planned from, `selection_text`)
-Replug         the replug itself, under the container's lock: the attachments no longer
-               selected deleted, newest first, then the new ones added, each named in the
-               record before it runs, as ADD does; Events for each (`Orchestrator.replug`)
+    build_change   the pure diff a replug applies: which attachments stay (network, interface
+                   name and delegate config unchanged), which go, which come, and the interface
+                   names of the new ones
+    differs        does a pod select something other than what its record's attachments were
+                   made for? (the daemon's hot-plug loop, daemon/hotplug.py, asks it of every
+                   record; the record keeps the selection it was planned from)
+    Replug         the replug itself, under the container's lock: the attachments no longer
+                   selected deleted, newest first, then the new ones added, each named in the
+                   record before it runs, as ADD does; Events for each (`Orchestrator.replug`)
+
+The daemon's only: the orchestrator imports this module at its first hot-plug, so the thin
+plugin's calls never load it.
 """
 
 from __future__ import annotations
@@ -41,15 +44,12 @@ if TYPE_CHECKING:
 # A replug's lines are the orchestrator's, as they have always been: an operator filters on it.
 log = loggers.get("netattach.orchestrator")
 
-# Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
-# plugin compiles only those its call needs.
 _AUTO_NAME = r"net([0-9]+)"
 
 
 # -- the diff ---------------------------------------------------------------------------------
 
 
-# A NamedTuple, not a dataclass: on the thin plugin's path (`netattach.values` says why).
 class Change(NamedTuple):
     """A running pod's attachments against its new plan (the default network left out).
 
@@ -187,13 +187,9 @@ def _free_name(planned: str, in_use: set[str]) -> str:
 # -- when a pod differs ------------------------------------------------------------------------
 
 
-def selection_text(pod: model.KubeObject) -> str:
-    return model.annotation(pod, model.NETWORKS_ANNOTATION) or ""
-
-
 def differs(record: records_mod.PodRecord, pod: model.KubeObject) -> bool:
     """Does the pod select something other than what the record's attachments were made for?"""
-    text = selection_text(pod)
+    text = plan_mod.selection_text(pod)
     if record.selection is not None:
         return record.selection != text
     # A record from before `selection` was kept: compare with what is attached, as Multus
@@ -271,7 +267,7 @@ class Replug:
                 return True
             record, pod = found
             ref = refs_mod.PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
-            text = selection_text(pod)
+            text = plan_mod.selection_text(pod)
             try:
                 plan, chosen = self._replan(record, pod, text)
                 change = build_change(record, plan, chosen)

@@ -16,12 +16,13 @@ from collections.abc import Awaitable
 
 from netattach import loggers, offload
 from netattach.cni import errors
-from netattach.pods import ports
 from netattach.pods import refs as refs_mod
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
+
+    from netattach.pods import ports
 
 # The orchestrator's lines: an operator filters on that name.
 log = loggers.get("netattach.orchestrator")

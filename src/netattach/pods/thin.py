@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from netattach import loggers, offload
 from netattach.cluster import files, store
 from netattach.cni import errors
-from netattach.pods import call_log, dispatch, locks, orchestrator, ports, records
+from netattach.pods import call_log, dispatch, locks, orchestrator, records
 from netattach.runtime import chain, execute
 from netattach.settings import cni_config, settings
 from netattach.settings import feed as feed_settings
@@ -21,6 +21,8 @@ from netattach.settings import feed as feed_settings
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from netattach.pods import ports
 
 log = loggers.get("netattach.thin")
 
