@@ -1,5 +1,5 @@
 """Node-safe defaults (SEC-NODE) as pure code: each rule of `guard/node_rules.py` on its own
-config, the node's facts and the live attachments of `daemon/node_guard.py`, the settings that
+config, the node's facts and the live attachments of `pods/node_guard.py`, the settings that
 write them, and the orchestrator refusing before any plugin runs (fake plugins, no root)."""
 
 from __future__ import annotations

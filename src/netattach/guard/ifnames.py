@@ -21,7 +21,7 @@ kernel does not read the name as the NAD's string:
 
 `problem(name)` says which of those a string is ("" when the kernel reads it as written); a
 name with a problem is refused outright. Alternative names need the node's links: the node
-guard refuses a name that is one (`daemon/node_guard.py`).
+guard refuses a name that is one (`pods/node_guard.py`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Node-safe defaults: what a delegate config may not take from the node itself (SEC-NODE).
 
-The per-config half of the rules; `daemon/node_guard.py` adds what only the node knows at ADD
+The per-config half of the rules; `pods/node_guard.py` adds what only the node knows at ADD
 (its addresses, its default gateways, the addresses live attachments hold). Keys are found
 wherever they are written, at any depth, as `check` finds the others:
 

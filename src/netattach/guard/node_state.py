@@ -1,6 +1,6 @@
 """What the node shows at ADD, as the guard's node rules read it (SEC-NODE, SEC-VALUES).
 
-Values only: `daemon/node_guard.py` reads them (netlink, sysctls, the pod records) and hands
+Values only: `pods/node_guard.py` reads them (netlink, sysctls, the pod records) and hands
 them to `effects` and its own claim checks, and `netattach validate --node` to the same judge.
 """
 
