@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from netattach.cni import conf, errors, result, spec
+from netattach.cni import conf, errors, result, result_convert, spec
 from netattach.netns import links
 from netattach.runtime import chain, find, invoke
 from tests.netns import (
@@ -429,13 +429,13 @@ def test_converted_result_is_a_valid_prev_result(
 
     async def scenario() -> None:
         att = await attach(runtime, added, rt, subnets=["10.78.0.0/24"], ipam_dir=ipam_dir)
-        converted = layered(result.convert(att.result, check_version))
+        converted = layered(result_convert.convert(att.result, check_version))
         assert converted.cni_version == check_version
         raw_ips = converted.to_raw()["ips"]
         assert isinstance(raw_ips, list)
         has_version_key = [("version" in ip) for ip in raw_ips]
         assert has_version_key == [check_version != "1.0.0"] * len(raw_ips)
-        assert result.convert(converted, add_version) == att.result
+        assert result_convert.convert(converted, add_version) == att.result
         await check_with(converted)
         # The same CHECK can fail: a prevResult naming another MAC is refused.
         other_mac = tuple(

@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-CNI_MODULES = ["spec", "errors", "version", "env", "conf", "result"]
+CNI_MODULES = [
+    "spec",
+    "errors",
+    "version",
+    "env",
+    "conf",
+    "result",
+    "result_fields",
+    "result_convert",
+]
 
 
 def loaded_after_import(module: str) -> list[str]:

@@ -24,10 +24,10 @@ from netattach.cni.result import (
     Result040,
     Result100,
     Route,
-    convert,
     first_sandbox_interface,
     parse_result,
 )
+from netattach.cni.result_convert import convert
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "results"
 _SOURCE = re.compile(r"^(?P<name>[a-z0-9-]+)\.(?P<version>\d+\.\d+\.\d+)\.json$")

@@ -27,9 +27,9 @@ from netattach.cni.result import (
     Result040,
     Result100,
     Route,
-    convert,
     parse_result,
 )
+from netattach.cni.result_convert import convert
 
 V020 = ("0.1.0", "0.2.0")
 V040 = ("0.3.0", "0.3.1", "0.4.0")

@@ -1,4 +1,4 @@
-"""CNI results: the Success object of every spec version, read, checked, converted and written.
+"""CNI results: the Success object of every spec version, read, checked and written.
 
 This module owns the result a plugin prints for ADD (SPEC.md "Result" up to 0.4.0, "Section 5:
 Result Types" from 1.0.0) in its three layouts:
@@ -10,9 +10,10 @@ Result Types" from 1.0.0) in its three layouts:
                                       `mtu`/`advmss`/`priority`/`table`/`scope`
 
 `parse_result` reads a plugin's output, picking the layout from `cniVersion` and reporting every
-malformed field at once; `convert` moves a result between any two versions the way libcni's
-converters do (pkg/types/020, 040, 100); each type's `to_raw` writes exactly the wire form of its
-version, so `X.from_raw(x.to_raw()) == x`.
+malformed field at once (the field readers are in `result_fields`); `result_convert.convert`
+moves a result between any two versions the way libcni's converters do (pkg/types/020, 040,
+100); each type's `to_raw` writes exactly the wire form of its version, so
+`X.from_raw(x.to_raw()) == x`.
 
 Choices worth knowing:
   * Addresses are validated with `ipaddress` but kept as the plugin wrote them (no
@@ -31,6 +32,7 @@ from collections.abc import Callable, Mapping
 
 from netattach import values
 from netattach.cni import errors, spec, version
+from netattach.cni import result_fields as fields
 from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
@@ -42,212 +44,9 @@ _V020: Final = tuple(v for v in spec.VERSIONS if version.family(v) == "0.2.0")
 _V040: Final = tuple(v for v in spec.VERSIONS if version.family(v) == "0.4.0")
 _V100: Final = tuple(v for v in spec.VERSIONS if version.family(v) == "1.0.0")
 
-# The first version whose result carries each optional field; older wire forms have no such key.
-# CNI "spec upgrades" for v1.1: interfaces gained mtu, socketPath and pciID, routes gained mtu,
-# advmss, priority, table and scope. Before that, interfaces are name/mac/sandbox only.
-_INTERFACE_SINCE: Final[Mapping[str, str]] = {
-    "mtu": "1.1.0",
-    "socket_path": "1.1.0",
-    "pci_id": "1.1.0",
-}
-_ROUTE_SINCE: Final[Mapping[str, str]] = {
-    "mtu": "1.1.0",
-    "advmss": "1.1.0",
-    "priority": "1.1.0",
-    "table": "1.1.0",
-    "scope": "1.1.0",
-}
-
-# A bad value is quoted in the error message, cut to this length so a huge one cannot flood it.
-_SHOW_MAX: Final = 80
-
-_Address: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
-_Prefixed: TypeAlias = ipaddress.IPv4Interface | ipaddress.IPv6Interface
-
 
 # --------------------------------------------------------------------------------------------
-# Decoding helpers: each records problems instead of raising, so one error can list them all.
-
-
-class _Problems:
-    """Problems found while decoding one object, each `<field path>: <what is wrong>`."""
-
-    __slots__ = ("_items", "_subject")
-
-    def __init__(self, subject: str) -> None:
-        self._subject = subject
-        self._items: list[str] = []
-
-    def add(self, path: str, message: str) -> None:
-        self._items.append(f"{path}: {message}" if path else message)
-
-    def bad(self, path: str, value: object, expected: str) -> None:
-        self.add(path, f"{_show(value)} is not {expected}")
-
-    def raise_if_any(self) -> None:
-        # SPEC.md well-known error 6: "Failed to decode content".
-        if self._items:
-            raise errors.DecodingFailureError(f"invalid {self._subject}: " + "; ".join(self._items))
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= _SHOW_MAX else text[: _SHOW_MAX - 3] + "..."
-
-
-def _at(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _object(value: object, path: str, problems: _Problems) -> Mapping[str, object] | None:
-    if isinstance(value, Mapping):
-        return value
-    problems.bad(path, value, "an object")
-    return None
-
-
-def _string(
-    raw: Mapping[str, object],
-    key: str,
-    path: str,
-    problems: _Problems,
-    *,
-    required: bool = False,
-) -> str:
-    """The string under `key`; absent or null is "" (Go leaves the field empty), or "missing"."""
-    where = _at(path, key)
-    value = raw.get(key)
-    if value is None:
-        if required:
-            problems.add(where, "missing")
-        return ""
-    if not isinstance(value, str) or (required and not value):
-        problems.bad(where, value, "a non-empty string" if required else "a string")
-        return ""
-    return value
-
-
-def _uint(raw: Mapping[str, object], key: str, path: str, problems: _Problems) -> int | None:
-    """The non-negative integer under `key`, or None when absent or null.
-
-    SPEC.md types these `uint`; JSON `true` is not a number to Go's decoder, nor `1.0` an int.
-    """
-    value = raw.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        problems.bad(_at(path, key), value, "a non-negative integer")
-        return None
-    return value
-
-
-def _items(
-    raw: Mapping[str, object], key: str, path: str, problems: _Problems
-) -> list[tuple[str, object]]:
-    """The elements of the list under `key`, each with its path; absent or null is empty."""
-    where = _at(path, key)
-    value = raw.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list | tuple):
-        problems.bad(where, value, "a list")
-        return []
-    return [(f"{where}[{index}]", item) for index, item in enumerate(value)]
-
-
-def _strings(
-    raw: Mapping[str, object], key: str, path: str, problems: _Problems
-) -> tuple[str, ...]:
-    found: list[str] = []
-    for where, item in _items(raw, key, path, problems):
-        if isinstance(item, str):
-            found.append(item)
-        else:
-            problems.bad(where, item, "a string")
-    return tuple(found)
-
-
-def _parse_prefixed(text: str) -> _Prefixed | None:
-    """`text` as "address/length", the form Go's net.ParseCIDR accepts, else None.
-
-    `ipaddress` alone is laxer than libcni: it takes a bare address as /32, a netmask after the
-    slash and an IPv6 zone ("%eth0"), none of which net.ParseCIDR accepts.
-    """
-    address, slash, length = text.partition("/")
-    if not slash or not (length.isascii() and length.isdigit()) or "%" in address:
-        return None
-    try:
-        return ipaddress.ip_interface(text)
-    except ValueError:
-        return None
-
-
-def _parse_plain(text: str) -> _Address | None:
-    """`text` as a bare IP address (net.ParseIP: no prefix, no zone), else None."""
-    if "%" in text:
-        return None
-    try:
-        return ipaddress.ip_address(text)
-    except ValueError:
-        return None
-
-
-def _prefixed(
-    raw: Mapping[str, object],
-    key: str,
-    path: str,
-    problems: _Problems,
-    *,
-    expected: str,
-    family: int | None = None,
-) -> tuple[str, _Prefixed | None]:
-    """The required CIDR string under `key` and its parse (None when it is bad)."""
-    where = _at(path, key)
-    value = raw.get(key)
-    if value is None:
-        problems.add(where, "missing")
-        return "", None
-    parsed = _parse_prefixed(value) if isinstance(value, str) else None
-    if parsed is None or not isinstance(value, str):
-        problems.bad(where, value, expected)
-        return "", None
-    if family is not None and parsed.version != family:
-        problems.bad(where, value, f"an IPv{family} {expected.removeprefix('an IP ')}")
-        return value, None
-    return value, parsed
-
-
-def _gateway(
-    raw: Mapping[str, object],
-    key: str,
-    path: str,
-    problems: _Problems,
-    *,
-    peer: _Prefixed | None,
-    peer_key: str,
-) -> str:
-    """The optional gateway under `key`: a bare IP of the same family as `peer`.
-
-    SPEC.md (IPs): "All IP addresses and gateways provided must be valid for the given version";
-    (Routes): "All IP addresses in the routes entry must be the same IP version".
-    An empty string is no gateway, as Go's net.IP reads it.
-    """
-    where = _at(path, key)
-    value = raw.get(key)
-    if value is None or value == "":
-        return ""
-    parsed = _parse_plain(value) if isinstance(value, str) else None
-    if parsed is None or not isinstance(value, str):
-        problems.bad(where, value, "an IP address")
-        return ""
-    if peer is not None and parsed.version != peer.version:
-        problems.bad(where, value, f"an IPv{peer.version} address like the {peer_key}")
-        return ""
-    return value
-
-
-def _carries(cni_version: str, since: str) -> bool:
-    return version.at_least(cni_version, since)
+# Fields a version cannot carry (which version carries which: result_fields.*_SINCE).
 
 
 def _unsupported(obj: Interface | Route, since: Mapping[str, str], cni_version: str) -> list[str]:
@@ -256,7 +55,7 @@ def _unsupported(obj: Interface | Route, since: Mapping[str, str], cni_version: 
     return [
         name
         for name, first in since.items()
-        if not _carries(cni_version, first) and getattr(obj, name) != defaults[name]
+        if not fields.carries(cni_version, first) and getattr(obj, name) != defaults[name]
     ]
 
 
@@ -269,33 +68,15 @@ def _check_fields(
     """Refuse a result holding a field its version cannot carry: `to_raw` could not write it."""
     problems: list[str] = []
     for index, interface in enumerate(interfaces):
-        names = _unsupported(interface, _INTERFACE_SINCE, cni_version)
+        names = _unsupported(interface, fields.INTERFACE_SINCE, cni_version)
         problems.extend(f"interfaces[{index}].{name}" for name in names)
     for index, route in enumerate(routes):
-        names = _unsupported(route, _ROUTE_SINCE, cni_version)
+        names = _unsupported(route, fields.ROUTE_SINCE, cni_version)
         problems.extend(f"{path_of_route}[{index}].{name}" for name in names)
     if problems:
         raise errors.IncompatibleVersionError(
             f"a {cni_version} result cannot carry {', '.join(problems)}; convert it instead"
         )
-
-
-def _check_version(kind: str, cni_version: str, allowed: tuple[str, ...]) -> None:
-    if cni_version not in allowed:
-        raise errors.IncompatibleVersionError(
-            f"{kind} is for CNI versions {', '.join(allowed)}, not {cni_version!r}"
-        )
-
-
-def _declared_version(raw: object, allowed: tuple[str, ...], kind: str) -> str:
-    if not isinstance(raw, Mapping):
-        raise errors.DecodingFailureError(f"invalid result: {_show(raw)} is not an object")
-    declared = raw.get("cniVersion")
-    if not isinstance(declared, str) or declared not in allowed:
-        raise errors.IncompatibleVersionError(
-            f"{kind} is for CNI versions {', '.join(allowed)}, not cniVersion {_show(declared)}"
-        )
-    return declared
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,9 +87,9 @@ if TYPE_CHECKING:
     _T = TypeVar("_T")
 
 
-def _whole(label: str, decode: Callable[[_Problems], _T | None]) -> _T:
+def _whole(label: str, decode: Callable[[fields.Problems], _T | None]) -> _T:
     """Decode one top-level value, raising every problem found in one error."""
-    problems = _Problems(label)
+    problems = fields.Problems(label)
     decoded = decode(problems)
     problems.raise_if_any()
     assert decoded is not None  # no problems means it decoded
@@ -334,22 +115,24 @@ class Interface(NamedTuple):
         return _whole("interface", lambda problems: cls._decode(raw, "", problems, cni_version))
 
     @classmethod
-    def _decode(cls, item: object, path: str, problems: _Problems, cni_version: str) -> Self | None:
-        raw = _object(item, path, problems)
+    def _decode(
+        cls, item: object, path: str, problems: fields.Problems, cni_version: str
+    ) -> Self | None:
+        raw = fields.mapping(item, path, problems)
         if raw is None:
             return None
         # Read in wire-key order so the problems are listed in that order too.
-        name = _string(raw, "name", path, problems, required=True)
-        mac = _string(raw, "mac", path, problems)
+        name = fields.string(raw, "name", path, problems, required=True)
+        mac = fields.string(raw, "mac", path, problems)
         mtu: int | None = None
-        if _carries(cni_version, _INTERFACE_SINCE["mtu"]):
-            mtu = _uint(raw, "mtu", path, problems)
-        sandbox = _string(raw, "sandbox", path, problems)
+        if fields.carries(cni_version, fields.INTERFACE_SINCE["mtu"]):
+            mtu = fields.uint(raw, "mtu", path, problems)
+        sandbox = fields.string(raw, "sandbox", path, problems)
         socket_path = pci_id = ""
-        if _carries(cni_version, _INTERFACE_SINCE["socket_path"]):
-            socket_path = _string(raw, "socketPath", path, problems)
-        if _carries(cni_version, _INTERFACE_SINCE["pci_id"]):
-            pci_id = _string(raw, "pciID", path, problems)
+        if fields.carries(cni_version, fields.INTERFACE_SINCE["socket_path"]):
+            socket_path = fields.string(raw, "socketPath", path, problems)
+        if fields.carries(cni_version, fields.INTERFACE_SINCE["pci_id"]):
+            pci_id = fields.string(raw, "pciID", path, problems)
         return cls(
             name=name,
             mac=mac,
@@ -364,13 +147,13 @@ class Interface(NamedTuple):
         raw: dict[str, object] = {"name": self.name}
         if self.mac:
             raw["mac"] = self.mac
-        if self.mtu and _carries(cni_version, _INTERFACE_SINCE["mtu"]):
+        if self.mtu and fields.carries(cni_version, fields.INTERFACE_SINCE["mtu"]):
             raw["mtu"] = self.mtu
         if self.sandbox:
             raw["sandbox"] = self.sandbox
-        if self.socket_path and _carries(cni_version, _INTERFACE_SINCE["socket_path"]):
+        if self.socket_path and fields.carries(cni_version, fields.INTERFACE_SINCE["socket_path"]):
             raw["socketPath"] = self.socket_path
-        if self.pci_id and _carries(cni_version, _INTERFACE_SINCE["pci_id"]):
+        if self.pci_id and fields.carries(cni_version, fields.INTERFACE_SINCE["pci_id"]):
             raw["pciID"] = self.pci_id
         return raw
 
@@ -397,24 +180,28 @@ class IPConfig(NamedTuple):
         )
 
     @classmethod
-    def _decode(cls, item: object, path: str, problems: _Problems, cni_version: str) -> Self | None:
-        raw = _object(item, path, problems)
+    def _decode(
+        cls, item: object, path: str, problems: fields.Problems, cni_version: str
+    ) -> Self | None:
+        raw = fields.mapping(item, path, problems)
         if raw is None:
             return None
-        address, parsed = _prefixed(
+        address, parsed = fields.prefixed(
             raw, "address", path, problems, expected="an IP address with prefix"
         )
-        gateway = _gateway(raw, "gateway", path, problems, peer=parsed, peer_key="address")
-        interface = _uint(raw, "interface", path, problems)
+        gateway = fields.gateway(raw, "gateway", path, problems, peer=parsed, peer_key="address")
+        interface = fields.uint(raw, "interface", path, problems)
         if version.family(cni_version) == "0.4.0":
             # 0.3.x/0.4.0 `version`: "either "4" or "6" and corresponds to the IP version of the
             # addresses in the entry". libcni tolerates it absent, so only a present one is checked.
             declared = raw.get("version")
-            where = _at(path, "version")
+            where = fields.at(path, "version")
             if declared is not None and declared not in ("4", "6"):
                 problems.bad(where, declared, '"4" or "6"')
             elif declared is not None and parsed is not None and declared != str(parsed.version):
-                problems.add(where, f"{_show(declared)} does not match the address {address!r}")
+                problems.add(
+                    where, f"{fields.show(declared)} does not match the address {address!r}"
+                )
         return cls(address=address, gateway=gateway, interface=interface)
 
     def to_raw(self, *, cni_version: str = spec.CURRENT_VERSION) -> dict[str, object]:
@@ -456,23 +243,23 @@ class Route(NamedTuple):
         cls,
         item: object,
         path: str,
-        problems: _Problems,
+        problems: fields.Problems,
         cni_version: str,
         family: int | None = None,
     ) -> Self | None:
-        raw = _object(item, path, problems)
+        raw = fields.mapping(item, path, problems)
         if raw is None:
             return None
-        dst, parsed = _prefixed(
+        dst, parsed = fields.prefixed(
             raw, "dst", path, problems, expected="an IP prefix in CIDR notation", family=family
         )
-        extra: dict[str, int | None] = dict.fromkeys(_ROUTE_SINCE)
-        for name, first in _ROUTE_SINCE.items():
-            if _carries(cni_version, first):
-                extra[name] = _uint(raw, name, path, problems)
+        extra: dict[str, int | None] = dict.fromkeys(fields.ROUTE_SINCE)
+        for name, first in fields.ROUTE_SINCE.items():
+            if fields.carries(cni_version, first):
+                extra[name] = fields.uint(raw, name, path, problems)
         return cls(
             dst=dst,
-            gw=_gateway(raw, "gw", path, problems, peer=parsed, peer_key="dst"),
+            gw=fields.gateway(raw, "gw", path, problems, peer=parsed, peer_key="dst"),
             mtu=extra["mtu"] or 0,
             advmss=extra["advmss"] or 0,
             priority=extra["priority"] or 0,
@@ -486,10 +273,10 @@ class Route(NamedTuple):
             raw["gw"] = self.gw
         # 0 is "unset" for the first three (omitempty ints), None for table and scope.
         for key, value in (("mtu", self.mtu), ("advmss", self.advmss), ("priority", self.priority)):
-            if value and _carries(cni_version, _ROUTE_SINCE[key]):
+            if value and fields.carries(cni_version, fields.ROUTE_SINCE[key]):
                 raw[key] = value
         for key, maybe in (("table", self.table), ("scope", self.scope)):
-            if maybe is not None and _carries(cni_version, _ROUTE_SINCE[key]):
+            if maybe is not None and fields.carries(cni_version, fields.ROUTE_SINCE[key]):
                 raw[key] = maybe
         return raw
 
@@ -512,17 +299,17 @@ class DNS(NamedTuple):
         return _whole("DNS", lambda problems: cls._decode(raw, "", problems))
 
     @classmethod
-    def _decode(cls, item: object, path: str, problems: _Problems) -> Self:
+    def _decode(cls, item: object, path: str, problems: fields.Problems) -> Self:
         if item is None:
             return cls()
-        raw = _object(item, path, problems)
+        raw = fields.mapping(item, path, problems)
         if raw is None:
             return cls()
         return cls(
-            nameservers=_strings(raw, "nameservers", path, problems),
-            domain=_string(raw, "domain", path, problems),
-            search=_strings(raw, "search", path, problems),
-            options=_strings(raw, "options", path, problems),
+            nameservers=fields.strings(raw, "nameservers", path, problems),
+            domain=fields.string(raw, "domain", path, problems),
+            search=fields.strings(raw, "search", path, problems),
+            options=fields.strings(raw, "options", path, problems),
         )
 
     def to_raw(self) -> dict[str, object]:
@@ -552,20 +339,20 @@ class IPv4or6Config(NamedTuple):
 
     @classmethod
     def _decode(
-        cls, item: object, path: str, problems: _Problems, family: int | None
+        cls, item: object, path: str, problems: fields.Problems, family: int | None
     ) -> Self | None:
-        raw = _object(item, path, problems)
+        raw = fields.mapping(item, path, problems)
         if raw is None:
             return None
-        ip, parsed = _prefixed(
+        ip, parsed = fields.prefixed(
             raw, "ip", path, problems, expected="an IP address with prefix", family=family
         )
-        gateway = _gateway(raw, "gateway", path, problems, peer=parsed, peer_key="ip")
+        gateway = fields.gateway(raw, "gateway", path, problems, peer=parsed, peer_key="ip")
         # 0.2.0 SPEC.md: `ip4` holds "<list-of-ipv4-routes>", `ip6` "<list-of-ipv6-routes>".
         route_family = parsed.version if parsed is not None else family
         routes = tuple(
             route
-            for where, entry in _items(raw, "routes", path, problems)
+            for where, entry in fields.items(raw, "routes", path, problems)
             if (route := Route._decode(entry, where, problems, "0.2.0", route_family)) is not None
         )
         return cls(ip=ip, gateway=gateway, routes=routes)
@@ -606,7 +393,7 @@ class Result020(values.Frozen):
         ip6: IPv4or6Config | None = None,
         dns: DNS = DNS(),  # noqa: B008 (immutable: a NamedTuple)
     ) -> None:
-        _check_version("Result020", cni_version, self._VERSIONS)
+        fields.check_version("Result020", cni_version, self._VERSIONS)
         for key, config in (("ip4", ip4), ("ip6", ip6)):
             if config is not None:
                 _check_fields(cni_version, (), config.routes, f"{key}.routes")
@@ -614,11 +401,11 @@ class Result020(values.Frozen):
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, object]) -> Self:
-        return cls._decode(raw, _declared_version(raw, cls._VERSIONS, "Result020"))
+        return cls._decode(raw, fields.declared_version(raw, cls._VERSIONS, "Result020"))
 
     @classmethod
     def _decode(cls, raw: Mapping[str, object], cni_version: str) -> Self:
-        problems = _Problems("result")
+        problems = fields.Problems("result")
         ip4 = ip6 = None
         if raw.get("ip4") is not None:
             ip4 = IPv4or6Config._decode(raw["ip4"], "ip4", problems, 4)
@@ -643,20 +430,20 @@ def _decode_layered(
     raw: Mapping[str, object], cni_version: str
 ) -> tuple[tuple[Interface, ...], tuple[IPConfig, ...], tuple[Route, ...], DNS]:
     """The four parts shared by the 0.3.0+ layouts, every problem of all of them reported."""
-    problems = _Problems("result")
+    problems = fields.Problems("result")
     interfaces = tuple(
         interface
-        for where, item in _items(raw, "interfaces", "", problems)
+        for where, item in fields.items(raw, "interfaces", "", problems)
         if (interface := Interface._decode(item, where, problems, cni_version)) is not None
     )
     ips = tuple(
         ip
-        for where, item in _items(raw, "ips", "", problems)
+        for where, item in fields.items(raw, "ips", "", problems)
         if (ip := IPConfig._decode(item, where, problems, cni_version)) is not None
     )
     routes = tuple(
         route
-        for where, item in _items(raw, "routes", "", problems)
+        for where, item in fields.items(raw, "routes", "", problems)
         if (route := Route._decode(item, where, problems, cni_version)) is not None
     )
     dns = DNS._decode(raw.get("dns"), "dns", problems)
@@ -702,13 +489,13 @@ class _LayeredResult(values.Frozen):
         routes: tuple[Route, ...] = (),
         dns: DNS = DNS(),  # noqa: B008 (immutable: a NamedTuple)
     ) -> None:
-        _check_version(type(self).__name__, cni_version, self._VERSIONS)
+        fields.check_version(type(self).__name__, cni_version, self._VERSIONS)
         _check_fields(cni_version, interfaces, routes)
         self._init(cni_version=cni_version, interfaces=interfaces, ips=ips, routes=routes, dns=dns)
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, object]) -> Self:
-        return cls._decode(raw, _declared_version(raw, cls._VERSIONS, cls.__name__))
+        return cls._decode(raw, fields.declared_version(raw, cls._VERSIONS, cls.__name__))
 
     @classmethod
     def _decode(cls, raw: Mapping[str, object], cni_version: str) -> Self:
@@ -736,16 +523,6 @@ class Result100(_LayeredResult):
 Result: TypeAlias = Result020 | Result040 | Result100
 
 
-def _layout(cni_version: str) -> str:
-    """The layout of a version the spec published; a malformed or unknown one is error 1."""
-    if cni_version not in spec.VERSIONS:
-        version.parse_version(cni_version)  # a malformed version gets parse_version's message
-        raise errors.IncompatibleVersionError(
-            f"unknown CNI result version {cni_version!r} (known: {', '.join(spec.VERSIONS)})"
-        )
-    return version.family(cni_version)
-
-
 def parse_result(raw: object, *, default_version: str) -> Result:
     """The result a plugin printed, as the type of its `cniVersion`.
 
@@ -755,7 +532,7 @@ def parse_result(raw: object, *, default_version: str) -> Result:
     any malformed field raises one DecodingFailureError naming every bad field and its value.
     """
     if not isinstance(raw, Mapping):
-        raise errors.DecodingFailureError(f"invalid result: {_show(raw)} is not an object")
+        raise errors.DecodingFailureError(f"invalid result: {fields.show(raw)} is not an object")
     declared = raw.get("cniVersion")
     if declared is None or declared == "":
         cni_version = default_version
@@ -763,134 +540,14 @@ def parse_result(raw: object, *, default_version: str) -> Result:
         cni_version = declared
     else:
         raise errors.IncompatibleVersionError(
-            f"invalid result: cniVersion {_show(declared)} is not a version string"
+            f"invalid result: cniVersion {fields.show(declared)} is not a version string"
         )
-    layout = _layout(cni_version)
+    layout = fields.layout(cni_version)
     if layout == "0.2.0":
         return Result020._decode(raw, cni_version)
     if layout == "0.4.0":
         return Result040._decode(raw, cni_version)
     return Result100._decode(raw, cni_version)
-
-
-# --------------------------------------------------------------------------------------------
-# Conversion, as libcni registers it: 0.2.0 <-> 0.4.0 <-> 1.x, going through 0.4.0 between the
-# ends, and within a layout only `cniVersion` (and fields the target lacks) change.
-
-
-def _strip_interface(interface: Interface, cni_version: str) -> Interface:
-    """`interface` without the fields `cni_version` has no key for."""
-
-    def kept(name: str) -> bool:
-        return _carries(cni_version, _INTERFACE_SINCE[name])
-
-    return Interface(
-        name=interface.name,
-        mac=interface.mac,
-        mtu=interface.mtu if kept("mtu") else 0,
-        sandbox=interface.sandbox,
-        socket_path=interface.socket_path if kept("socket_path") else "",
-        pci_id=interface.pci_id if kept("pci_id") else "",
-    )
-
-
-def _strip_route(route: Route, cni_version: str) -> Route:
-    """`route` without the attributes `cni_version` has no key for."""
-
-    def kept(name: str) -> bool:
-        return _carries(cni_version, _ROUTE_SINCE[name])
-
-    return Route(
-        dst=route.dst,
-        gw=route.gw,
-        mtu=route.mtu if kept("mtu") else 0,
-        advmss=route.advmss if kept("advmss") else 0,
-        priority=route.priority if kept("priority") else 0,
-        table=route.table if kept("table") else None,
-        scope=route.scope if kept("scope") else None,
-    )
-
-
-def _up_from_020(result: Result020, to_version: str) -> Result040:
-    # libcni types040.convertFrom02x: ip4 then ip6 become `ips` without an interface index (0.2.0
-    # has no interfaces), and their routes are concatenated in the same order.
-    ips: list[IPConfig] = []
-    routes: list[Route] = []
-    for config in (result.ip4, result.ip6):
-        if config is not None:
-            ips.append(IPConfig(address=config.ip, gateway=config.gateway))
-            routes.extend(config.routes)
-    return Result040(cni_version=to_version, ips=tuple(ips), routes=tuple(routes), dns=result.dns)
-
-
-def _down_to_020(result: Result040, to_version: str, from_version: str) -> Result020:
-    # libcni types040.convertTo02x: 0.2.0 holds one address per family, so the first IPv4 and
-    # the first IPv6 entry are kept (address and gateway); each route goes to the configuration
-    # of its dst's family, or is dropped when there is none; interfaces have no 0.2.0 form.
-    first: dict[int, IPConfig] = {}
-    for ip in result.ips:
-        first.setdefault(ipaddress.ip_interface(ip.address).version, ip)
-    if not first:
-        raise errors.IncompatibleVersionError(
-            f"cannot convert result from {from_version} to {to_version}: no IP addresses"
-        )
-    routes: dict[int, list[Route]] = {4: [], 6: []}
-    for route in result.routes:
-        routes[ipaddress.ip_interface(route.dst).version].append(Route(dst=route.dst, gw=route.gw))
-    configs = {
-        family: IPv4or6Config(ip=ip.address, gateway=ip.gateway, routes=tuple(routes[family]))
-        for family, ip in first.items()
-    }
-    return Result020(cni_version=to_version, ip4=configs.get(4), ip6=configs.get(6), dns=result.dns)
-
-
-if TYPE_CHECKING:
-    _L = TypeVar("_L", Result040, Result100)
-
-
-def _relayout(result: _LayeredResult, layout: type[_L], to_version: str) -> _L:
-    """`result` in another 0.3+ layout or version: the same lists, less what `to_version` lacks.
-
-    libcni's converters between 0.4.0 and 1.x keep name/mac/sandbox of each interface and the
-    `ips` (`version` is implied by each address); going down also drops the interface and route
-    fields the older version has no key for, so the result stays writable in its own version.
-    """
-    return layout(
-        cni_version=to_version,
-        interfaces=tuple(_strip_interface(i, to_version) for i in result.interfaces),
-        ips=result.ips,
-        routes=tuple(_strip_route(route, to_version) for route in result.routes),
-        dns=result.dns,
-    )
-
-
-def convert(result: Result, to_version: str) -> Result:
-    """`result` as a result of `to_version` (any two versions of spec.VERSIONS, both ways).
-
-    Going down loses what the older layout cannot hold (see the `_down_*` functions); converting
-    a result without any IP address to 0.1.0/0.2.0 is impossible and raises
-    IncompatibleVersionError, as in libcni. An unknown `to_version` raises it too.
-    """
-    target = _layout(to_version)
-    if result.cni_version == to_version:
-        return result
-    if isinstance(result, Result020):
-        if target == "0.2.0":
-            return result.replace(cni_version=to_version)
-        if target == "0.4.0":
-            return _up_from_020(result, to_version)
-        return _relayout(_up_from_020(result, "0.4.0"), Result100, to_version)
-    if isinstance(result, Result040):
-        if target == "0.2.0":
-            return _down_to_020(result, to_version, result.cni_version)
-        if target == "0.4.0":
-            return result.replace(cni_version=to_version)
-        return _relayout(result, Result100, to_version)
-    if target == "0.2.0":
-        return _down_to_020(_relayout(result, Result040, "0.4.0"), to_version, result.cni_version)
-    if target == "0.4.0":
-        return _relayout(result, Result040, to_version)
-    return _relayout(result, Result100, to_version)
 
 
 def first_sandbox_interface(result: Result040 | Result100) -> tuple[int, Interface] | None:

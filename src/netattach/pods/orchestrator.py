@@ -160,8 +160,10 @@ class Orchestrator:
             await self._undo(call, record._replace(attachments=tuple(made)))
             await self.events.failed(ref, failed)
             raise failed from exc
+        from netattach.cni import result_convert  # only once an ADD has a result to return
+
         want = str(netconf.get("cniVersion", spec.CURRENT_VERSION))
-        return result.convert(results[0], want)
+        return result_convert.convert(results[0], want)
 
     async def _added(
         self,

@@ -63,7 +63,9 @@ def build_plugin_config(
     config["name"] = network.name
     config["cniVersion"] = network.cni_version
     if prev_result is not None:
-        config["prevResult"] = result.convert(prev_result, network.cni_version).to_raw()
+        from netattach.cni import result_convert  # only with a result to pass on
+
+        config["prevResult"] = result_convert.convert(prev_result, network.cni_version).to_raw()
     runtime_config = {
         capability: value
         for capability, value in (capability_args or {}).items()
@@ -218,8 +220,10 @@ class Runtime:
         record = self.cache.load(_key(network, rt))
         if record is None or record.result is None:
             return None
+        from netattach.cni import result_convert  # only with a recorded result
+
         parsed = result.parse_result(record.result, default_version=network.cni_version)
-        return result.convert(parsed, network.cni_version)
+        return result_convert.convert(parsed, network.cni_version)
 
     async def check_network_list(self, network: conf.NetworkConfigList, rt: RuntimeConf) -> None:
         """CHECK every plugin in order with the cached result as `prevResult` (CNI-CHECK)."""

@@ -182,9 +182,11 @@ class Invoker:
                 f"({outcome.stdout[:200]!r})",
                 stderr_tail(outcome.stderr),
             ) from exc
+        from netattach.cni import result_convert  # only for a call that prints a result
+
         try:
             parsed = result.parse_result(raw, default_version=conf_version)
-            return result.convert(parsed, conf_version)
+            return result_convert.convert(parsed, conf_version)
         except errors.CNIError as exc:
             raise type(exc)(f"{_describe(plugin, call.command)}: {exc.msg}", exc.details) from exc
 
