@@ -24,20 +24,27 @@ interface name generation belong to the modules that have the cluster view and t
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import math
 import re
 import types
 from collections.abc import Mapping
 
-from netattach import names
-from netattach.cni import env, errors
+from netattach.attach.selection_values import (
+    check_int,
+    check_interface,
+    check_label,
+    check_object,
+    check_str,
+    check_subdomain,
+    hardware_address_bytes,
+    is_ipv4_mapped,
+    parse_address,
+    parse_address_or_cidr,
+    show,
+)
+from netattach.cni import errors
 from netattach.values import NamedTuple
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import TypeGuard
 
 ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 
@@ -46,20 +53,10 @@ MAX_SELECTIONS = 64
 MAX_DEPTH = 8  # the list is level 1, a selection level 2, `cni-args` level 3
 MAX_STRING_CHARS = 1024
 
-# Bad values are quoted in errors, cut to this many characters.
-_SHOW_CHARS = 80
-
-# Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
-# plugin compiles only those its call needs.
-
-# Go's net.ParseMAC forms: hex pairs joined by ':' or '-', or hex quads joined by '.'.
-_HEX_PAIRS = r"[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(?:\1[0-9a-fA-F]{2})*"
-_HEX_QUADS = r"[0-9a-fA-F]{4}(?:\.[0-9a-fA-F]{4})*"
 # Standard §4.1.2.1.4: 6-byte Ethernet or 20-byte IP-over-InfiniBand (RFC 4391 §9.1.1).
 _MAC_BYTES = (6, 20)
 _GUID_BYTES = 8
 
-_PREFIX_LENGTH = r"0|[1-9][0-9]{0,2}"
 _PROTOCOLS = ("tcp", "udp", "sctp")
 _PORT_MAX = 65535
 # Go decodes these into int64; a larger value would not reach a Go delegate intact.
@@ -85,6 +82,9 @@ _KEYS = frozenset(
 )
 _PORT_MAPPING_KEYS = ("hostPort", "containerPort", "protocol", "hostIP")
 _BANDWIDTH_KEYS = ("ingressRate", "ingressBurst", "egressRate", "egressBurst")
+
+# Patterns as text: `re` compiles each on first use and caches it, so a start of the thin
+# plugin compiles only those its call needs.
 
 # A JSON string or a bracket; strings are skipped so brackets inside them do not count. The
 # unrolled loop matches in linear time even on an unterminated string.
@@ -233,14 +233,14 @@ def _parse_comma_item(
         if not written:
             problems.append(f"{path}: {show(item)} has an empty namespace before '/'")
         else:
-            namespace = _check_label(written, f"{path}.namespace", problems)
+            namespace = check_label(written, f"{path}.namespace", problems)
     name, at, interface = (part.strip() for part in rest.partition("@"))
     if not name:
         problems.append(f"{path}: {show(item)} names no network")
     else:
-        _check_label(name, f"{path}.name", problems)
+        check_label(name, f"{path}.name", problems)
     if at:
-        _check_interface(interface, f"{path}.interface", problems)
+        check_interface(interface, f"{path}.interface", problems)
     if len(problems) > start:
         return None
     return Selection(namespace=namespace, name=name, interface=interface)
@@ -314,14 +314,14 @@ def _parse_element(
     name = ""
     if raw_name is None:
         problems.append(f"{path}: 'name' is required")
-    elif _check_str(raw_name, f"{path}.name", problems):
-        name = _check_label(raw_name, f"{path}.name", problems)
+    elif check_str(raw_name, f"{path}.name", problems):
+        name = check_label(raw_name, f"{path}.name", problems)
 
     namespace = pod_namespace
     raw_namespace = element.get("namespace")
     # §4.1.2.1.1: a missing or empty namespace is the pod's.
-    if raw_namespace not in (None, "") and _check_str(raw_namespace, f"{path}.namespace", problems):
-        namespace = _check_label(raw_namespace, f"{path}.namespace", problems)
+    if raw_namespace not in (None, "") and check_str(raw_namespace, f"{path}.namespace", problems):
+        namespace = check_label(raw_namespace, f"{path}.namespace", problems)
 
     interface = _parse_interface(element, path, problems)
     ips = _parse_ips(element.get("ips"), f"{path}.ips", problems)
@@ -349,8 +349,8 @@ def _parse_element(
     )
     claim = ""
     raw_claim = element.get("ipam-claim-reference")
-    if raw_claim is not None and _check_str(raw_claim, f"{path}.ipam-claim-reference", problems):
-        claim = _check_subdomain(raw_claim, f"{path}.ipam-claim-reference", problems)
+    if raw_claim is not None and check_str(raw_claim, f"{path}.ipam-claim-reference", problems):
+        claim = check_subdomain(raw_claim, f"{path}.ipam-claim-reference", problems)
         # v1.3: the claim decides the addresses; asking for both is contradictory.
         if element.get("ips") is not None:
             problems.append(f"{path}: 'ips' and 'ipam-claim-reference' cannot both be given")
@@ -377,8 +377,8 @@ def _parse_interface(element: Mapping[str, object], path: str, problems: list[st
     found: dict[str, str] = {}
     for key in ("interface", "interfaceRequest"):
         value = element.get(key)
-        if value is not None and _check_str(value, f"{path}.{key}", problems):
-            found[key] = _check_interface(value, f"{path}.{key}", problems)
+        if value is not None and check_str(value, f"{path}.{key}", problems):
+            found[key] = check_interface(value, f"{path}.{key}", problems)
     if len(set(found.values())) > 1:
         problems.append(
             f"{path}: 'interface' {show(found['interface'])} and 'interfaceRequest' "
@@ -401,9 +401,9 @@ def _parse_ips(value: object, path: str, problems: list[str]) -> tuple[str, ...]
     ips: list[str] = []
     for index, item in enumerate(value):
         item_path = f"{path}[{index}]"
-        if not _check_str(item, item_path, problems):
+        if not check_str(item, item_path, problems):
             continue
-        if _address_or_cidr(item) is None:
+        if parse_address_or_cidr(item) is None:
             problems.append(f"{item_path}: {show(item)} is not an IPv4 or IPv6 address or CIDR")
             continue
         ips.append(item)
@@ -413,9 +413,9 @@ def _parse_ips(value: object, path: str, problems: list[str]) -> tuple[str, ...]
 def _parse_hardware_address(
     value: object, path: str, sizes: tuple[int, ...], what: str, problems: list[str]
 ) -> str:
-    if value is None or not _check_str(value, path, problems):
+    if value is None or not check_str(value, path, problems):
         return ""
-    if _hardware_address_bytes(value) not in sizes:
+    if hardware_address_bytes(value) not in sizes:
         problems.append(f"{path}: {show(value)} is not {what}")
         return ""
     return value
@@ -445,11 +445,11 @@ def _parse_port_mappings(value: object, path: str, problems: list[str]) -> tuple
 
 
 def _parse_port_mapping(item: object, path: str, problems: list[str]) -> PortMapping | None:
-    if not _check_object(item, path, _PORT_MAPPING_KEYS, problems):
+    if not check_object(item, path, _PORT_MAPPING_KEYS, problems):
         return None
     start = len(problems)
-    host_port = _check_int(item.get("hostPort"), f"{path}.hostPort", 1, _PORT_MAX, problems)
-    container_port = _check_int(
+    host_port = check_int(item.get("hostPort"), f"{path}.hostPort", 1, _PORT_MAX, problems)
+    container_port = check_int(
         item.get("containerPort"), f"{path}.containerPort", 1, _PORT_MAX, problems
     )
     if item.get("hostPort") is None:
@@ -458,7 +458,7 @@ def _parse_port_mapping(item: object, path: str, problems: list[str]) -> PortMap
         problems.append(f"{path}: 'containerPort' is required")
     protocol = "tcp"
     raw_protocol = item.get("protocol")
-    if raw_protocol is not None and _check_str(raw_protocol, f"{path}.protocol", problems):
+    if raw_protocol is not None and check_str(raw_protocol, f"{path}.protocol", problems):
         if raw_protocol.lower() in _PROTOCOLS:
             protocol = raw_protocol
         else:
@@ -466,8 +466,8 @@ def _parse_port_mapping(item: object, path: str, problems: list[str]) -> PortMap
     host_ip = ""
     raw_host_ip = item.get("hostIP")
     # "" is how Go writes "every host address" when it does not omit the field.
-    if raw_host_ip not in (None, "") and _check_str(raw_host_ip, f"{path}.hostIP", problems):
-        if _address(raw_host_ip) is None:
+    if raw_host_ip not in (None, "") and check_str(raw_host_ip, f"{path}.hostIP", problems):
+        if parse_address(raw_host_ip) is None:
             problems.append(f"{path}.hostIP: {show(raw_host_ip)} is not an IPv4 or IPv6 address")
         else:
             host_ip = raw_host_ip
@@ -485,11 +485,11 @@ _MAX_BURST_BITS = 8 * (2**32 - 1)
 def _parse_bandwidth(value: object, path: str, problems: list[str]) -> Bandwidth | None:
     if value is None:
         return None
-    if not _check_object(value, path, _BANDWIDTH_KEYS, problems):
+    if not check_object(value, path, _BANDWIDTH_KEYS, problems):
         return None
     start = len(problems)
     found = {
-        key: _check_int(value.get(key), f"{path}.{key}", 0, _INT64_MAX, problems)
+        key: check_int(value.get(key), f"{path}.{key}", 0, _INT64_MAX, problems)
         for key in _BANDWIDTH_KEYS
     }
     if all(value.get(key) is None for key in _BANDWIDTH_KEYS):
@@ -538,14 +538,14 @@ def _parse_default_route(value: object, path: str, problems: list[str]) -> tuple
     by_family: dict[int, str] = {}
     for index, item in enumerate(value):
         item_path = f"{path}[{index}]"
-        if not _check_str(item, item_path, problems):
+        if not check_str(item, item_path, problems):
             continue
-        address = _address(item)
+        address = parse_address(item)
         if address is None:
             problems.append(f"{item_path}: {show(item)} is not an IPv4 or IPv6 address")
             continue
         # An IPv4-mapped IPv6 address is IPv4 to Go's net.IP, which Multus decodes this into.
-        family = 4 if address.version == 4 or _is_ipv4_mapped(address) else 6
+        family = 4 if address.version == 4 or is_ipv4_mapped(address) else 6
         if family in by_family:
             problems.append(
                 f"{path}: at most one IPv{family} gateway, got {show(by_family[family])} "
@@ -555,101 +555,6 @@ def _parse_default_route(value: object, path: str, problems: list[str]) -> tuple
         by_family[family] = item
         gateways.append(item)
     return tuple(gateways)
-
-
-# --- value checks ----------------------------------------------------------------------------
-
-
-def _check_str(value: object, path: str, problems: list[str]) -> TypeGuard[str]:
-    if isinstance(value, str):
-        return True
-    problems.append(f"{path}: {show(value)} is not a string")
-    return False
-
-
-def _check_object(
-    value: object, path: str, keys: tuple[str, ...], problems: list[str]
-) -> TypeGuard[dict[str, object]]:
-    """Whether `value` is a JSON object; its keys outside `keys` are reported."""
-    if not isinstance(value, dict):
-        problems.append(f"{path}: {show(value)} is not a JSON object")
-        return False
-    for key in value:
-        if key not in keys:
-            problems.append(f"{path}: unknown key {show(key)} (expected {', '.join(keys)})")
-    return True
-
-
-def _check_int(value: object, path: str, low: int, high: int, problems: list[str]) -> int | None:
-    if value is None:
-        return None
-    # bool is an int subclass in Python, but `true` is not a number in JSON.
-    if not isinstance(value, int) or isinstance(value, bool):
-        problems.append(f"{path}: {show(value)} is not an integer")
-        return None
-    if not low <= value <= high:
-        problems.append(f"{path}: {show(value)} is not between {low} and {high}")
-        return None
-    return value
-
-
-def _check_label(value: str, path: str, problems: list[str]) -> str:
-    # Standard §3.3: a NAD's name and namespace are DNS-1123 labels.
-    if not names.is_label(value):
-        problems.append(f"{path}: {show(value)} is not a DNS-1123 label ({names.LABEL_RULE})")
-        return ""
-    return value
-
-
-def _check_subdomain(value: str, path: str, problems: list[str]) -> str:
-    # An IPAMClaim is named like any Kubernetes object: a DNS-1123 subdomain.
-    if not names.is_subdomain(value):
-        problems.append(f"{path}: {show(value)} is not a DNS-1123 name ({names.SUBDOMAIN_RULE})")
-        return ""
-    return value
-
-
-def _check_interface(value: str, path: str, problems: list[str]) -> str:
-    problem = env.interface_name_problem(value)
-    if problem is not None:
-        problems.append(f"{path}: {show(value)} is not a valid interface name: {problem}")
-        return ""
-    return value
-
-
-def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """`text` as an IP address, accepting what Go's net.ParseIP accepts (no `%zone`)."""
-    if not text.isascii() or "%" in text or "/" in text:
-        return None
-    try:
-        return ipaddress.ip_address(text)
-    except ValueError:
-        return None
-
-
-def _address_or_cidr(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The address of `a.b.c.d` or `a.b.c.d/len` (host bits may be set, as in Go's ParseCIDR)."""
-    text, slash, prefix = text.partition("/")
-    address = _address(text)
-    if address is None or not slash:
-        return address
-    # Python would also take a netmask after the '/'; Go's ParseCIDR takes a length only.
-    if not re.fullmatch(_PREFIX_LENGTH, prefix) or int(prefix) > address.max_prefixlen:
-        return None
-    return address
-
-
-def _is_ipv4_mapped(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    return isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None
-
-
-def _hardware_address_bytes(text: str) -> int | None:
-    """How many bytes `text` spells in one of Go's net.ParseMAC forms, or None."""
-    if re.fullmatch(_HEX_PAIRS, text):
-        return (len(text) + 1) // 3
-    if re.fullmatch(_HEX_QUADS, text):
-        return 2 * (len(text) + 1) // 5
-    return None
 
 
 # --- limits ----------------------------------------------------------------------------------
@@ -721,17 +626,3 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(number):
         raise ValueError(f"{text} is out of range")
     return number
-
-
-def show(value: object) -> str:
-    """`value` quoted for an error message: repr for a string, JSON otherwise; cut when long."""
-    if isinstance(value, str):
-        shown = repr(value[: _SHOW_CHARS + 1])  # a 10 MB value is not copied to be cut
-    else:
-        try:
-            shown = json.dumps(value)
-        except (TypeError, ValueError):
-            shown = repr(value)
-    if len(shown) > _SHOW_CHARS:
-        return shown[:_SHOW_CHARS] + "..."
-    return shown

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from netattach import loggers
-from netattach.attach import delegate, selection
+from netattach.attach import delegate, selection, selection_values
 from netattach.cluster import model
 from netattach.cni import conf, errors
 from netattach.settings import network as network_settings
@@ -220,7 +220,7 @@ def _invalid_default(
 ) -> errors.InvalidSelectionError:
     return errors.InvalidSelectionError(
         f"invalid {model.DEFAULT_NETWORK_ANNOTATION} annotation of pod {pod_namespace}/{pod}: "
-        f"{selection.show(text)}",
+        f"{selection_values.show(text)}",
         details,
     )
 
