@@ -1,6 +1,9 @@
 """Shared test configuration: requirement markers, the netns-skip policy, netns fixtures, and
 Hypothesis's settings for every property of the suite."""
 
+import signal
+from types import FrameType
+
 from hypothesis import HealthCheck, settings
 
 # A property's verdict must not depend on how busy the machine is: no deadline per example and
@@ -15,3 +18,14 @@ pytest_plugins = [
     "tests.netns_policy",
     "tests.netns_fixtures",
 ]
+
+
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure() -> None:
+    """A run stopped with SIGTERM (CI's timeout, `kill`) tears down like Ctrl-C: the fixtures'
+    finalizers run, so the namespaces, links and processes a test made do not outlive it (a
+    killed run left `na-pod-*` namespaces behind)."""
+    signal.signal(signal.SIGTERM, _interrupted)
