@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the real Kubernetes parts the test tiers run (issue 28) from the Go module proxy, no
-# prebuilt binaries: kube-apiserver, kubelet, kube-controller-manager and kubectl (`kubectl apply
+# prebuilt binaries: kube-apiserver, kubelet, kube-controller-manager, kube-scheduler and kubectl (`kubectl apply
 # -k`, as users run it) from k8s.io/kubernetes,
 # and etcd from go.etcd.io/etcd/server/v3 (etcdmain). Versions: tests/k8s/versions.env.
 #
@@ -28,7 +28,7 @@ K8S="$ROOT/tests/k8s"
 . "$K8S/versions.env"
 STAGING_VERSION="v0.${KUBERNETES_VERSION#v1.}"
 OUT="${NETATTACH_K8S_BUILD:-$ROOT/build/k8s}/${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}"
-KUBE_CMDS=(kube-apiserver kubelet kube-controller-manager kubectl)
+KUBE_CMDS=(kube-apiserver kubelet kube-controller-manager kube-scheduler kubectl)
 
 command -v go >/dev/null 2>&1 || {
   echo "build-k8s.sh: needs the go command (Go 1.26 or later) and the Go module proxy" >&2
