@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from netattach.guard import admission, admission_node, check, delegate_policy, node_rules
 from tests import attack_corpus
-from tests.unit.test_admission_policy import CompiledPolicy, nad, policy_of
+from tests.unit.admission_fixtures import CompiledPolicy, nad, policy_of
 
 pytestmark = pytest.mark.req("SEC-NODE", "SEC-ADMISSION")
 

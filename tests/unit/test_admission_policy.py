@@ -15,11 +15,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import celpy
 import pytest
 import re2
 import yaml
-from celpy import adapter, celtypes, evaluation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,102 +26,10 @@ from netattach.cli import main as cli_main
 from netattach.cluster import model
 from netattach.guard import admission, check, delegate_policy
 from netattach.settings import settings as settings_mod
-from tests.unit import test_delegate_keys
+from tests.unit.admission_fixtures import CompiledPolicy, nad, policy_of
+from tests.unit.key_spellings import SPELLINGS
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _find_all(text: celtypes.StringType, regex: celtypes.StringType) -> celtypes.ListType:
-    # Kubernetes' regex library: every non-overlapping match, RE2 syntax.
-    return celtypes.ListType([celtypes.StringType(m.group(0)) for m in re2.finditer(regex, text)])
-
-
-def _join(items: celtypes.ListType, separator: celtypes.StringType) -> celtypes.StringType:
-    # Kubernetes' strings library (cel-go ext.Strings): list<string>.join(separator).
-    return celtypes.StringType(str(separator).join(str(i) for i in items))
-
-
-def _find(text: celtypes.StringType, regex: celtypes.StringType) -> celtypes.StringType:
-    # Kubernetes' regex library: the first match (leftmost-first, as RE2 finds it), else ''.
-    found = re2.search(regex, text)
-    return celtypes.StringType(found.group(0) if found else "")
-
-
-FUNCTIONS: dict[str, evaluation.CELFunction] = {"findAll": _find_all, "join": _join, "find": _find}
-
-
-class CompiledPolicy:
-    """A ValidatingAdmissionPolicy evaluated as the API server does: variables in order, then
-    every validation; refused when one is false."""
-
-    def __init__(self, vap: dict[str, Any]) -> None:
-        env = celpy.Environment()
-        self.variables = [
-            (v["name"], env.program(env.compile(v["expression"]), functions=FUNCTIONS))
-            for v in vap["spec"]["variables"]
-        ]
-        self.validations = [
-            (
-                env.program(env.compile(v["expression"]), functions=FUNCTIONS),
-                env.program(env.compile(v["messageExpression"]), functions=FUNCTIONS),
-            )
-            for v in vap["spec"]["validations"]
-        ]
-
-    def messages(self, nad: dict[str, Any], labels: dict[str, str]) -> list[str]:
-        """The messages of the validations `nad` fails; [] when admitted."""
-        namespace = nad["metadata"]["namespace"]
-        activation: dict[str, Any] = {
-            "object": adapter.json_to_cel(nad),
-            "namespaceObject": adapter.json_to_cel(
-                {
-                    "metadata": {
-                        "name": namespace,
-                        # The API server labels every namespace with its name.
-                        "labels": {**labels, delegate_policy.NAMESPACE_NAME_LABEL: namespace},
-                    }
-                }
-            ),
-        }
-        values: dict[str, Any] = {}
-        for name, program in self.variables:
-            activation["variables"] = celtypes.MapType(
-                {celtypes.StringType(k): v for k, v in values.items()}
-            )
-            values[name] = program.evaluate(activation)
-        activation["variables"] = celtypes.MapType(
-            {celtypes.StringType(k): v for k, v in values.items()}
-        )
-        failed = []
-        for validation, message in self.validations:
-            verdict = validation.evaluate(activation)
-            assert isinstance(verdict, celtypes.BoolType), verdict
-            if not verdict:
-                failed.append(str(message.evaluate(activation)))
-        return failed
-
-
-def nad(
-    namespace: str, config: str | None, annotations: dict[str, str] | None = None
-) -> dict[str, Any]:
-    spec = {} if config is None else {"config": config}
-    metadata: dict[str, Any] = {"name": "net-a", "namespace": namespace}
-    if annotations is not None:
-        metadata["annotations"] = annotations
-    return {
-        "apiVersion": "k8s.cni.cncf.io/v1",
-        "kind": "NetworkAttachmentDefinition",
-        "metadata": metadata,
-        "spec": spec,
-    }
-
-
-def policy_of(raw: dict[str, Any]) -> delegate_policy.DelegatePolicy:
-    problems: list[str] = []
-    policy = delegate_policy.parse_policy(raw, "delegatePolicy", problems)
-    assert problems == []
-    assert policy is not None
-    return policy
 
 
 # The policies the corpus is judged under: the defaults, and one narrowed and widened per
@@ -599,8 +505,8 @@ def _written(config: dict[str, Any]) -> str:
 @pytest.mark.req("SEC-ADMISSION")
 @pytest.mark.parametrize(
     ("config", "lists"),
-    [(config, lists) for config, lists, _ in test_delegate_keys.SPELLINGS.values()],
-    ids=list(test_delegate_keys.SPELLINGS),
+    [(config, lists) for config, lists, _ in SPELLINGS.values()],
+    ids=list(SPELLINGS),
 )
 def test_admission_refuses_a_variant_spelling_of_a_checked_key(
     config: dict[str, Any], lists: dict[str, Any]

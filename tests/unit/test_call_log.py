@@ -15,8 +15,8 @@ import pytest
 from netattach import logs
 from netattach.cluster import store
 from netattach.pods import dispatch, orchestrator
-from tests import logging_state
-from tests.unit.test_orchestrator_events import build, nad, pod
+from tests import builders, logging_state
+from tests.builders import nad, orchestrated, pod
 
 CONTAINER = "3f2a9c1b7d4e" + "0" * 52
 PREFIX = "[blue/web/u1]"
@@ -52,16 +52,14 @@ def call_lines(stream: io.StringIO) -> list[str]:
 
 
 def view_of(networks: str) -> store.ClusterStore:
-    view = store.ClusterStore()
-    view.replace_all([pod(networks), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
-    view.mark_synced()
-    return view
+    """The cache holding the pod `blue/web` selecting `networks`, and the NAD `blue/net-a`."""
+    return builders.view_of(pod(networks), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"}))
 
 
 def test_every_finished_add_check_and_del_leaves_one_info_line(
     tmp_path: Path, log_stream: io.StringIO
 ) -> None:
-    orch, _ = build(tmp_path, view_of("net-a"))
+    orch, _, _ = orchestrated(tmp_path, view_of("net-a"))
     for command in ("ADD", "CHECK", "DEL", "DEL"):
         assert run(orch, command).exit_code == 0
     lines = call_lines(log_stream)
@@ -84,7 +82,7 @@ def test_every_finished_add_check_and_del_leaves_one_info_line(
 
 
 def test_a_failed_add_says_its_code_and_why(tmp_path: Path, log_stream: io.StringIO) -> None:
-    orch, _ = build(tmp_path, view_of("missing"))
+    orch, _, _ = orchestrated(tmp_path, view_of("missing"))
     reply = run(orch, "ADD")
     assert reply.exit_code == 1
     (line,) = call_lines(log_stream)
@@ -94,7 +92,7 @@ def test_a_failed_add_says_its_code_and_why(tmp_path: Path, log_stream: io.Strin
 
 
 def test_version_gets_no_line(tmp_path: Path, log_stream: io.StringIO) -> None:
-    orch, _ = build(tmp_path, view_of(""))
+    orch, _, _ = orchestrated(tmp_path, view_of(""))
     assert run(orch, "VERSION").exit_code == 0
     assert call_lines(log_stream) == []
 
@@ -136,7 +134,7 @@ def test_a_bad_level_for_a_logger_is_named() -> None:
 
 def test_debug_shows_the_plan_and_a_del_with_nothing_recorded(tmp_path: Path) -> None:
     with logging_state.configured("debug") as stream:
-        orch, _ = build(tmp_path, view_of("net-a"))
+        orch, _, _ = orchestrated(tmp_path, view_of("net-a"))
         assert run(orch, "ADD").exit_code == 0
         assert run(orch, "DEL").exit_code == 0
         assert run(orch, "DEL").exit_code == 0

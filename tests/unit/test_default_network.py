@@ -15,50 +15,15 @@ from typing import Any
 import pytest
 
 from netattach.cluster import model, store
-from netattach.cni import conf, env, errors
+from netattach.cni import conf, errors
 from netattach.guard import delegate_policy
-from netattach.pods import delegate_guard, locks, node_guard, orchestrator, plan, records
-from netattach.runtime import chain
+from netattach.pods import delegate_guard, node_guard, plan, records
 from netattach.settings import network as network_settings
-from netattach.settings import settings
-from tests.unit.fake_plugins import FakePlugins
-from tests.unit.test_orchestrator_events import Sink
+from tests.builders import call, nad, orchestrated, pod, view_of
 
 POD_NS = "blue"
 POD_NAME = "web"
 NO_DISK = Path("/nonexistent-na-default-network")
-
-
-def nad(namespace: str, name: str, config: dict[str, Any], **annotations: str) -> model.KubeObject:
-    return {
-        "apiVersion": model.API_VERSIONS[model.NAD],
-        "kind": model.NAD,
-        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-        "spec": {"config": json.dumps({"cniVersion": "1.0.0", **config})},
-    }
-
-
-def pod(default_network: str | None, networks: str = "") -> model.KubeObject:
-    annotations = {model.NETWORKS_ANNOTATION: networks} if networks else {}
-    if default_network is not None:
-        annotations[model.DEFAULT_NETWORK_ANNOTATION] = default_network
-    return {
-        "apiVersion": "v1",
-        "kind": model.POD,
-        "metadata": {
-            "name": POD_NAME,
-            "namespace": POD_NS,
-            "uid": "u1",
-            "annotations": annotations,
-        },
-    }
-
-
-def view_of(*objects: model.KubeObject) -> store.ClusterStore:
-    view = store.ClusterStore()
-    view.replace_all(list(objects))
-    view.mark_synced()
-    return view
 
 
 def cfg(
@@ -166,9 +131,9 @@ def test_bad_annotation_text_is_102_naming_the_pod_and_quoting_the_value(
 @pytest.mark.req("DEV-DEFAULT", "SEL-CAPS")
 def test_the_nad_replaces_the_cluster_default_on_the_runtimes_ifname() -> None:
     view = view_of(
-        pod("ovn", networks="net-a"),
-        nad(POD_NS, "ovn", MACVLAN, **{model.RESOURCE_ANNOTATION: "example.com/vf"}),
-        nad(POD_NS, "net-a", {"type": "macvlan", "master": "eth2"}),
+        pod("net-a", default_network="ovn"),
+        nad("ovn", MACVLAN, annotations={model.RESOURCE_ANNOTATION: "example.com/vf"}),
+        nad("net-a", {"type": "macvlan", "master": "eth2"}),
     )
     planned = build(view)  # the on-disk cluster default does not exist: it is never read
 
@@ -194,7 +159,7 @@ def test_without_the_annotation_the_cluster_default_is_not_a_pod_default(tmp_pat
         cluster_network=network_settings.ClusterNetworkRef(kind="name", name="cluster"),
         networks_dir=tmp_path,
     )
-    (default,) = build(view_of(pod(None)), settings_)
+    (default,) = build(view_of(pod()), settings_)
     assert default.status_name == "cluster"
     assert default.is_default
     assert not default.pod_default
@@ -203,7 +168,9 @@ def test_without_the_annotation_the_cluster_default_is_not_a_pod_default(tmp_pat
 @pytest.mark.req("DEV-DEFAULT")
 def test_the_operators_own_nad_named_by_the_pod_stays_the_operators() -> None:
     operator = network_settings.ClusterNetworkRef(kind="nad", namespace="default", name="cluster")
-    view = view_of(pod("default/cluster"), nad("default", "cluster", MACVLAN))
+    view = view_of(
+        pod(default_network="default/cluster"), nad("cluster", MACVLAN, namespace="default")
+    )
     (default,) = build(view, cfg(cluster_network=operator))
     assert default.status_name == "default/cluster"
     assert not default.pod_default  # neither the policy nor the node guard judges it
@@ -224,7 +191,7 @@ def test_ips_mac_and_cni_args_of_the_element_are_honoured() -> None:
         "capabilities": {"ips": True, "mac": True},
         "ipam": {"type": "static"},
     }
-    view = view_of(pod(json.dumps([element])), nad(POD_NS, "ovn", config))
+    view = view_of(pod(default_network=json.dumps([element])), nad("ovn", config))
     (default,) = build(view)
 
     assert default.network.plugins[0].raw["args"]["cni"] == {
@@ -245,27 +212,29 @@ def test_ips_mac_and_cni_args_of_the_element_are_honoured() -> None:
 @pytest.mark.req("DEV-DEFAULT")
 def test_an_ipam_claim_reference_travels_in_args_cni() -> None:
     element = {"name": "ovn", "ipam-claim-reference": "vm-a.pod"}
-    view = view_of(pod(json.dumps([element])), nad(POD_NS, "ovn", MACVLAN))
+    view = view_of(pod(default_network=json.dumps([element])), nad("ovn", MACVLAN))
     (default,) = build(view)
     assert default.network.plugins[0].raw["args"]["cni"] == {"ipam-claim-reference": "vm-a.pod"}
 
 
 @pytest.mark.req("DEV-DEFAULT", "RT-RESTRICT")
 def test_namespace_isolation_refuses_another_namespaces_nad_before_any_lookup() -> None:
-    view = view_of(pod("red/ovn"), nad("red", "ovn", MACVLAN))
+    view = view_of(pod(default_network="red/ovn"), nad("ovn", MACVLAN, namespace="red"))
     with pytest.raises(errors.InvalidSelectionError) as caught:
         build(view)
     assert caught.value.code == 102
     assert "red/ovn" in caught.value.msg
     # A global namespace's NAD, or no isolation, is allowed.
-    assert build(view_of(pod("default/ovn"), nad("default", "ovn", MACVLAN)))[0].pod_default
+    assert build(
+        view_of(pod(default_network="default/ovn"), nad("ovn", MACVLAN, namespace="default"))
+    )[0].pod_default
     assert build(view, cfg(isolation=False))[0].status_name == "red/ovn"
 
 
 @pytest.mark.req("DEV-DEFAULT", "DEF-ATTACH")
 def test_a_missing_nad_is_101_naming_it() -> None:
     with pytest.raises(plan.NADNotFoundError) as caught:
-        build(view_of(pod("ovn")))
+        build(view_of(pod(default_network="ovn")))
     assert caught.value.code == 101
     assert (caught.value.namespace, caught.value.name) == (POD_NS, "ovn")
     assert "NetworkAttachmentDefinition blue/ovn not found" in caught.value.msg
@@ -275,9 +244,9 @@ def test_a_missing_nad_is_101_naming_it() -> None:
 def test_hot_plug_plans_without_reading_the_annotation_a_gone_nad_blocks_nothing() -> None:
     disk = network_settings.ClusterNetworkRef(kind="nad", namespace="kube-system", name="cluster")
     view = view_of(
-        pod("ovn-gone", networks="net-a"),
-        nad("kube-system", "cluster", MACVLAN),
-        nad(POD_NS, "net-a", MACVLAN),
+        pod("net-a", default_network="ovn-gone"),
+        nad("cluster", MACVLAN, namespace="kube-system"),
+        nad("net-a", MACVLAN),
     )
     found = view.lookup_pod(POD_NS, POD_NAME)
     assert found is not None
@@ -305,7 +274,7 @@ def test_hot_plug_plans_without_reading_the_annotation_a_gone_nad_blocks_nothing
 @pytest.mark.req("DEV-DEFAULT", "SEC-DELEGATE")
 def test_the_delegate_policy_judges_the_pods_default_network_nad() -> None:
     config = {"type": "host-device", "device": "eth0"}
-    view = view_of(pod("ovn"), nad(POD_NS, "ovn", config))
+    view = view_of(pod(default_network="ovn"), nad("ovn", config))
     planned = build(view)
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
         delegate_guard.check_plan(planned, delegate_policy.DEFAULT_POLICY, view)
@@ -344,7 +313,7 @@ def test_the_node_guard_judges_the_pods_default_network_nad(tmp_path: Path) -> N
         )
     )
     config = {"type": "macvlan", "master": "eth1", "ipam": static("10.20.0.5/24")}
-    view = view_of(pod("ovn"), nad(POD_NS, "ovn", config))
+    view = view_of(pod(default_network="ovn"), nad("ovn", config))
     planned = build(view)
     policy = delegate_policy.DelegatePolicy(rules=delegate_policy.DelegateRules(reserved_ranges=()))
 
@@ -395,53 +364,12 @@ def test_a_recorded_pod_default_nad_has_a_nads_host_side(tmp_path: Path) -> None
 # --- ADD, DEL and hot-plug through the orchestrator --------------------------------------------
 
 
-def orchestrate(
-    tmp_path: Path, view: store.ClusterStore, policy: dict[str, Any] | None = None
-) -> tuple[orchestrator.Orchestrator, Sink, FakePlugins]:
-    plugins = FakePlugins(tmp_path / "bin", ["bridge", "macvlan", "host-device"])
-    (tmp_path / "networks").mkdir()
-    (tmp_path / "networks" / "default.conf").write_text(
-        json.dumps({"cniVersion": "1.0.0", "name": "cluster-default", "type": "bridge"})
-    )
-    raw: dict[str, Any] = {
-        "clusterNetwork": "cluster-default",
-        "networksDir": str(tmp_path / "networks"),
-        "binDirs": [str(plugins.directory)],
-        "stateDir": str(tmp_path / "state"),
-        "feed": {"directory": str(tmp_path / "manifests")},
-    }
-    if policy is not None:
-        raw["delegatePolicy"] = policy
-    sink = Sink()
-    orch = orchestrator.Orchestrator(
-        settings=settings.parse_settings(raw, source="test"),
-        view=view,
-        sink=sink,
-        runtime=chain.Runtime(
-            path=[str(plugins.directory)], cache_dir=tmp_path / "cache", executor=plugins
-        ),
-        records=records.PodRecords(tmp_path / "state"),
-        locks=locks.ContainerLocks(tmp_path / "state"),
-    )
-    return orch, sink, plugins
-
-
-def call(netns: str = "/run/netns/na-x", command: str = "ADD") -> env.Environment:
-    return env.Environment(
-        command=command,
-        container_id="c1",
-        netns=netns,
-        ifname="eth0",
-        args=(("K8S_POD_NAMESPACE", POD_NS), ("K8S_POD_NAME", POD_NAME), ("K8S_POD_UID", "u1")),
-    )
-
-
 @pytest.mark.req("DEV-DEFAULT")
 def test_add_runs_the_nad_on_eth0_instead_of_the_cluster_default_and_del_undoes_it(
     tmp_path: Path,
 ) -> None:
-    view = view_of(pod("ovn"), nad(POD_NS, "ovn", MACVLAN))
-    orch, sink, plugins = orchestrate(tmp_path, view)
+    view = view_of(pod(default_network="ovn"), nad("ovn", MACVLAN))
+    orch, sink, plugins = orchestrated(tmp_path, view)
 
     asyncio.run(orch.add(call(), {"cniVersion": "1.0.0", "runtimeConfig": RUNTIME_CONFIG}))
 
@@ -467,8 +395,10 @@ def test_add_runs_the_nad_on_eth0_instead_of_the_cluster_default_and_del_undoes_
 def test_a_refused_default_network_nad_fails_the_add_before_any_plugin_runs(
     tmp_path: Path,
 ) -> None:
-    view = view_of(pod("ovn"), nad(POD_NS, "ovn", {"type": "host-device", "device": "eth0"}))
-    orch, sink, plugins = orchestrate(tmp_path, view)
+    view = view_of(
+        pod(default_network="ovn"), nad("ovn", {"type": "host-device", "device": "eth0"})
+    )
+    orch, sink, plugins = orchestrated(tmp_path, view)
 
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
         asyncio.run(orch.add(call(), {"cniVersion": "1.0.0"}))
@@ -501,10 +431,10 @@ class NADFetchingStore(store.ClusterStore):
 
 @pytest.mark.req("DEV-DEFAULT", "KUBE-NADREAD")
 def test_a_default_network_nad_the_cache_misses_is_read_from_the_api(tmp_path: Path) -> None:
-    view = NADFetchingStore(nad(POD_NS, "ovn", MACVLAN))
-    view.replace_all([pod("ovn")])
+    view = NADFetchingStore(nad("ovn", MACVLAN))
+    view.replace_all([pod(default_network="ovn")])
     view.mark_synced()
-    orch, sink, plugins = orchestrate(tmp_path, view)
+    orch, sink, plugins = orchestrated(tmp_path, view)
 
     asyncio.run(orch.add(call(), {"cniVersion": "1.0.0"}))
 
@@ -515,10 +445,10 @@ def test_a_default_network_nad_the_cache_misses_is_read_from_the_api(tmp_path: P
 
 @pytest.mark.req("DEV-DEFAULT", "KUBE-NADREAD")
 def test_a_default_network_nad_the_api_does_not_have_either_is_101(tmp_path: Path) -> None:
-    view = NADFetchingStore(nad(POD_NS, "other", MACVLAN))
-    view.replace_all([pod("ovn")])
+    view = NADFetchingStore(nad("other", MACVLAN))
+    view.replace_all([pod(default_network="ovn")])
     view.mark_synced()
-    orch, sink, plugins = orchestrate(tmp_path, view)
+    orch, sink, plugins = orchestrated(tmp_path, view)
 
     with pytest.raises(errors.AttachmentNotFoundError) as caught:
         asyncio.run(orch.add(call(), {"cniVersion": "1.0.0"}))
@@ -535,18 +465,18 @@ def test_hot_plug_never_touches_the_pods_default_network(tmp_path: Path) -> None
     sandbox = tmp_path / "netns"  # the sandbox must exist for a pod to be hot-plugged
     sandbox.write_text("")
     view = view_of(
-        pod("ovn"),
-        nad(POD_NS, "ovn", MACVLAN),
-        nad(POD_NS, "other", {"type": "macvlan", "master": "eth3"}),
-        nad(POD_NS, "net-a", {"type": "macvlan", "master": "eth2"}),
+        pod(default_network="ovn"),
+        nad("ovn", MACVLAN),
+        nad("other", {"type": "macvlan", "master": "eth3"}),
+        nad("net-a", {"type": "macvlan", "master": "eth2"}),
     )
-    orch, _, plugins = orchestrate(tmp_path, view)
-    asyncio.run(orch.add(call(str(sandbox)), {"cniVersion": "1.0.0"}))
+    orch, _, plugins = orchestrated(tmp_path, view)
+    asyncio.run(orch.add(call(netns=str(sandbox)), {"cniVersion": "1.0.0"}))
     plugins.calls.clear()
 
     # The default-network annotation changes, and a selection is added: only the selection
     # is plugged; the default stays the NAD the pod was created with.
-    view.upsert(pod("other", networks="net-a"))
+    view.upsert(pod("net-a", default_network="other"))
     assert asyncio.run(orch.replug("c1"))
 
     assert plugins.commands() == [("macvlan", "ADD")]

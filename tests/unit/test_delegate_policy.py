@@ -14,14 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from netattach.cluster import model, store
 from netattach.cni import env, errors
 from netattach.guard import check, delegate_policy, globs
-from netattach.pods import delegate_guard, locks, orchestrator, records
-from netattach.runtime import chain
+from netattach.pods import delegate_guard
 from netattach.settings import settings
-from tests.unit.fake_plugins import FakePlugins
-from tests.unit.test_orchestrator_events import Sink
+from tests.builders import call, delegate_policy_of, nad, namespace, orchestrated, pod, view_of
 
 # --- the glob matcher --------------------------------------------------------------------------
 
@@ -101,11 +98,7 @@ def test_a_relative_or_dotdot_path_is_in_no_list() -> None:
 
 
 def rules(**lists: list[str]) -> delegate_policy.DelegateRules:
-    problems: list[str] = []
-    policy = delegate_policy.parse_policy(lists, "delegatePolicy", problems)
-    assert problems == []
-    assert policy is not None
-    return policy.rules
+    return delegate_policy_of(lists).rules
 
 
 def refusals(config: dict[str, Any], **lists: list[str]) -> list[str]:
@@ -259,10 +252,7 @@ POLICY = {
 
 @pytest.mark.req("SEC-DELEGATE")
 def test_the_first_namespace_entry_that_selects_decides_and_keys_it_omits_are_inherited() -> None:
-    problems: list[str] = []
-    policy = delegate_policy.parse_policy(POLICY, "delegatePolicy", problems)
-    assert problems == []
-    assert policy is not None
+    policy = delegate_policy_of(POLICY)
     radio = policy.rules_for("radio", {"team": "radio", "tier": "lab"})
     assert radio.source == "delegatePolicy.namespaces[0]"
     assert radio.types.allows("macvlan")
@@ -346,89 +336,17 @@ def test_settings_without_a_policy_get_the_defaults() -> None:
 # --- at ADD: refused before any plugin runs ----------------------------------------------------
 
 
-def nad(namespace: str, name: str, config: dict[str, Any]) -> model.KubeObject:
-    return {
-        "apiVersion": "k8s.cni.cncf.io/v1",
-        "kind": "NetworkAttachmentDefinition",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"config": json.dumps({"cniVersion": "1.0.0", **config})},
-    }
-
-
-def pod(namespace: str, networks: str) -> model.KubeObject:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "web",
-            "namespace": namespace,
-            "uid": "u1",
-            "annotations": {model.NETWORKS_ANNOTATION: networks},
-        },
-    }
-
-
-def namespace(name: str, labels: dict[str, str]) -> model.KubeObject:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
-
-
-def build(
-    tmp_path: Path, view: store.ClusterStore, policy: dict[str, Any] | None
-) -> tuple[orchestrator.Orchestrator, Sink, FakePlugins]:
-    plugins = FakePlugins(tmp_path / "bin", ["bridge", "macvlan", "host-device"])
-    (tmp_path / "networks").mkdir()
-    # The default network uses what no NAD may: the operator's own file is trusted.
-    (tmp_path / "networks" / "default.conf").write_text(
-        json.dumps({"cniVersion": "1.0.0", "name": "cluster-default", "type": "bridge"})
-    )
-    raw: dict[str, Any] = {
-        "clusterNetwork": "cluster-default",
-        "networksDir": str(tmp_path / "networks"),
-        "binDirs": [str(plugins.directory)],
-        "stateDir": str(tmp_path / "state"),
-        "feed": {"directory": str(tmp_path / "manifests")},
-    }
-    if policy is not None:
-        raw["delegatePolicy"] = policy
-    sink = Sink()
-    orch = orchestrator.Orchestrator(
-        settings=settings.parse_settings(raw, source="test"),
-        view=view,
-        sink=sink,
-        runtime=chain.Runtime(
-            path=[str(plugins.directory)], cache_dir=tmp_path / "cache", executor=plugins
-        ),
-        records=records.PodRecords(tmp_path / "state"),
-        locks=locks.ContainerLocks(tmp_path / "state"),
-    )
-    return orch, sink, plugins
-
-
-def call(ns: str) -> env.Environment:
-    return env.Environment(
-        command="ADD",
-        container_id="c1",
-        netns="/run/netns/na-x",
-        ifname="eth0",
-        args=(("K8S_POD_NAMESPACE", ns), ("K8S_POD_NAME", "web"), ("K8S_POD_UID", "u1")),
-    )
-
-
 @pytest.mark.req("SEC-DELEGATE")
 def test_a_refused_nad_fails_the_add_before_any_plugin_runs_with_an_event(tmp_path: Path) -> None:
-    view = store.ClusterStore()
-    view.replace_all(
-        [
-            pod("blue", "net-a,net-b"),
-            nad("blue", "net-a", {"type": "macvlan", "master": "eth1"}),
-            nad("blue", "net-b", {"type": "host-device", "device": "eth0"}),
-        ]
+    view = view_of(
+        pod("net-a,net-b"),
+        nad("net-a", {"type": "macvlan", "master": "eth1"}),
+        nad("net-b", {"type": "host-device", "device": "eth0"}),
     )
-    view.mark_synced()
-    orch, sink, plugins = build(tmp_path, view, None)
+    orch, sink, plugins = orchestrated(tmp_path, view)
 
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
-        asyncio.run(orch.add(call("blue"), {"cniVersion": "1.0.0"}))
+        asyncio.run(orch.add(call(), {"cniVersion": "1.0.0"}))
 
     assert caught.value.code == 7
     assert caught.value.msg == (
@@ -458,52 +376,33 @@ def test_a_namespace_granted_more_attaches_what_another_may_not(tmp_path: Path) 
             }
         ]
     }
-    view = store.ClusterStore()
-    view.replace_all(
-        [
-            namespace("radio", {"netattach.io/host-devices": "yes"}),
-            namespace("blue", {}),
-            pod("radio", "net-d"),
-            nad("radio", "net-d", {"type": "host-device", "device": "na-dev1"}),
-            nad("blue", "net-d", {"type": "host-device", "device": "na-dev1"}),
-        ]
+    view = view_of(
+        namespace("radio", {"netattach.io/host-devices": "yes"}),
+        namespace("blue", {}),
+        pod("net-d", namespace="radio"),
+        nad("net-d", namespace="radio", config={"type": "host-device", "device": "na-dev1"}),
+        nad("net-d", {"type": "host-device", "device": "na-dev1"}),
     )
-    view.mark_synced()
-    orch, _, plugins = build(tmp_path, view, grant)
+    orch, _, plugins = orchestrated(tmp_path, view, policy=grant)
 
-    asyncio.run(orch.add(call("radio"), {"cniVersion": "1.0.0"}))
+    asyncio.run(orch.add(call(namespace="radio"), {"cniVersion": "1.0.0"}))
 
     assert ("host-device", "ADD") in plugins.commands()
     # The same NAD in a namespace without the label is refused (a pod there selects it).
-    view.upsert(pod("blue", "net-d"))
+    view.upsert(pod("net-d"))
     plugins.calls.clear()
-    blue = dataclass_call("blue", "c2")
+    blue = call(container_id="c2")
     with pytest.raises(delegate_guard.DelegateRefusedError, match=r"delegatePolicy\.types"):
         asyncio.run(orch.add(blue, {"cniVersion": "1.0.0"}))
     assert plugins.commands() == []
 
 
-def dataclass_call(ns: str, container_id: str) -> env.Environment:
-    base = call(ns)
-    return env.Environment(
-        command=base.command,
-        container_id=container_id,
-        netns=base.netns,
-        ifname=base.ifname,
-        args=base.args,
-    )
-
-
 @pytest.mark.req("SEC-DELEGATE")
 def test_a_disabled_policy_trusts_every_nad(tmp_path: Path) -> None:
-    view = store.ClusterStore()
-    view.replace_all(
-        [pod("blue", "net-b"), nad("blue", "net-b", {"type": "host-device", "device": "eth9"})]
-    )
-    view.mark_synced()
-    orch, _, plugins = build(tmp_path, view, {"enabled": False})
+    view = view_of(pod("net-b"), nad("net-b", {"type": "host-device", "device": "eth9"}))
+    orch, _, plugins = orchestrated(tmp_path, view, policy={"enabled": False})
 
-    asyncio.run(orch.add(call("blue"), {"cniVersion": "1.0.0"}))
+    asyncio.run(orch.add(call(), {"cniVersion": "1.0.0"}))
 
     assert ("host-device", "ADD") in plugins.commands()
 
@@ -512,28 +411,24 @@ def test_a_disabled_policy_trusts_every_nad(tmp_path: Path) -> None:
 def test_a_hot_plugged_refused_nad_changes_nothing(tmp_path: Path) -> None:
     sandbox = tmp_path / "netns"  # the sandbox must exist for a pod to be hot-plugged
     sandbox.write_text("")
-    view = store.ClusterStore()
-    view.replace_all(
-        [
-            pod("blue", "net-a"),
-            nad("blue", "net-a", {"type": "macvlan", "master": "eth1"}),
-            nad("blue", "net-b", {"type": "tuning", "sysctl": {"kernel.x": "1"}}),
-        ]
+    view = view_of(
+        pod("net-a"),
+        nad("net-a", {"type": "macvlan", "master": "eth1"}),
+        nad("net-b", {"type": "tuning", "sysctl": {"kernel.x": "1"}}),
     )
-    view.mark_synced()
-    orch, sink, plugins = build(tmp_path, view, None)
+    orch, sink, plugins = orchestrated(tmp_path, view)
     added = env.Environment(
         command="ADD",
         container_id="c1",
         netns=str(sandbox),
         ifname="eth0",
-        args=call("blue").args,
+        args=call().args,
     )
     asyncio.run(orch.add(added, {"cniVersion": "1.0.0"}))
     before = orch.records.load("c1")
     plugins.calls.clear()
     sink.events.clear()
-    view.upsert(pod("blue", "net-a,net-b"))
+    view.upsert(pod("net-a,net-b"))
 
     with pytest.raises(delegate_guard.DelegateRefusedError, match=r"blue/net-b"):
         asyncio.run(orch.replug("c1"))

@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from netattach.cluster import store
 from netattach.cni import conf
 from netattach.guard import check, delegate_policy, node_rules, node_state
 from netattach.pods import delegate_guard, node_guard, plan, records
 from netattach.settings import settings
-from tests.unit.test_delegate_policy import build, call, nad, pod
+from tests.builders import call, nad, orchestrated, pod, view_of
 
 pytestmark = pytest.mark.req("SEC-NODE")
 
@@ -376,14 +375,12 @@ def test_a_nad_on_the_nodes_address_fails_the_add_before_any_plugin_runs(
         return FACTS
 
     monkeypatch.setattr(node_guard, "read_node_facts", read)
-    view = store.ClusterStore()
     config = {"type": "macvlan", "master": "eth1", "ipam": static("192.0.2.2/24")}
-    view.replace_all([pod("blue", "net-a"), nad("blue", "net-a", config)])
-    view.mark_synced()
-    orch, sink, plugins = build(tmp_path, view, None)
+    view = view_of(pod("net-a"), nad("net-a", config))
+    orch, sink, plugins = orchestrated(tmp_path, view)
 
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
-        asyncio.run(orch.add(call("blue"), {"cniVersion": "1.0.0"}))
+        asyncio.run(orch.add(call(), {"cniVersion": "1.0.0"}))
 
     assert caught.value.code == 7
     assert caught.value.msg.startswith(
@@ -396,7 +393,7 @@ def test_a_nad_on_the_nodes_address_fails_the_add_before_any_plugin_runs(
     assert event[2] == delegate_guard.DelegateRefusedError.event_reason
     # Within the TTL the next ADD reads the node no more.
     with pytest.raises(delegate_guard.DelegateRefusedError):
-        asyncio.run(orch.add(call("blue"), {"cniVersion": "1.0.0"}))
+        asyncio.run(orch.add(call(), {"cniVersion": "1.0.0"}))
     assert reads == [1]
 
 
@@ -407,15 +404,11 @@ def test_a_config_that_hands_out_nothing_and_names_no_host_link_never_reads_the_
         raise AssertionError("the node read for a config without addresses or host links")
 
     monkeypatch.setattr(node_guard, "read_node_facts", read)
-    view = store.ClusterStore()
-    view.replace_all(
-        # No master: the node's default-route interface, which no list had to judge by name.
-        [pod("blue", "net-a"), nad("blue", "net-a", {"type": "macvlan"})]
-    )
-    view.mark_synced()
-    orch, _, plugins = build(tmp_path, view, None)
+    # No master: the node's default-route interface, which no list had to judge by name.
+    view = view_of(pod("net-a"), nad("net-a", {"type": "macvlan"}))
+    orch, _, plugins = orchestrated(tmp_path, view)
 
-    asyncio.run(orch.add(call("blue"), {"cniVersion": "1.0.0"}))
+    asyncio.run(orch.add(call(), {"cniVersion": "1.0.0"}))
 
     assert plugins.commands() == [("bridge", "ADD"), ("macvlan", "ADD")]
     assert list(orch.records.container_ids()) == ["c1"]
@@ -475,15 +468,13 @@ def test_two_adds_at_once_cannot_both_claim_one_address(tmp_path: Path) -> None:
 def test_an_address_given_back_by_del_is_free_for_the_next_pod(tmp_path: Path) -> None:
     """A pod deleted and made again with its static address (the bench's pods, a StatefulSet's)
     is not refused by the claim of its own finished ADD: an ADD's claims end with it."""
-    view = store.ClusterStore()
     config = {"type": "macvlan", "master": "eth1", "ipam": static("10.6.0.9/24")}
-    view.replace_all([pod("blue", "net-a"), nad("blue", "net-a", config)])
-    view.mark_synced()
-    orch, _, plugins = build(tmp_path, view, {"reservedRanges": []})
+    view = view_of(pod("net-a"), nad("net-a", config))
+    orch, _, plugins = orchestrated(tmp_path, view, policy={"reservedRanges": []})
 
-    asyncio.run(orch.add(call("blue"), {"cniVersion": "1.0.0"}))
-    asyncio.run(orch.delete(call("blue")._replace(command="DEL")))
-    again = call("blue")._replace(container_id="c2")
+    asyncio.run(orch.add(call(), {"cniVersion": "1.0.0"}))
+    asyncio.run(orch.delete(call()._replace(command="DEL")))
+    again = call()._replace(container_id="c2")
     asyncio.run(orch.add(again, {"cniVersion": "1.0.0"}))
 
     assert plugins.commands().count(("macvlan", "ADD")) == 2

@@ -43,9 +43,9 @@ from netattach.runtime import chain
 from netattach.settings import settings
 from tests import attack_corpus
 from tests.attack_corpus import Attack
+from tests.builders import Sink
+from tests.unit.admission_fixtures import CompiledPolicy, nad
 from tests.unit.fake_plugins import FakePlugins
-from tests.unit.test_admission_policy import CompiledPolicy, nad
-from tests.unit.test_orchestrator_events import Sink
 
 pytestmark = pytest.mark.req("SEC-VALUES")
 

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from netattach.cluster import store
 from netattach.pods import orchestrator, status_removals
-from tests.unit.test_orchestrator_events import CALL, Sink, build, nad, pod
+from tests.builders import CALL, Sink, nad, orchestrated, pod, view_of
 
 DEL = CALL._replace(command="DEL")
 
@@ -39,11 +38,9 @@ class HangingSink(Sink):
 
 
 def attached(tmp_path: Path) -> tuple[orchestrator.Orchestrator, HangingSink]:
-    view = store.ClusterStore()
-    view.replace_all([pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
-    view.mark_synced()
+    view = view_of(pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"}))
     sink = HangingSink()
-    orch, _ = build(tmp_path, view, sink=sink)
+    orch, _, _ = orchestrated(tmp_path, view, sink=sink)
     return orch, sink
 
 

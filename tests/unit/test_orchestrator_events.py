@@ -4,45 +4,17 @@ direct read of a pod the cache has not seen yet (through the exec seam, no root 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from netattach.cluster import model, store
-from netattach.cni import env, errors
-from netattach.pods import locks, orchestrator, records
-from netattach.runtime import chain, execute
-from netattach.settings import settings
+from netattach.cni import errors
+from netattach.pods import records
+from netattach.runtime import execute
+from tests.builders import CALL, Sink, nad, orchestrated, pod, view_of
 from tests.unit.fake_plugins import Call, FakePlugins, default_behaviour
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.status: dict[tuple[str, str], list[dict[str, object]]] = {}
-        self.events: list[tuple[str, str, str, str]] = []
-
-    async def publish_status(
-        self, namespace: str, pod: str, entries: list[dict[str, object]], *, uid: str = ""
-    ) -> None:
-        self.status[(namespace, pod)] = entries
-
-    async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None:
-        self.status.pop((namespace, pod), None)
-
-    async def record_event(
-        self,
-        namespace: str,
-        pod: str,
-        *,
-        reason: str,
-        message: str,
-        type_: str = "Normal",
-        uid: str = "",
-    ) -> None:
-        self.events.append((f"{namespace}/{pod}", type_, reason, message))
 
 
 class FetchingStore(store.ClusterStore):
@@ -58,79 +30,10 @@ class FetchingStore(store.ClusterStore):
         return self.pod
 
 
-def nad(name: str, config: dict[str, Any]) -> model.KubeObject:
-    return {
-        "apiVersion": "k8s.cni.cncf.io/v1",
-        "kind": "NetworkAttachmentDefinition",
-        "metadata": {"name": name, "namespace": "blue"},
-        "spec": {"config": json.dumps(config)},
-    }
-
-
-def pod(networks: str) -> model.KubeObject:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "web",
-            "namespace": "blue",
-            "uid": "u1",
-            "annotations": {model.NETWORKS_ANNOTATION: networks},
-        },
-    }
-
-
-def build(
-    tmp_path: Path,
-    view: store.ClusterStore,
-    *,
-    sink: Sink | None = None,
-    pod_records: records.PodRecords | None = None,
-) -> tuple[orchestrator.Orchestrator, Sink]:
-    plugins = FakePlugins(tmp_path / "bin", ["bridge", "macvlan"])
-    (tmp_path / "networks").mkdir()
-    (tmp_path / "networks" / "default.conf").write_text(
-        json.dumps({"cniVersion": "1.0.0", "name": "cluster-default", "type": "bridge"})
-    )
-    cfg = settings.parse_settings(
-        {
-            "clusterNetwork": "cluster-default",
-            "networksDir": str(tmp_path / "networks"),
-            "binDirs": [str(plugins.directory)],
-            "stateDir": str(tmp_path / "state"),
-            "feed": {"directory": str(tmp_path / "manifests")},
-        },
-        source="test",
-    )
-    sink = Sink() if sink is None else sink
-    orch = orchestrator.Orchestrator(
-        settings=cfg,
-        view=view,
-        sink=sink,
-        runtime=chain.Runtime(
-            path=[str(plugins.directory)], cache_dir=tmp_path / "cache", executor=plugins
-        ),
-        records=records.PodRecords(tmp_path / "state") if pod_records is None else pod_records,
-        locks=locks.ContainerLocks(tmp_path / "state"),
-    )
-    return orch, sink
-
-
-CALL = env.Environment(
-    command="ADD",
-    container_id="c1",
-    netns="/run/netns/na-x",
-    ifname="eth0",
-    args=(("K8S_POD_NAMESPACE", "blue"), ("K8S_POD_NAME", "web"), ("K8S_POD_UID", "u1")),
-)
-
-
 @pytest.mark.req("KUBE-EVENTS")
 def test_every_attachment_gets_an_added_interface_event(tmp_path: Path) -> None:
-    view = store.ClusterStore()
-    view.replace_all([pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
-    view.mark_synced()
-    orch, sink = build(tmp_path, view)
+    view = view_of(pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"}))
+    orch, sink, _ = orchestrated(tmp_path, view)
     asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
     assert sink.events == [
         ("blue/web", "Normal", "AddedInterface", "Add eth0 [10.9.0.5/24] from cluster-default"),
@@ -140,12 +43,10 @@ def test_every_attachment_gets_an_added_interface_event(tmp_path: Path) -> None:
 
 @pytest.mark.req("KUBE-EVENTS", "NAD-NAMEWARN")
 def test_a_name_mismatch_is_a_warning_event(tmp_path: Path) -> None:
-    view = store.ClusterStore()
-    view.replace_all(
-        [pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "name": "other", "type": "macvlan"})]
+    view = view_of(
+        pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "name": "other", "type": "macvlan"})
     )
-    view.mark_synced()
-    orch, sink = build(tmp_path, view)
+    orch, sink, _ = orchestrated(tmp_path, view)
     asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
     warnings = [e for e in sink.events if e[1] == "Warning"]
     assert len(warnings) == 1
@@ -165,10 +66,8 @@ def test_a_name_mismatch_is_a_warning_event(tmp_path: Path) -> None:
 def test_a_failure_is_a_warning_event_with_a_reason_to_act_on(
     tmp_path: Path, networks: str, reason: str, says: str
 ) -> None:
-    view = store.ClusterStore()
-    view.replace_all([pod(networks), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
-    view.mark_synced()
-    orch, sink = build(tmp_path, view)
+    view = view_of(pod(networks), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"}))
+    orch, sink, _ = orchestrated(tmp_path, view)
     with pytest.raises(errors.CNIError):
         asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
     ((who, kind, got_reason, message),) = sink.events
@@ -180,7 +79,7 @@ def test_a_failure_is_a_warning_event_with_a_reason_to_act_on(
 def test_a_pod_not_yet_in_the_cache_is_read_directly(tmp_path: Path) -> None:
     view = FetchingStore(pod(""))
     view.mark_synced()
-    orch, sink = build(tmp_path, view)
+    orch, sink, _ = orchestrated(tmp_path, view)
     asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
     assert view.fetched == [("blue", "web")]
     assert [e["name"] for e in sink.status[("blue", "web")]] == ["cluster-default"]
@@ -221,11 +120,9 @@ class MeetingPoint(Sink):
 
 @pytest.mark.req("RT-DEL")
 def test_del_clears_the_status_while_the_delegates_run(tmp_path: Path) -> None:
-    view = store.ClusterStore()
-    view.replace_all([pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
-    view.mark_synced()
+    view = view_of(pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"}))
     meeting = MeetingPoint()
-    orch, _ = build(tmp_path, view, sink=meeting)
+    orch, _, _ = orchestrated(tmp_path, view, sink=meeting)
     meeting.plugins = orch.runtime.invoker.executor
     orch.runtime.invoker.executor = meeting
     asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
@@ -243,10 +140,8 @@ def test_del_clears_the_status_while_the_delegates_run(tmp_path: Path) -> None:
 def test_the_first_plugin_reads_its_config_only_once_the_write_ahead_record_is_saved(
     tmp_path: Path,
 ) -> None:
-    view = store.ClusterStore()
-    view.replace_all([pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
-    view.mark_synced()
-    orch, _ = build(tmp_path, view)
+    view = view_of(pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"}))
+    orch, _, _ = orchestrated(tmp_path, view)
     plugins = orch.runtime.invoker.executor
     assert isinstance(plugins, FakePlugins)
     seen: list[list[str]] = []
@@ -271,10 +166,8 @@ class UnsavableRecords(records.PodRecords):
 def test_an_unsaved_write_ahead_record_fails_the_add_before_any_plugin_reads_its_config(
     tmp_path: Path,
 ) -> None:
-    view = store.ClusterStore()
-    view.replace_all([pod(""), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"})])
-    view.mark_synced()
-    orch, sink = build(tmp_path, view, pod_records=UnsavableRecords(tmp_path / "state"))
+    view = view_of(pod(""), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"}))
+    orch, sink, _ = orchestrated(tmp_path, view, pod_records=UnsavableRecords(tmp_path / "state"))
     plugins = orch.runtime.invoker.executor
     assert isinstance(plugins, FakePlugins)
     with pytest.raises(errors.InternalError) as failed:
