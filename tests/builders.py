@@ -101,7 +101,7 @@ def nad(
     """A NetworkAttachmentDefinition. A mapping `config` is written as JSON after a
     `cniVersion` of `cni_version` (which it may override); a string is written as it is; None
     leaves the spec empty."""
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    metadata = model.ObjectMeta(name=name, namespace=namespace)
     if annotations is not None:
         metadata["annotations"] = dict(annotations)
     spec: dict[str, Any] = {}
@@ -109,12 +109,9 @@ def nad(
         spec["config"] = config
     elif config is not None:
         spec["config"] = json.dumps({"cniVersion": cni_version, **config})
-    return {  # type: ignore[return-value]
-        "apiVersion": NAD_API_VERSION,
-        "kind": "NetworkAttachmentDefinition",
-        "metadata": metadata,
-        "spec": spec,
-    }
+    return model.KubeObject(
+        apiVersion=NAD_API_VERSION, kind="NetworkAttachmentDefinition", metadata=metadata, spec=spec
+    )
 
 
 def namespace(name: str, labels: Mapping[str, str] | None = None) -> model.KubeObject:
@@ -137,17 +134,20 @@ def policy(
 ) -> model.KubeObject:
     """A MultiNetworkPolicy for the networks `policy_for` names; its UID is `uid-<name>` unless
     given. `typed` adds its apiVersion and kind, as the API server serves it."""
-    metadata = {
-        "namespace": namespace,
-        "name": name,
-        "uid": f"uid-{name}" if uid is None else uid,
-        "annotations": {POLICY_FOR_ANNOTATION: policy_for},
-    }
+    metadata = model.ObjectMeta(
+        namespace=namespace,
+        name=name,
+        uid=f"uid-{name}" if uid is None else uid,
+        annotations={POLICY_FOR_ANNOTATION: policy_for},
+    )
     if typed:
         return model.KubeObject(
-            apiVersion=POLICY_API_VERSION, kind="MultiNetworkPolicy", metadata=metadata, spec=spec
+            apiVersion=POLICY_API_VERSION,
+            kind="MultiNetworkPolicy",
+            metadata=metadata,
+            spec=dict(spec),
         )
-    return {"metadata": metadata, "spec": dict(spec)}  # type: ignore[typeddict-item]
+    return model.KubeObject(metadata=metadata, spec=dict(spec))
 
 
 def view_of(*objects: model.KubeObject) -> store.ClusterStore:

@@ -14,10 +14,15 @@ from netattach.policy.compile import compile_pod, compile_pods
 from netattach.policy.ir import allows
 from netattach.policy.model import Policy, parse_policy
 from netattach.policy.views import ViewCache, pod_key
-
-NET = "ns-a/net"
-STATUS = "k8s.v1.cni.cncf.io/network-status"
-POLICY_FOR = "k8s.v1.cni.cncf.io/policy-for"
+from tests.unit.policy_fixtures import (
+    NET,
+    POLICY_FOR,
+    STATUS,
+    container_ports_st,
+    labels_st,
+    numbered_pod,
+    policy_spec_st,
+)
 
 # ---- a direct evaluator of NetworkPolicy semantics on the raw objects (no netattach code) ----
 
@@ -144,111 +149,11 @@ def evaluate(
     return False
 
 
-# ---- strategies ----
-
-keys = st.sampled_from(["app", "tier"])
-vals = st.sampled_from(["x", "y"])
-labels_st = st.dictionaries(keys, vals, max_size=2)
-expr_st = st.one_of(
-    st.fixed_dictionaries(
-        {
-            "key": keys,
-            "operator": st.sampled_from(["In", "NotIn"]),
-            "values": st.lists(vals, min_size=1, max_size=2, unique=True),
-        }
-    ),
-    st.fixed_dictionaries({"key": keys, "operator": st.sampled_from(["Exists", "DoesNotExist"])}),
-)
-selector_st = st.fixed_dictionaries(
-    {},
-    optional={
-        "matchLabels": st.dictionaries(keys, vals, max_size=1),
-        "matchExpressions": st.lists(expr_st, max_size=2),
-    },
-)
-BLOCKS = {
-    "10.0.0.0/28": ["10.0.0.0/30", "10.0.0.4/31", "10.0.0.8/29", "10.0.0.2/32"],
-    "fd00::/124": ["fd00::/126", "fd00::4/127", "fd00::8/125"],
-    "0.0.0.0/0": ["10.0.0.0/29", "10.0.0.5/32"],
-}
-ipblock_st = st.sampled_from(sorted(BLOCKS)).flatmap(
-    lambda c: st.fixed_dictionaries(
-        {"cidr": st.just(c)},
-        optional={"except": st.lists(st.sampled_from(BLOCKS[c]), max_size=3, unique=True)},
-    )
-)
-peer_st = st.one_of(
-    st.fixed_dictionaries({"ipBlock": ipblock_st}),
-    st.fixed_dictionaries({"podSelector": selector_st}),
-    st.fixed_dictionaries({"namespaceSelector": selector_st}),
-    st.fixed_dictionaries({"podSelector": selector_st, "namespaceSelector": selector_st}),
-)
-port_st = st.one_of(
-    st.fixed_dictionaries({}, optional={"protocol": st.sampled_from(["TCP", "UDP", "SCTP"])}),
-    st.fixed_dictionaries(
-        {"port": st.sampled_from(["http", "dns"])},
-        optional={"protocol": st.sampled_from(["TCP", "UDP"])},
-    ),
-    st.tuples(
-        st.sampled_from([53, 80, 1000]), st.sampled_from([None, 0, 5, 500]), st.booleans()
-    ).map(
-        lambda t: {
-            "port": t[0],
-            "protocol": "UDP" if t[2] else "TCP",
-            **({} if t[1] is None else {"endPort": t[0] + t[1]}),
-        }
-    ),
-)
-
-
-def rule_st(key: str) -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries(
-        {},
-        optional={
-            key: st.lists(peer_st, max_size=3),
-            "ports": st.lists(port_st, max_size=3),
-        },
-    )
-
-
-policy_spec_st = st.fixed_dictionaries(
-    {"podSelector": selector_st},
-    optional={
-        "policyTypes": st.lists(st.sampled_from(["Ingress", "Egress"]), max_size=2, unique=True),
-        "ingress": st.lists(rule_st("from"), max_size=3),
-        "egress": st.lists(rule_st("to"), max_size=3),
-    },
-)
-container_ports_st = st.lists(
-    st.tuples(st.sampled_from(["http", "dns"]), st.sampled_from([53, 80, 8080]), st.booleans()).map(
-        lambda t: {"name": t[0], "containerPort": t[1], "protocol": "UDP" if t[2] else "TCP"}
-    ),
-    max_size=2,
-)
-
-
-def make_pod(i: int, ns: str, labels: dict[str, str], v6: bool, ports: Any) -> KubeObject:
-    ips = [f"10.0.0.{i + 1}/24"] + ([f"fd00::{i + 1}/64"] if v6 else [])
-    status = [
-        {"name": "default", "interface": "eth0", "ips": [f"172.16.0.{i + 1}/16"]},
-        {"name": NET, "interface": "net1", "ips": ips},
-    ]
-    return {
-        "metadata": {
-            "namespace": ns,
-            "name": f"pod{i}",
-            "labels": labels,
-            "annotations": {STATUS: json.dumps(status)},
-        },
-        "spec": {"containers": [{"name": "c", "ports": ports}]},
-    }
-
-
 pods_st = st.lists(
     st.tuples(st.sampled_from(["ns-a", "ns-b"]), labels_st, st.booleans(), container_ports_st),
     min_size=1,
     max_size=5,
-).map(lambda ps: [make_pod(i, *p) for i, p in enumerate(ps)])
+).map(lambda ps: [numbered_pod(i, *p) for i, p in enumerate(ps)])
 policies_st = st.lists(
     st.tuples(
         st.sampled_from(["ns-a", "ns-b"]),
@@ -326,7 +231,7 @@ def _policy(ns: str, spec: dict[str, Any], pf: str = "net") -> Policy:
 
 
 def test_unselected_pod_and_ungoverned_interface_are_untouched() -> None:
-    pod = make_pod(0, "ns-a", {"app": "x"}, False, [])
+    pod = numbered_pod(0, "ns-a", {"app": "x"}, False, [])
     other_net = _policy("ns-a", {"podSelector": {}}, pf="other")
     other_pod = _policy("ns-a", {"podSelector": {"matchLabels": {"app": "y"}}})
     assert compile_pod(pod, [], [pod], [other_net, other_pod]) == {}
@@ -338,15 +243,15 @@ def test_unselected_pod_and_ungoverned_interface_are_untouched() -> None:
 
 
 def test_empty_rule_allows_all() -> None:
-    pod = make_pod(0, "ns-a", {}, False, [])
+    pod = numbered_pod(0, "ns-a", {}, False, [])
     rules = compile_pod(pod, [], [pod], [_policy("ns-a", {"podSelector": {}, "ingress": [{}]})])
     assert allows(rules["net1"], "ingress", "2001:db8::1", "SCTP", 9)
 
 
 def test_named_egress_port_resolves_per_destination_pod() -> None:
-    a = make_pod(0, "ns-a", {}, False, [])
-    b = make_pod(1, "ns-a", {}, False, [{"name": "http", "containerPort": 8080}])
-    c = make_pod(2, "ns-a", {}, False, [{"name": "http", "containerPort": 80}])
+    a = numbered_pod(0, "ns-a", {}, False, [])
+    b = numbered_pod(1, "ns-a", {}, False, [{"name": "http", "containerPort": 8080}])
+    c = numbered_pod(2, "ns-a", {}, False, [{"name": "http", "containerPort": 80}])
     spec = {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{"ports": [{"port": "http"}]}]}
     rules = compile_pod(a, [], [a, b, c], [_policy("ns-a", spec)])["net1"]
     assert allows(rules, "egress", "10.0.0.2", "TCP", 8080)

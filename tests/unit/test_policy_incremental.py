@@ -7,7 +7,6 @@ change can alter, and a change that touches no selection or selected pod recompi
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,10 +22,10 @@ from netattach.policy.compile import Compiler, compile_pods
 from netattach.policy.ir import PodRules
 from netattach.policy.model import Policy, parse_policy
 from netattach.policy.views import pod_key
-from tests.unit.test_policy_compile import (
+from tests import builders
+from tests.unit.policy_fixtures import (
     NET,
     POLICY_FOR,
-    STATUS,
     container_ports_st,
     labels_st,
     peer_st,
@@ -45,20 +44,7 @@ SOME_NAMESPACE = st.sampled_from(("ns-a", "ns-a", "ns-a", "ns-b", "ns-c"))
 def make_pod(
     ns: str, name: str, labels: dict[str, str], addr: int, v6: bool, ports: Any
 ) -> KubeObject:
-    ips = [f"10.0.0.{addr}/24"] + ([f"fd00::{addr}/64"] if v6 else [])
-    status = [
-        {"name": "default", "interface": "eth0", "ips": [f"172.16.0.{addr}/16"]},
-        {"name": NET, "interface": "net1", "ips": ips},
-    ]
-    return {
-        "metadata": {
-            "namespace": ns,
-            "name": name,
-            "labels": labels,
-            "annotations": {STATUS: json.dumps(status)},
-        },
-        "spec": {"containers": [{"name": "c", "ports": ports}]},
-    }
+    return builders.addressed_pod(name, ns, labels, addr, v6=v6, ports=ports, network=NET)
 
 
 def make_policy(index: int, ns: str, pf: str, spec: dict[str, Any]) -> Policy:

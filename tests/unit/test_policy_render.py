@@ -13,56 +13,21 @@ from typing import Any
 
 import pytest
 
-from netattach.cluster.model import KubeObject
 from netattach.policy.compile import compile_pod
 from netattach.policy.ir import rules_to_json
 from netattach.policy.model import parse_policy
 from netattach.policy.render import render_table
+from tests.unit.policy_fixtures import NAMESPACES, TARGET, numbered_pod, policy
 
 GOLDEN = Path(__file__).parent / "golden" / "policy"
 UPDATE = os.environ.get("NETATTACH_UPDATE_GOLDEN") == "1"
-NET = "ns-a/net"
 
 
-def pod(i: int, ns: str, labels: dict[str, str], v6: bool = True, ports: Any = ()) -> KubeObject:
-    ips = [f"10.0.0.{i + 1}/24"] + ([f"fd00::{i + 1}/64"] if v6 else [])
-    status = [
-        {"name": "default", "interface": "eth0", "ips": [f"172.16.0.{i + 1}/16"]},
-        {"name": NET, "interface": "net1", "ips": ips},
-    ]
-    return {
-        "metadata": {
-            "namespace": ns,
-            "name": f"pod{i}",
-            "labels": labels,
-            "annotations": {"k8s.v1.cni.cncf.io/network-status": json.dumps(status)},
-        },
-        "spec": {"containers": [{"name": "c", "ports": list(ports)}]},
-    }
-
-
-def policy(name: str, spec: dict[str, Any], ns: str = "ns-a", pf: str = "net") -> KubeObject:
-    return {
-        "metadata": {
-            "namespace": ns,
-            "name": name,
-            "uid": f"uid-{name}",
-            "annotations": {"k8s.v1.cni.cncf.io/policy-for": pf},
-        },
-        "spec": spec,
-    }
-
-
-NAMESPACES: list[KubeObject] = [
-    {"metadata": {"name": "ns-a", "labels": {"team": "a"}}},
-    {"metadata": {"name": "ns-b", "labels": {"team": "b"}}},
-]
-TARGET = pod(0, "ns-a", {"app": "db"}, ports=[{"name": "pg", "containerPort": 5432}])
 PODS = [
     TARGET,
-    pod(1, "ns-a", {"app": "web"}),
-    pod(2, "ns-b", {"app": "web"}, v6=False),
-    pod(3, "ns-b", {"app": "batch"}, ports=[{"name": "pg", "containerPort": 6543}]),
+    numbered_pod(1, "ns-a", {"app": "web"}),
+    numbered_pod(2, "ns-b", {"app": "web"}, v6=False),
+    numbered_pod(3, "ns-b", {"app": "batch"}, ports=[{"name": "pg", "containerPort": 6543}]),
 ]
 CASES: dict[str, dict[str, Any]] = {
     "01-deny-all-ingress": {"podSelector": {}},
@@ -163,7 +128,7 @@ def _rules(text: str) -> list[str]:
 @pytest.mark.req("POL-COMPACT")
 def test_rule_count_grows_with_peers_plus_ports() -> None:
     def script(n_peers: int, n_ports: int) -> tuple[int, int]:
-        pods = [TARGET] + [pod(i, "ns-a", {"app": "web"}) for i in range(1, n_peers + 1)]
+        pods = [TARGET] + [numbered_pod(i, "ns-a", {"app": "web"}) for i in range(1, n_peers + 1)]
         spec = {
             "podSelector": {"matchLabels": {"app": "db"}},
             "ingress": [

@@ -24,9 +24,9 @@ from netattach.policy import render, update
 from netattach.policy.compile import compile_pod
 from netattach.policy.model import parse_policy
 from netattach.policy.selection import Texts
-from tests.netns.test_policy_update import listing, nft
 from tests.netns_fixtures import unique
-from tests.unit.test_policy_render import NAMESPACES, TARGET, pod, policy
+from tests.nft_tables import listing, nft
+from tests.unit.policy_fixtures import NAMESPACES, TARGET, numbered_pod, policy
 
 FROM_WEB: dict[str, Any] = {"from": [{"podSelector": {"matchLabels": {"app": "web"}}}]}
 WEB: dict[str, Any] = {"podSelector": {"matchLabels": {"app": "db"}}, "ingress": [FROM_WEB]}
@@ -36,7 +36,7 @@ def table(peers: int, spec: dict[str, Any] = WEB) -> render.Table:
     """The target's table with `peers` web pods, at every other address (none adjacent, so
     no two merge into one CIDR element)."""
     pods: list[KubeObject] = [TARGET]
-    pods += [pod(2 * i, "ns-a", {"app": "web"}) for i in range(1, peers + 1)]
+    pods += [numbered_pod(2 * i, "ns-a", {"app": "web"}) for i in range(1, peers + 1)]
     rules = compile_pod(TARGET, NAMESPACES, pods, [parse_policy(policy("p", spec))])
     built = render.build_table("ns-a/pod0", rules)
     assert built is not None
@@ -136,7 +136,8 @@ _CHAIN_LINE = re.compile(r"^(?:(?:flush|delete) chain inet netattach (\w+)|\tcha
 
 
 def on_two_networks(obj: KubeObject, i: int) -> KubeObject:
-    """`obj`, made by `pod(i, ...)`, with a second interface: net2, on the network ns-a/net2."""
+    """`obj`, made by `numbered_pod(i, ...)`, with a second interface: net2, on the network
+    ns-a/net2."""
     made = copy.deepcopy(obj)
     annotations = made["metadata"]["annotations"]
     status = json.loads(annotations[_STATUS])
@@ -147,8 +148,8 @@ def on_two_networks(obj: KubeObject, i: int) -> KubeObject:
 
 def pod_table(*policies: KubeObject) -> render.Table:
     """The target's table (on net1 and net2) under `policies`; three web pods, one batch pod."""
-    peers = [(i, pod(i, "ns-a", {"app": "web"})) for i in (2, 4, 6)]
-    peers.append((8, pod(8, "ns-a", {"app": "batch"})))
+    peers = [(i, numbered_pod(i, "ns-a", {"app": "web"})) for i in (2, 4, 6)]
+    peers.append((8, numbered_pod(8, "ns-a", {"app": "batch"})))
     pods = [on_two_networks(p, i) for i, p in [(0, TARGET), *peers]]
     rules = compile_pod(pods[0], NAMESPACES, pods, [parse_policy(p) for p in policies])
     built = render.build_table("ns-a/pod0", rules)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from netattach import process
-from tests.unit.test_runtime_exec import process_alive
+from tests.unit.processes import process_alive
 
 Run = Callable[[list[str], bytes, float], process.Outcome]
 ENV = {"PATH": "/usr/bin:/bin"}

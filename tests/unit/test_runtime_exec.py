@@ -18,6 +18,7 @@ import pytest
 
 from netattach.cni import conf, errors
 from netattach.runtime import chain, execute
+from tests.unit.processes import process_alive
 
 
 def script(directory: Path, name: str, body: str) -> Path:
@@ -35,14 +36,6 @@ def one(plugin_type: str, version: str = "1.0.0") -> conf.NetworkConfigList:
 
 
 RT = chain.RuntimeConf(container_id="c1", ifname="eth0", netns="/run/netns/na-x")
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):  # gone, or reaped while being read
-        return False
-    return state != "Z"
 
 
 @pytest.mark.req("CNI-TIMEOUT")

@@ -17,7 +17,7 @@ import pytest
 from netattach import offload
 from netattach.cni import conf, errors
 from netattach.runtime import chain, execute
-from tests.unit.test_runtime_exec import process_alive
+from tests.unit.processes import process_alive
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
