@@ -276,3 +276,31 @@ def delegate_policy_of(raw: Mapping[str, Any]) -> delegate_policy.DelegatePolicy
     assert problems == [], problems
     assert policy is not None
     return policy
+
+
+class FetchingStore(store.ClusterStore):
+    """A cache that has not seen `pod` or `nad` yet, and an API that has: each read through
+    the cache is kept in `fetched`. The NAD is the API's only when it is the one asked for, and
+    the cache holds it once read (KUBE-NADREAD); the pod is handed out as it is."""
+
+    def __init__(
+        self, *, pod: model.KubeObject | None = None, nad: model.KubeObject | None = None
+    ) -> None:
+        super().__init__()
+        self.pod, self.nad = pod, nad
+        self.fetched: list[tuple[str, str]] = []
+
+    async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None:
+        if self.pod is None:
+            return await super().fetch_pod(namespace, name)
+        self.fetched.append((namespace, name))
+        return self.pod
+
+    async def fetch_nad(self, namespace: str, name: str) -> model.KubeObject | None:
+        if self.nad is None:
+            return await super().fetch_nad(namespace, name)
+        self.fetched.append((namespace, name))
+        if (namespace, name) != (model.namespace_of(self.nad), model.name_of(self.nad)):
+            return None
+        self.upsert(self.nad)
+        return self.nad

@@ -27,6 +27,7 @@ class Call:
 
 
 Behaviour = Callable[[Call], execute.ExecOutcome]
+BeforeRun = Callable[[Path, Mapping[str, str]], Awaitable[object]]
 
 
 def ok(payload: Mapping[str, Any] | None = None) -> execute.ExecOutcome:
@@ -68,6 +69,8 @@ class FakePlugins:
         self.directory = directory
         self.calls: list[Call] = []
         self.behaviour: dict[str, Behaviour] = {}
+        # Awaited as each call starts, before its gate: where a test counts or holds calls.
+        self.before_run: BeforeRun | None = None
         directory.mkdir(parents=True, exist_ok=True)
         for name in names:
             self.install(name)
@@ -88,6 +91,8 @@ class FakePlugins:
         timeout: float,
         gate: Awaitable[object] | None = None,
     ) -> execute.ExecOutcome:
+        if self.before_run is not None:
+            await self.before_run(path, env)
         if gate is not None:
             await gate  # as the real one: the plugin reads its config only after the gate
         call = Call(

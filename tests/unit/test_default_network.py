@@ -19,7 +19,7 @@ from netattach.cni import conf, errors
 from netattach.guard import delegate_policy
 from netattach.pods import delegate_guard, node_guard, plan, records
 from netattach.settings import network as network_settings
-from tests.builders import call, nad, orchestrated, pod, view_of
+from tests.builders import FetchingStore, call, nad, orchestrated, pod, view_of
 
 POD_NS = "blue"
 POD_NAME = "web"
@@ -413,25 +413,9 @@ def test_a_refused_default_network_nad_fails_the_add_before_any_plugin_runs(
     assert event[2] == delegate_guard.DelegateRefusedError.event_reason
 
 
-class NADFetchingStore(store.ClusterStore):
-    """A cache that has not seen the NAD yet, and an API that has (KUBE-NADREAD)."""
-
-    def __init__(self, nad_: model.KubeObject) -> None:
-        super().__init__()
-        self.nad = nad_
-        self.fetched: list[tuple[str, str]] = []
-
-    async def fetch_nad(self, namespace: str, name: str) -> model.KubeObject | None:
-        self.fetched.append((namespace, name))
-        if (namespace, name) != (model.namespace_of(self.nad), model.name_of(self.nad)):
-            return None
-        self.upsert(self.nad)
-        return self.nad
-
-
 @pytest.mark.req("DEV-DEFAULT", "KUBE-NADREAD")
 def test_a_default_network_nad_the_cache_misses_is_read_from_the_api(tmp_path: Path) -> None:
-    view = NADFetchingStore(nad("ovn", MACVLAN))
+    view = FetchingStore(nad=nad("ovn", MACVLAN))
     view.replace_all([pod(default_network="ovn")])
     view.mark_synced()
     orch, sink, plugins = orchestrated(tmp_path, view)
@@ -445,7 +429,7 @@ def test_a_default_network_nad_the_cache_misses_is_read_from_the_api(tmp_path: P
 
 @pytest.mark.req("DEV-DEFAULT", "KUBE-NADREAD")
 def test_a_default_network_nad_the_api_does_not_have_either_is_101(tmp_path: Path) -> None:
-    view = NADFetchingStore(nad("other", MACVLAN))
+    view = FetchingStore(nad=nad("other", MACVLAN))
     view.replace_all([pod(default_network="ovn")])
     view.mark_synced()
     orch, sink, plugins = orchestrated(tmp_path, view)

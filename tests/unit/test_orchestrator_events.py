@@ -4,30 +4,16 @@ direct read of a pod the cache has not seen yet (through the exec seam, no root 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.pods import records
 from netattach.runtime import execute
-from tests.builders import CALL, Sink, nad, orchestrated, pod, view_of
+from tests.builders import CALL, FetchingStore, Sink, nad, orchestrated, pod, view_of
 from tests.unit.fake_plugins import Call, FakePlugins, default_behaviour
-
-
-class FetchingStore(store.ClusterStore):
-    """A cache that has not seen the pod yet, and an API that has."""
-
-    def __init__(self, pod: model.KubeObject) -> None:
-        super().__init__()
-        self.pod = pod
-        self.fetched: list[tuple[str, str]] = []
-
-    async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None:
-        self.fetched.append((namespace, name))
-        return self.pod
 
 
 @pytest.mark.req("KUBE-EVENTS")
@@ -77,7 +63,7 @@ def test_a_failure_is_a_warning_event_with_a_reason_to_act_on(
 
 @pytest.mark.req("KUBE-CACHE")
 def test_a_pod_not_yet_in_the_cache_is_read_directly(tmp_path: Path) -> None:
-    view = FetchingStore(pod(""))
+    view = FetchingStore(pod=pod(""))
     view.mark_synced()
     orch, sink, _ = orchestrated(tmp_path, view)
     asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
@@ -86,12 +72,12 @@ def test_a_pod_not_yet_in_the_cache_is_read_directly(tmp_path: Path) -> None:
 
 
 class MeetingPoint(Sink):
-    """A sink and an exec that each wait, inside a DEL, for the other to have started: they
-    meet only if the orchestrator runs them at the same time."""
+    """A sink, and a hook each plugin call awaits as it starts (`FakePlugins.before_run`), that
+    each wait, inside a DEL, for the other to have started: they meet only if the orchestrator
+    runs them at the same time."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.plugins: execute.PluginExec | None = None  # the exec it stands in front of
         self.clearing, self.deleting = asyncio.Event(), asyncio.Event()
         self.order: list[str] = []
 
@@ -101,30 +87,20 @@ class MeetingPoint(Sink):
         self.order.append("status cleared")
         await super().remove_status(namespace, pod, uid=uid)
 
-    async def run(
-        self,
-        path: Path,
-        *,
-        env: Mapping[str, str],
-        stdin: bytes,
-        timeout: float,
-        gate: Awaitable[object] | None = None,
-    ) -> execute.ExecOutcome:
+    async def plugin_runs(self, path: Path, env: Mapping[str, str]) -> None:
+        """The exec's side: a DEL waits for the status removal to have started."""
         if env.get("CNI_COMMAND") == "DEL":
             self.deleting.set()
             await asyncio.wait_for(self.clearing.wait(), 5)
             self.order.append(f"DEL {path.name}")
-        assert self.plugins is not None
-        return await self.plugins.run(path, env=env, stdin=stdin, timeout=timeout, gate=gate)
 
 
 @pytest.mark.req("RT-DEL")
 def test_del_clears_the_status_while_the_delegates_run(tmp_path: Path) -> None:
     view = view_of(pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"}))
     meeting = MeetingPoint()
-    orch, _, _ = orchestrated(tmp_path, view, sink=meeting)
-    meeting.plugins = orch.runtime.invoker.executor
-    orch.runtime.invoker.executor = meeting
+    orch, _, plugins = orchestrated(tmp_path, view, sink=meeting)
+    plugins.before_run = meeting.plugin_runs
     asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
     assert ("blue", "web") in meeting.status
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from netattach.cni import conf
-from netattach.runtime import chain, execute
+from netattach.runtime import chain
 from tests.unit.fake_plugins import FakePlugins
 
 
@@ -16,21 +16,13 @@ class SlowPlugins(FakePlugins):
         super().__init__(directory, ["bridge"])
         self.now = 0
         self.peak = 0
+        self.before_run = self.count
 
-    async def run(
-        self,
-        path: Path,
-        *,
-        env: Mapping[str, str],
-        stdin: bytes,
-        timeout: float,
-        gate: Awaitable[object] | None = None,
-    ) -> execute.ExecOutcome:
+    async def count(self, path: Path, env: Mapping[str, str]) -> None:
         self.now += 1
         self.peak = max(self.peak, self.now)
         await asyncio.sleep(0.02)
         self.now -= 1
-        return await super().run(path, env=env, stdin=stdin, timeout=timeout, gate=gate)
 
 
 def test_plugin_executions_are_bounded_and_the_rest_wait(tmp_path: Path) -> None:
