@@ -38,12 +38,15 @@ def pod(
     annotations: Mapping[str, str] | None = None,
     spec: Mapping[str, Any] | None = None,
     status: Mapping[str, Any] | None = None,
+    resource_version: str | None = None,
 ) -> model.KubeObject:
     """A core/v1 Pod: `networks` is its selection annotation and `default_network` its
     default-network one, each left out when None."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if uid is not None:
         metadata["uid"] = uid
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
     if labels is not None:
         metadata["labels"] = dict(labels)
     written = dict(annotations or {})
@@ -304,3 +307,15 @@ class FetchingStore(store.ClusterStore):
             return None
         self.upsert(self.nad)
         return self.nad
+
+
+def failure_status(code: int, reason: str, message: str) -> dict[str, Any]:
+    """The metav1.Status an API server answers a failed request with."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }

@@ -20,6 +20,7 @@ import lightkube
 import pytest
 
 from netattach.cluster import api_writes, kube_client
+from tests import builders
 
 
 @dataclass
@@ -217,14 +218,9 @@ def test_a_kept_connection_the_server_closed_is_replaced_once_without_a_lost_wri
 
 @pytest.mark.req("KUBE-STATUS")
 def test_error_replies_are_api_errors_with_the_servers_status() -> None:
-    status = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "message": 'Pod "web" is invalid: metadata.uid: field is immutable',
-        "reason": "Invalid",
-        "code": 422,
-    }
+    status = builders.failure_status(
+        422, "Invalid", 'Pod "web" is invalid: metadata.uid: field is immutable'
+    )
 
     def answer(got: Received) -> bytes:
         if got.line.startswith("PATCH /plain"):

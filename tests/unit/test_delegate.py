@@ -16,15 +16,7 @@ from hypothesis import strategies as st
 
 from netattach.attach import delegate
 from netattach.cni import conf, errors
-from netattach.cni.result import (
-    Interface,
-    IPConfig,
-    IPv4or6Config,
-    Result,
-    Result020,
-    Result040,
-    Result100,
-)
+from netattach.cni import result as cni_result
 from netattach.runtime import chain
 
 
@@ -449,12 +441,12 @@ def test_merge_is_own_args_then_annotation_over_them(
 # verify_result
 
 
-def _result(*ips: IPConfig, mac: str = "0A:58:0A:F4:00:07") -> Result100:
-    return Result100(
+def _result(*ips: cni_result.IPConfig, mac: str = "0A:58:0A:F4:00:07") -> cni_result.Result100:
+    return cni_result.Result100(
         cni_version="1.0.0",
         interfaces=(
-            Interface(name="cni0", mac="aa:aa:aa:aa:aa:aa"),
-            Interface(name="net1", mac=mac, sandbox="/var/run/netns/p"),
+            cni_result.Interface(name="cni0", mac="aa:aa:aa:aa:aa:aa"),
+            cni_result.Interface(name="net1", mac=mac, sandbox="/var/run/netns/p"),
         ),
         ips=ips,
     )
@@ -468,7 +460,8 @@ def _result(*ips: IPConfig, mac: str = "0A:58:0A:F4:00:07") -> Result100:
 @pytest.mark.parametrize("mac", ["", "0a:58:0a:f4:00:07", "0A-58-0A-F4-00-07", "0a58.0af4.0007"])
 def test_requested_ips_and_mac_on_the_interface_pass(requested: tuple[str, ...], mac: str) -> None:
     result = _result(
-        IPConfig(address="10.1.1.5/24", interface=1), IPConfig(address="fd00::5/64", interface=1)
+        cni_result.IPConfig(address="10.1.1.5/24", interface=1),
+        cni_result.IPConfig(address="fd00::5/64", interface=1),
     )
     delegate.verify_result(result, ifname="net1", ips=requested, mac=mac, network="ns/net")
 
@@ -476,15 +469,20 @@ def test_requested_ips_and_mac_on_the_interface_pass(requested: tuple[str, ...],
 @pytest.mark.parametrize(
     ("result", "ips", "mac", "expected"),
     [
-        (_result(IPConfig(address="10.1.1.6/24", interface=1)), ("10.1.1.5",), "", "IP 10.1.1.5"),
         (
-            _result(IPConfig(address="10.1.1.5/16", interface=1)),
+            _result(cni_result.IPConfig(address="10.1.1.6/24", interface=1)),
+            ("10.1.1.5",),
+            "",
+            "IP 10.1.1.5",
+        ),
+        (
+            _result(cni_result.IPConfig(address="10.1.1.5/16", interface=1)),
             ("10.1.1.5/24",),
             "",
             "IP 10.1.1.5/24",
         ),
         (
-            _result(IPConfig(address="10.1.1.5/24", interface=0)),
+            _result(cni_result.IPConfig(address="10.1.1.5/24", interface=0)),
             ("10.1.1.5",),
             "",
             "IP 10.1.1.5",
@@ -492,16 +490,18 @@ def test_requested_ips_and_mac_on_the_interface_pass(requested: tuple[str, ...],
         (_result(), (), "02:00:00:00:00:01", "MAC 02:00:00:00:00:01"),
         (_result(mac=""), (), "02:00:00:00:00:01", "reports no MAC"),
         (
-            Result020(cni_version="0.2.0", ip4=IPv4or6Config(ip="10.1.1.5/24")),
+            cni_result.Result020(
+                cni_version="0.2.0", ip4=cni_result.IPv4or6Config(ip="10.1.1.5/24")
+            ),
             ("10.1.1.5",),
             "02:00:00:00:00:01",
             "has no interfaces",
         ),
         (
-            Result040(
+            cni_result.Result040(
                 cni_version="0.4.0",
-                interfaces=(Interface(name="eth0", sandbox="/ns"),),
-                ips=(IPConfig(address="10.1.1.5/24", interface=0),),
+                interfaces=(cni_result.Interface(name="eth0", sandbox="/ns"),),
+                ips=(cni_result.IPConfig(address="10.1.1.5/24", interface=0),),
             ),
             ("10.1.1.5",),
             "",
@@ -519,7 +519,7 @@ def test_requested_ips_and_mac_on_the_interface_pass(requested: tuple[str, ...],
     ],
 )
 def test_what_the_result_does_not_give_fails_with_code_7(
-    result: Result, ips: tuple[str, ...], mac: str, expected: str
+    result: cni_result.Result, ips: tuple[str, ...], mac: str, expected: str
 ) -> None:
     with pytest.raises(errors.InvalidNetworkConfigError) as info:
         delegate.verify_result(result, ifname="net1", ips=ips, mac=mac, network="ns1/static-net")
@@ -530,7 +530,7 @@ def test_what_the_result_does_not_give_fails_with_code_7(
 
 
 def test_every_missing_request_is_listed_at_once() -> None:
-    result = _result(IPConfig(address="10.1.1.5/24", interface=1))
+    result = _result(cni_result.IPConfig(address="10.1.1.5/24", interface=1))
     with pytest.raises(errors.InvalidNetworkConfigError) as info:
         delegate.verify_result(
             result, ifname="net1", ips=("10.1.1.5", "10.1.1.6", "fd00::6"), mac="02:00:00:00:00:09"
@@ -544,16 +544,19 @@ def test_every_missing_request_is_listed_at_once() -> None:
 
 
 def test_old_results_and_results_without_sandbox_offer_their_unbound_ips() -> None:
-    old = Result020(
+    old = cni_result.Result020(
         cni_version="0.2.0",
-        ip4=IPv4or6Config(ip="10.1.1.5/24"),
-        ip6=IPv4or6Config(ip="fd00::5/64"),
+        ip4=cni_result.IPv4or6Config(ip="10.1.1.5/24"),
+        ip6=cni_result.IPv4or6Config(ip="fd00::5/64"),
     )
     delegate.verify_result(old, ifname="net1", ips=("10.1.1.5", "fd00::5/64"), mac="")
-    no_sandbox = Result100(
+    no_sandbox = cni_result.Result100(
         cni_version="1.0.0",
-        interfaces=(Interface(name="br0"),),
-        ips=(IPConfig(address="10.1.1.5/24"), IPConfig(address="10.1.1.9/24", interface=0)),
+        interfaces=(cni_result.Interface(name="br0"),),
+        ips=(
+            cni_result.IPConfig(address="10.1.1.5/24"),
+            cni_result.IPConfig(address="10.1.1.9/24", interface=0),
+        ),
     )
     delegate.verify_result(no_sandbox, ifname="net1", ips=("10.1.1.5",), mac="")
     with pytest.raises(errors.InvalidNetworkConfigError, match="no sandbox interface"):

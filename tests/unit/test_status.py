@@ -18,17 +18,7 @@ from hypothesis import strategies as st
 
 from netattach.attach import status
 from netattach.cni import errors
-from netattach.cni.result import (
-    DNS,
-    Interface,
-    IPConfig,
-    IPv4or6Config,
-    Result,
-    Result020,
-    Result040,
-    Result100,
-    parse_result,
-)
+from netattach.cni import result as cni_result
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "status"
 KEY_ORDER = (
@@ -54,7 +44,7 @@ def _entry_from_golden(case: Mapping[str, Any]) -> dict[str, object]:
     args = case["args"]
     raw = case["result"]
     # A result always names its version in these files; a default that is no version fails.
-    result = None if raw is None else parse_result(raw, default_version="99.0.0")
+    result = None if raw is None else cni_result.parse_result(raw, default_version="99.0.0")
     return status.build_entry(
         name=args["name"],
         ifname=args["ifname"],
@@ -145,10 +135,10 @@ def test_standard_example_annotation_is_rebuilt_from_the_three_results() -> None
 
 @pytest.mark.req("STAT-KEYS")
 def test_dns_is_left_out_when_empty_and_options_never_appear() -> None:
-    result = Result100(
+    result = cni_result.Result100(
         cni_version="1.0.0",
-        interfaces=(Interface(name="net1", sandbox="/ns"),),
-        dns=DNS(options=("ndots:5",)),
+        interfaces=(cni_result.Interface(name="net1", sandbox="/ns"),),
+        dns=cni_result.DNS(options=("ndots:5",)),
     )
     entry = status.build_entry(name="a/b", ifname="net1", result=result, default=False)
     assert "dns" not in entry
@@ -158,16 +148,16 @@ def test_dns_is_left_out_when_empty_and_options_never_appear() -> None:
 @pytest.mark.req("STAT-SRC")
 def test_the_first_sandbox_interface_wins_even_when_ifname_differs() -> None:
     # §5.1.1: the status comes from the result's first sandbox interface, not from CNI_IFNAME.
-    result = Result040(
+    result = cni_result.Result040(
         cni_version="0.3.1",
         interfaces=(
-            Interface(name="host0"),
-            Interface(name="eth9", mac="02:00:00:00:00:09", sandbox="/ns"),
-            Interface(name="net1", mac="02:00:00:00:00:01", sandbox="/ns"),
+            cni_result.Interface(name="host0"),
+            cni_result.Interface(name="eth9", mac="02:00:00:00:00:09", sandbox="/ns"),
+            cni_result.Interface(name="net1", mac="02:00:00:00:00:01", sandbox="/ns"),
         ),
         ips=(
-            IPConfig(address="10.0.0.9/8", interface=1),
-            IPConfig(address="10.0.0.1/8", interface=2),
+            cni_result.IPConfig(address="10.0.0.9/8", interface=1),
+            cni_result.IPConfig(address="10.0.0.1/8", interface=2),
         ),
     )
     entry = status.build_entry(name="a/b", ifname="net1", result=result, default=False)
@@ -181,13 +171,13 @@ def test_the_first_sandbox_interface_wins_even_when_ifname_differs() -> None:
 @pytest.mark.req("STAT-IPS")
 def test_a_negative_interface_index_counts_as_no_interface() -> None:
     # §5.3.3.1 (2): "no interface property or an interface property less than zero". The parser
-    # refuses a negative index; a Result built in code can still hold one.
-    result = Result100(
+    # refuses a negative index; a cni_result.Result built in code can still hold one.
+    result = cni_result.Result100(
         cni_version="1.0.0",
         ips=(
-            IPConfig(address="10.0.0.1/24", interface=-1),
-            IPConfig(address="10.0.0.2/24", interface=0),
-            IPConfig(address="10.0.0.3/24"),
+            cni_result.IPConfig(address="10.0.0.1/24", interface=-1),
+            cni_result.IPConfig(address="10.0.0.2/24", interface=0),
+            cni_result.IPConfig(address="10.0.0.3/24"),
         ),
     )
     entry = status.build_entry(name="a/b", ifname="net1", result=result, default=False)
@@ -366,7 +356,7 @@ sandboxes = st.sampled_from(("", "", "/var/run/netns/p", "/proc/1/ns/net"))
 # The 1.1.0 fields left at their defaults, as every version carries the interface then:
 # builds() draws every field of a NamedTuple it is not given, defaults included.
 interfaces = st.builds(
-    Interface,
+    cni_result.Interface,
     name=names,
     mac=macs,
     sandbox=sandboxes,
@@ -375,7 +365,7 @@ interfaces = st.builds(
     pci_id=st.just(""),
 )
 dnses = st.builds(
-    DNS,
+    cni_result.DNS,
     nameservers=st.lists(st.ip_addresses().map(str), max_size=2).map(tuple),
     domain=st.sampled_from(("", "example.org")),
     search=st.lists(st.sampled_from(("a.example", "b.example")), max_size=2).map(tuple),
@@ -384,26 +374,30 @@ dnses = st.builds(
 
 
 @st.composite
-def layered_results(draw: st.DrawFn) -> Result040 | Result100:
+def layered_results(draw: st.DrawFn) -> cni_result.Result040 | cni_result.Result100:
     ifaces = tuple(draw(st.lists(interfaces, max_size=4)))
     index = st.none() | st.integers(-2, len(ifaces) + 1)
-    ips = tuple(draw(st.lists(st.builds(IPConfig, address=addresses, interface=index), max_size=6)))
+    ips = tuple(
+        draw(
+            st.lists(st.builds(cni_result.IPConfig, address=addresses, interface=index), max_size=6)
+        )
+    )
     version = draw(st.sampled_from(("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")))
-    cls = Result040 if version.startswith("0.") else Result100
+    cls = cni_result.Result040 if version.startswith("0.") else cni_result.Result100
     return cls(cni_version=version, interfaces=ifaces, ips=ips, dns=draw(dnses))
 
 
 @st.composite
-def old_results(draw: st.DrawFn) -> Result020:
-    ip4 = draw(st.none() | _prefixed(4).map(lambda ip: IPv4or6Config(ip=ip)))
-    ip6 = draw(st.none() | _prefixed(6).map(lambda ip: IPv4or6Config(ip=ip)))
+def old_results(draw: st.DrawFn) -> cni_result.Result020:
+    ip4 = draw(st.none() | _prefixed(4).map(lambda ip: cni_result.IPv4or6Config(ip=ip)))
+    ip6 = draw(st.none() | _prefixed(6).map(lambda ip: cni_result.IPv4or6Config(ip=ip)))
     version = draw(st.sampled_from(("0.1.0", "0.2.0")))
-    return Result020(cni_version=version, ip4=ip4, ip6=ip6, dns=draw(dnses))
+    return cni_result.Result020(cni_version=version, ip4=ip4, ip6=ip6, dns=draw(dnses))
 
 
-def _model_ips(result: Result) -> list[str]:
+def _model_ips(result: cni_result.Result) -> list[str]:
     """§5.3.3.1 written out once more, as plainly as possible."""
-    if isinstance(result, Result020):
+    if isinstance(result, cni_result.Result020):
         return [c.ip for c in (result.ip4, result.ip6) if c is not None]
     sandbox = next((i for i, iface in enumerate(result.interfaces) if iface.sandbox), None)
     if sandbox is None:
@@ -413,7 +407,9 @@ def _model_ips(result: Result) -> list[str]:
 
 @pytest.mark.req("STAT-IPS")
 @given(result=layered_results() | old_results())
-def test_exactly_the_sandbox_interface_ips_appear_with_their_prefixes(result: Result) -> None:
+def test_exactly_the_sandbox_interface_ips_appear_with_their_prefixes(
+    result: cni_result.Result,
+) -> None:
     entry = status.build_entry(name="ns/net", ifname="net1", result=result, default=False)
     expected = _model_ips(result)
     if expected:
@@ -431,7 +427,7 @@ def test_exactly_the_sandbox_interface_ips_appear_with_their_prefixes(result: Re
     gateways=st.lists(st.ip_addresses().map(str), max_size=2),
 )
 def test_any_result_gives_a_json_entry_with_keys_in_order(
-    result: Result | None, default: bool, gateways: list[str]
+    result: cni_result.Result | None, default: bool, gateways: list[str]
 ) -> None:
     entry = status.build_entry(
         name="ns/net", ifname="net1", result=result, default=default, gateways=gateways
@@ -451,7 +447,7 @@ def test_any_result_gives_a_json_entry_with_keys_in_order(
 @pytest.mark.req("STAT-SRC")
 @given(result=layered_results())
 def test_interface_and_mac_come_from_the_first_sandbox_interface(
-    result: Result040 | Result100,
+    result: cni_result.Result040 | cni_result.Result100,
 ) -> None:
     entry = status.build_entry(name="ns/net", ifname="fallback0", result=result, default=False)
     first = next((iface for iface in result.interfaces if iface.sandbox), None)

@@ -9,6 +9,7 @@ import pytest
 from lightkube.resources import core_v1
 
 from netattach.cluster import kube_client, watch_stream
+from tests import builders
 
 # Recorded from kube-apiserver 1.28.7 (reference/real-world.md): not a valid Pod.
 REAL_BOOKMARK = (
@@ -22,12 +23,15 @@ def line(event_type: str, obj: object) -> str:
 
 
 def pod(name: str, **spec: object) -> dict[str, object]:
-    return {
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {"name": name, "namespace": "ns", "resourceVersion": "77"},
-        "spec": {"containers": [{"name": "c", "image": "i"}], **spec},
-    }
+    return dict(
+        builders.pod(
+            name=name,
+            namespace="ns",
+            uid=None,
+            resource_version="77",
+            spec={"containers": [{"name": "c", "image": "i"}], **spec},
+        )
+    )
 
 
 @pytest.mark.req("KUBE-BOOKMARK")
@@ -38,14 +42,7 @@ def test_a_real_bookmark_is_read_for_its_version_only() -> None:
 
 @pytest.mark.req("KUBE-BOOKMARK")
 def test_an_error_event_is_raised_as_the_api_error_it_carries() -> None:
-    status = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "reason": "Expired",
-        "message": "too old resource version: 5 (90)",
-        "code": 410,
-    }
+    status = builders.failure_status(410, "Expired", "too old resource version: 5 (90)")
     with pytest.raises(lightkube.ApiError) as raised:
         watch_stream.parse_line(line("ERROR", status), core_v1.Pod, "Pod")
     assert raised.value.status.code == 410
