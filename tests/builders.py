@@ -319,3 +319,44 @@ def failure_status(code: int, reason: str, message: str) -> dict[str, Any]:
         "reason": reason,
         "code": code,
     }
+
+
+def attachment(
+    status_name: str = "blue/net-a",
+    ifname: str = "net1",
+    *,
+    is_default: bool = False,
+    config: Mapping[str, Any] | None = None,
+    capability_args: Mapping[str, Any] | None = None,
+    result: Mapping[str, Any] | None = None,
+) -> records.AttachmentRecord:
+    """One attachment of a pod record: `result` None is an ADD that has not finished."""
+    return records.AttachmentRecord(
+        status_name=status_name,
+        ifname=ifname,
+        is_default=is_default,
+        config=dict(config or {}),
+        capability_args=dict(capability_args or {}),
+        result=None if result is None else dict(result),
+    )
+
+
+def pod_record(
+    container_id: str,
+    *attachments: records.AttachmentRecord,
+    netns: str = "/x",
+    namespace: str = "blue",
+    pod: str = "web",
+    uid: str = "u",
+    complete: bool = False,
+) -> records.PodRecord:
+    """The record ADD keeps of the pod `namespace/pod` in the container `container_id`."""
+    return records.PodRecord(
+        container_id=container_id,
+        netns=netns,
+        namespace=namespace,
+        pod=pod,
+        uid=uid,
+        attachments=attachments,
+        complete=complete,
+    )

@@ -12,6 +12,7 @@ import pytest
 
 from netattach.daemon import introspect
 from netattach.pods import records
+from tests import builders
 
 RESULT: dict[str, Any] = {
     "cniVersion": "1.0.0",
@@ -40,15 +41,7 @@ def attachment(
 
 def save(state: Path, container_id: str, *atts: records.AttachmentRecord) -> None:
     records.PodRecords(state).save(
-        records.PodRecord(
-            container_id=container_id,
-            netns="/run/netns/x",
-            namespace="blue",
-            pod="web",
-            uid="uid-web",
-            attachments=atts,
-            complete=True,
-        )
+        builders.pod_record(container_id, *atts, netns="/run/netns/x", uid="uid-web", complete=True)
     )
 
 

@@ -19,6 +19,7 @@ from netattach.cni import conf, errors
 from netattach.guard import delegate_policy
 from netattach.pods import delegate_guard, node_guard, plan, records
 from netattach.settings import network as network_settings
+from tests import builders
 from tests.builders import FetchingStore, call, nad, orchestrated, pod, view_of
 
 POD_NS = "blue"
@@ -302,16 +303,7 @@ def test_the_node_guard_judges_the_pods_default_network_nad(tmp_path: Path) -> N
         result={"ips": [{"address": "10.20.0.5/24"}]},
     )
     store_ = records.PodRecords(tmp_path)
-    store_.save(
-        records.PodRecord(
-            container_id="c-other",
-            netns="/x",
-            namespace=POD_NS,
-            pod="db",
-            uid="u2",
-            attachments=(held,),
-        )
-    )
+    store_.save(builders.pod_record("c-other", held, namespace=POD_NS, pod="db", uid="u2"))
     config = {"type": "macvlan", "master": "eth1", "ipam": static("10.20.0.5/24")}
     view = view_of(pod(default_network="ovn"), nad("ovn", config))
     planned = build(view)
@@ -345,16 +337,7 @@ def test_a_recorded_pod_default_nad_has_a_nads_host_side(tmp_path: Path) -> None
                 "interfaces": [{"name": f"veth-{container}"}, {"name": "eth0", "sandbox": "/x"}]
             },
         )
-        store_.save(
-            records.PodRecord(
-                container_id=container,
-                netns="/x",
-                namespace=POD_NS,
-                pod=container,
-                uid="u",
-                attachments=(attachment,),
-            )
-        )
+        store_.save(builders.pod_record(container, attachment, namespace=POD_NS, pod=container))
 
     live = node_guard.live_attachments(store_, "c-self", cluster_nad="default/cluster")
 

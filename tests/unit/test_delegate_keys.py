@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from netattach.attach import delegate
 from netattach.cni import conf, errors
-from netattach.guard import check, delegate_policy, keys
+from netattach.guard import check, keys
 from netattach.settings import settings
-from tests.builders import delegate_policy_of
+from tests.unit.delegate_checks import refusals
 from tests.unit.key_spellings import SPELLINGS
 
 # --- Go's folding ------------------------------------------------------------------------------
@@ -51,15 +51,6 @@ def test_a_key_folds_to_a_field_exactly_when_go_would_take_it_for_that_field(key
 
 
 # --- spellings ---------------------------------------------------------------------------------
-
-
-def policy_rules(**lists: Any) -> delegate_policy.DelegateRules:
-    return delegate_policy_of(lists).rules
-
-
-def refusals(config: object, **lists: Any) -> list[str]:
-    assert isinstance(config, dict)
-    return [str(r) for r in check.check_config(config, policy_rules(**lists))]
 
 
 @pytest.mark.req("SEC-KEYS")

@@ -15,10 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from netattach.cni import env, errors
-from netattach.guard import check, delegate_policy, globs
+from netattach.guard import delegate_policy, globs
 from netattach.pods import delegate_guard
 from netattach.settings import settings
 from tests.builders import call, delegate_policy_of, nad, namespace, orchestrated, pod, view_of
+from tests.unit.delegate_checks import refusals
 
 # --- the glob matcher --------------------------------------------------------------------------
 
@@ -95,14 +96,6 @@ def test_a_relative_or_dotdot_path_is_in_no_list() -> None:
 
 
 # --- what each rule refuses --------------------------------------------------------------------
-
-
-def rules(**lists: list[str]) -> delegate_policy.DelegateRules:
-    return delegate_policy_of(lists).rules
-
-
-def refusals(config: dict[str, Any], **lists: list[str]) -> list[str]:
-    return [str(r) for r in check.check_config(config, rules(**lists))]
 
 
 def conflist(*plugins: dict[str, Any]) -> dict[str, Any]:

@@ -12,24 +12,14 @@ from typing import Any
 import pytest
 
 from netattach.cni import conf
-from netattach.guard import check, delegate_policy, node_rules, node_state
+from netattach.guard import delegate_policy, node_rules, node_state
 from netattach.pods import delegate_guard, node_guard, plan, records
 from netattach.settings import settings
+from tests import builders
 from tests.builders import call, nad, orchestrated, pod, view_of
+from tests.unit.delegate_checks import refusals, rules
 
 pytestmark = pytest.mark.req("SEC-NODE")
-
-
-def rules(**lists: Any) -> delegate_policy.DelegateRules:
-    problems: list[str] = []
-    policy = delegate_policy.parse_policy(lists, "delegatePolicy", problems)
-    assert problems == []
-    assert policy is not None
-    return policy.rules
-
-
-def refusals(config: dict[str, Any], **lists: Any) -> list[str]:
-    return [str(r) for r in check.check_config(config, rules(**lists))]
 
 
 def ipam_bridge(ipam: dict[str, Any], **bridge: Any) -> dict[str, Any]:
@@ -322,16 +312,7 @@ def test_the_live_attachments_are_read_from_the_records(tmp_path: Path) -> None:
             capability_args={},
             result=default_result if default else result,
         )
-        store_.save(
-            records.PodRecord(
-                container_id=container,
-                netns="/x",
-                namespace="red",
-                pod="db",
-                uid="u",
-                attachments=(attachment,),
-            )
-        )
+        store_.save(builders.pod_record(container, attachment, namespace="red", pod="db"))
 
     # A pod whose ADD is still running: no result yet, its config's static address is taken.
     running = records.AttachmentRecord(
@@ -341,16 +322,7 @@ def test_the_live_attachments_are_read_from_the_records(tmp_path: Path) -> None:
         config={"type": "ptp", "ipam": static("10.7.0.3/24")},
         capability_args={},
     )
-    store_.save(
-        records.PodRecord(
-            container_id="c-run",
-            netns="/x",
-            namespace="red",
-            pod="job",
-            uid="v",
-            attachments=(running,),
-        )
-    )
+    store_.save(builders.pod_record("c-run", running, namespace="red", pod="job", uid="v"))
 
     live = node_guard.live_attachments(store_, "c-self")
 
@@ -450,16 +422,7 @@ def test_two_adds_at_once_cannot_both_claim_one_address(tmp_path: Path) -> None:
     attachment = records.AttachmentRecord(
         status_name="blue/net-a", ifname="net1", is_default=False, config=config, capability_args={}
     )
-    store_.save(
-        records.PodRecord(
-            container_id="c-first",
-            netns="/x",
-            namespace="blue",
-            pod="web",
-            uid="u",
-            attachments=(attachment,),
-        )
-    )
+    store_.save(builders.pod_record("c-first", attachment))
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
         asyncio.run(guard.check_plan(second, policy, "c-second"))
     assert "held by the live attachment blue/net-a of pod blue/web" in caught.value.msg

@@ -17,24 +17,13 @@ import pytest
 import yaml
 
 from netattach.cli import validate
-from netattach.guard import check, delegate_policy, goaddr, ifnames, node_state
+from netattach.guard import delegate_policy, goaddr, ifnames, node_state
 from netattach.netns.host import Link
 from netattach.pods import node_guard
 from netattach.settings import runtime as runtime_settings
+from tests.unit.delegate_checks import refusals, rules
 
 pytestmark = pytest.mark.req("SEC-VALUES")
-
-
-def rules(**lists: Any) -> delegate_policy.DelegateRules:
-    problems: list[str] = []
-    policy = delegate_policy.parse_policy(lists, "delegatePolicy", problems)
-    assert problems == []
-    assert policy is not None
-    return policy.rules
-
-
-def refusals(config: dict[str, Any], **lists: Any) -> list[str]:
-    return [str(r) for r in check.check_config(config, rules(**lists))]
 
 
 def address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:

@@ -41,7 +41,7 @@ from netattach.guard import admission, delegate_policy
 from netattach.pods import call_log, locks, node_guard, orchestrator, records, thin
 from netattach.runtime import chain
 from netattach.settings import settings
-from tests import attack_corpus
+from tests import attack_corpus, builders
 from tests.attack_corpus import Attack
 from tests.builders import Sink
 from tests.unit.admission_fixtures import CompiledPolicy, nad
@@ -235,13 +235,13 @@ def live_attachment(state: Path) -> None:
         result=result,
     )
     records.PodRecords(state).save(
-        records.PodRecord(
-            container_id="live-pod",
+        builders.pod_record(
+            "live-pod",
+            attachment,
             netns="/run/netns/live",
             namespace="green",
             pod="db",
             uid="u-live",
-            attachments=(attachment,),
             complete=True,
         )
     )
