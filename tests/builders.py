@@ -17,6 +17,7 @@ from netattach.cni import env
 from netattach.guard import delegate_policy
 from netattach.pods import locks, orchestrator, records
 from netattach.runtime import chain
+from netattach.settings import network as network_settings
 from netattach.settings import settings
 from tests.unit.fake_plugins import FakePlugins
 
@@ -162,23 +163,20 @@ def view_of(*objects: model.KubeObject) -> store.ClusterStore:
 
 
 def call(
-    command: str = "ADD",
-    *,
-    namespace: str = "blue",
-    pod_name: str = "web",
-    uid: str = "u1",
-    container_id: str = "c1",
-    netns: str = "/run/netns/na-x",
-    ifname: str = "eth0",
+    command: str = "ADD", *, namespace: str = "blue", pod_name: str = "web", **where: Any
 ) -> env.Environment:
-    """The CNI call the container runtime makes for the pod `namespace/pod_name`."""
-    return env.Environment(
+    """The CNI call the container runtime makes for the pod `namespace/pod_name` (UID u1),
+    container c1, on eth0 in /run/netns/na-x; `where` replaces any of `uid`, `container_id`,
+    `netns` and `ifname`."""
+    uid: str = where.pop("uid", "u1")
+    made = env.Environment(
         command=command,
-        container_id=container_id,
-        netns=netns,
-        ifname=ifname,
+        container_id="c1",
+        netns="/run/netns/na-x",
+        ifname="eth0",
         args=(("K8S_POD_NAMESPACE", namespace), ("K8S_POD_NAME", pod_name), ("K8S_POD_UID", uid)),
     )
+    return made._replace(**where)
 
 
 CALL = call()
@@ -200,17 +198,10 @@ class Sink:
     async def remove_status(self, namespace: str, pod: str, *, uid: str = "") -> None:
         self.status.pop((namespace, pod), None)
 
-    async def record_event(
-        self,
-        namespace: str,
-        pod: str,
-        *,
-        reason: str,
-        message: str,
-        type_: str = "Normal",
-        uid: str = "",
-    ) -> None:
-        self.events.append((f"{namespace}/{pod}", type_, reason, message))
+    async def record_event(self, namespace: str, pod: str, **event: str) -> None:
+        """An Event: `reason`, `message`, `type_` (Normal unless given) and the pod's `uid`."""
+        kind = event.get("type_", "Normal")
+        self.events.append((f"{namespace}/{pod}", kind, event["reason"], event["message"]))
 
 
 def raw_settings(
@@ -282,16 +273,22 @@ def delegate_policy_of(raw: Mapping[str, Any]) -> delegate_policy.DelegatePolicy
 
 
 class FetchingStore(store.ClusterStore):
-    """A cache that has not seen `pod` or `nad` yet, and an API that has: each read through
+    """A synced cache holding `cached` that has not seen `pod` or `nad` yet, and an API that
+    has them: each read through
     the cache is kept in `fetched`. The NAD is the API's only when it is the one asked for, and
     the cache holds it once read (KUBE-NADREAD); the pod is handed out as it is."""
 
     def __init__(
-        self, *, pod: model.KubeObject | None = None, nad: model.KubeObject | None = None
+        self,
+        *cached: model.KubeObject,
+        pod: model.KubeObject | None = None,
+        nad: model.KubeObject | None = None,
     ) -> None:
         super().__init__()
         self.pod, self.nad = pod, nad
         self.fetched: list[tuple[str, str]] = []
+        self.replace_all(list(cached))
+        self.mark_synced()
 
     async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None:
         if self.pod is None:
@@ -359,4 +356,29 @@ def pod_record(
         uid=uid,
         attachments=attachments,
         complete=complete,
+    )
+
+
+def networks(
+    cluster_network: str | network_settings.ClusterNetworkRef = "absent",
+    *,
+    networks_dir: Path = Path("/nonexistent-netattach-test"),
+    isolation: bool = True,
+    global_namespaces: tuple[str, ...] = ("default",),
+    **more: Any,
+) -> network_settings.NetworkSettings:
+    """The daemon's network settings: the cluster default network by name (or as given), read
+    from `networks_dir` (none on disk by default, so a plan that reads it fails), with `more`
+    of NetworkSettings' fields."""
+    ref = (
+        network_settings.ClusterNetworkRef(kind="name", name=cluster_network)
+        if isinstance(cluster_network, str)
+        else cluster_network
+    )
+    return network_settings.NetworkSettings(
+        cluster_network=ref,
+        networks_dir=networks_dir,
+        namespace_isolation=isolation,
+        global_namespaces=global_namespaces,
+        **more,
     )

@@ -33,13 +33,7 @@ def cfg(
     cluster_network: network_settings.ClusterNetworkRef | None = None,
 ) -> network_settings.NetworkSettings:
     # No on-disk default network: a plan that reads it fails, so these prove it is not read.
-    return network_settings.NetworkSettings(
-        cluster_network=cluster_network
-        or network_settings.ClusterNetworkRef(kind="name", name="absent"),
-        networks_dir=NO_DISK,
-        namespace_isolation=isolation,
-        global_namespaces=("default",),
-    )
+    return builders.networks(cluster_network or "absent", networks_dir=NO_DISK, isolation=isolation)
 
 
 RUNTIME_CONFIG: dict[str, Any] = {
@@ -398,9 +392,7 @@ def test_a_refused_default_network_nad_fails_the_add_before_any_plugin_runs(
 
 @pytest.mark.req("DEV-DEFAULT", "KUBE-NADREAD")
 def test_a_default_network_nad_the_cache_misses_is_read_from_the_api(tmp_path: Path) -> None:
-    view = FetchingStore(nad=nad("ovn", MACVLAN))
-    view.replace_all([pod(default_network="ovn")])
-    view.mark_synced()
+    view = FetchingStore(pod(default_network="ovn"), nad=nad("ovn", MACVLAN))
     orch, sink, plugins = orchestrated(tmp_path, view)
 
     asyncio.run(orch.add(call(), {"cniVersion": "1.0.0"}))
@@ -412,9 +404,7 @@ def test_a_default_network_nad_the_cache_misses_is_read_from_the_api(tmp_path: P
 
 @pytest.mark.req("DEV-DEFAULT", "KUBE-NADREAD")
 def test_a_default_network_nad_the_api_does_not_have_either_is_101(tmp_path: Path) -> None:
-    view = FetchingStore(nad=nad("other", MACVLAN))
-    view.replace_all([pod(default_network="ovn")])
-    view.mark_synced()
+    view = FetchingStore(pod(default_network="ovn"), nad=nad("other", MACVLAN))
     orch, sink, plugins = orchestrated(tmp_path, view)
 
     with pytest.raises(errors.AttachmentNotFoundError) as caught:

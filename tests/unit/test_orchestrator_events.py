@@ -64,7 +64,6 @@ def test_a_failure_is_a_warning_event_with_a_reason_to_act_on(
 @pytest.mark.req("KUBE-CACHE")
 def test_a_pod_not_yet_in_the_cache_is_read_directly(tmp_path: Path) -> None:
     view = FetchingStore(pod=pod(""))
-    view.mark_synced()
     orch, sink, _ = orchestrated(tmp_path, view)
     asyncio.run(orch.add(CALL, {"cniVersion": "1.0.0"}))
     assert view.fetched == [("blue", "web")]

@@ -19,6 +19,7 @@ from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.pods import plan
 from netattach.settings import network as network_settings
+from tests import builders
 
 POD_NS = "ns1"
 POD_NAME = "pod1"
@@ -124,11 +125,10 @@ def _cfg(
     cluster_network: network_settings.ClusterNetworkRef | None = None,
     networks_dir: Path = Path("/nonexistent-netattach-test"),
 ) -> network_settings.NetworkSettings:
-    return network_settings.NetworkSettings(
-        cluster_network=cluster_network
-        or network_settings.ClusterNetworkRef(kind="name", name="x"),
+    return builders.networks(
+        cluster_network or "x",
         networks_dir=networks_dir,
-        namespace_isolation=isolation,
+        isolation=isolation,
         global_namespaces=global_namespaces,
     )
 
