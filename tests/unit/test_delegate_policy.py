@@ -20,6 +20,7 @@ from netattach.pods import delegate_guard
 from netattach.settings import settings
 from tests.builders import call, delegate_policy_of, nad, namespace, orchestrated, pod, view_of
 from tests.unit.delegate_checks import refusals
+from tests.unit.orchestrator_harness import refused_add
 
 # --- the glob matcher --------------------------------------------------------------------------
 
@@ -338,17 +339,15 @@ def test_a_refused_nad_fails_the_add_before_any_plugin_runs_with_an_event(tmp_pa
     )
     orch, sink, plugins = orchestrated(tmp_path, view)
 
-    with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
-        asyncio.run(orch.add(call(), {"cniVersion": "1.0.0"}))
+    refused = refused_add(orch)
 
-    assert caught.value.code == 7
-    assert caught.value.msg == (
+    assert refused.msg == (
         "[blue/web/u1] NetworkAttachmentDefinition blue/net-b refused by the delegate policy: "
         'plugins[0].type "host-device" is not allowed by delegatePolicy.types [bridge, macvlan, '
         "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, bandwidth, sbr, vrf] (and 1 more)"
     )
     assert 'plugins[0].device "eth0" is not allowed by delegatePolicy.device []' in (
-        caught.value.details
+        refused.details
     )
     assert plugins.commands() == []  # not even the default network ran
     assert list(orch.records.container_ids()) == []  # no record: nothing to undo
