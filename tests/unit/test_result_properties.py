@@ -17,18 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from netattach.cni import errors, spec, version
-from netattach.cni.result import (
-    DNS,
-    Interface,
-    IPConfig,
-    IPv4or6Config,
-    Result,
-    Result020,
-    Result040,
-    Result100,
-    Route,
-    parse_result,
-)
+from netattach.cni import result as cni_result
 from netattach.cni.result_convert import convert
 
 V020 = ("0.1.0", "0.2.0")
@@ -61,14 +50,14 @@ def gateways(family: Family) -> st.SearchStrategy[str]:
     return st.one_of(st.just(""), plain(family))
 
 
-def routes(cni_version: str, family: Family | None = None) -> st.SearchStrategy[Route]:
+def routes(cni_version: str, family: Family | None = None) -> st.SearchStrategy[cni_result.Route]:
     extra = version.at_least(cni_version, "1.1.0")
     zero: st.SearchStrategy[int] = st.just(0)
     none: st.SearchStrategy[int | None] = st.none()
 
-    def of(fam: Family) -> st.SearchStrategy[Route]:
+    def of(fam: Family) -> st.SearchStrategy[cni_result.Route]:
         return st.builds(
-            Route,
+            cni_result.Route,
             dst=prefixed(fam),
             gw=gateways(fam),
             mtu=uints if extra else zero,
@@ -81,11 +70,11 @@ def routes(cni_version: str, family: Family | None = None) -> st.SearchStrategy[
     return families.flatmap(of) if family is None else of(family)
 
 
-def interfaces(cni_version: str) -> st.SearchStrategy[Interface]:
+def interfaces(cni_version: str) -> st.SearchStrategy[cni_result.Interface]:
     # mtu, socketPath and pciID all arrived with 1.1.0 (CNI "spec upgrades").
     has_11 = version.at_least(cni_version, "1.1.0")
     return st.builds(
-        Interface,
+        cni_result.Interface,
         name=st.text(min_size=1, max_size=15),
         mac=st.one_of(st.just(""), st.just("00:11:22:33:44:55"), texts),
         mtu=uints if has_11 else st.just(0),
@@ -95,11 +84,11 @@ def interfaces(cni_version: str) -> st.SearchStrategy[Interface]:
     )
 
 
-def ip_configs() -> st.SearchStrategy[IPConfig]:
+def ip_configs() -> st.SearchStrategy[cni_result.IPConfig]:
     # Indexes may point past `interfaces`: libcni accepts that and so must every property.
     return families.flatmap(
         lambda fam: st.builds(
-            IPConfig,
+            cni_result.IPConfig,
             address=prefixed(fam),
             gateway=gateways(fam),
             interface=st.none() | st.integers(0, 5),
@@ -107,9 +96,9 @@ def ip_configs() -> st.SearchStrategy[IPConfig]:
     )
 
 
-def dnses() -> st.SearchStrategy[DNS]:
+def dnses() -> st.SearchStrategy[cni_result.DNS]:
     return st.builds(
-        DNS,
+        cni_result.DNS,
         nameservers=st.lists(st.ip_addresses().map(str), max_size=3).map(tuple),
         domain=texts,
         search=st.lists(texts, max_size=3).map(tuple),
@@ -117,10 +106,10 @@ def dnses() -> st.SearchStrategy[DNS]:
     )
 
 
-def results040(versions: tuple[str, ...] = V040) -> st.SearchStrategy[Result040]:
-    def at(v: str) -> st.SearchStrategy[Result040]:
+def results040(versions: tuple[str, ...] = V040) -> st.SearchStrategy[cni_result.Result040]:
+    def at(v: str) -> st.SearchStrategy[cni_result.Result040]:
         return st.builds(
-            Result040,
+            cni_result.Result040,
             cni_version=st.just(v),
             interfaces=st.lists(interfaces(v), max_size=3).map(tuple),
             ips=st.lists(ip_configs(), max_size=4).map(tuple),
@@ -133,13 +122,13 @@ def results040(versions: tuple[str, ...] = V040) -> st.SearchStrategy[Result040]
 
 def results100(
     versions: tuple[str, ...] = V100, *, fields_of: str | None = None
-) -> st.SearchStrategy[Result100]:
+) -> st.SearchStrategy[cni_result.Result100]:
     """1.x results; `fields_of` limits interfaces and routes to what that version carries."""
 
-    def at(v: str) -> st.SearchStrategy[Result100]:
+    def at(v: str) -> st.SearchStrategy[cni_result.Result100]:
         fields = fields_of or v
         return st.builds(
-            Result100,
+            cni_result.Result100,
             cni_version=st.just(v),
             interfaces=st.lists(interfaces(fields), max_size=3).map(tuple),
             ips=st.lists(ip_configs(), max_size=4).map(tuple),
@@ -150,19 +139,19 @@ def results100(
     return st.sampled_from(versions).flatmap(at)
 
 
-def ip_slot(family: Family) -> st.SearchStrategy[IPv4or6Config]:
+def ip_slot(family: Family) -> st.SearchStrategy[cni_result.IPv4or6Config]:
     return st.builds(
-        IPv4or6Config,
+        cni_result.IPv4or6Config,
         ip=prefixed(family),
         gateway=gateways(family),
         routes=st.lists(routes("0.2.0", family), max_size=3).map(tuple),
     )
 
 
-def results020(*, with_ip: bool = True) -> st.SearchStrategy[Result020]:
+def results020(*, with_ip: bool = True) -> st.SearchStrategy[cni_result.Result020]:
     """0.1.0/0.2.0 results, each slot with routes of its family; `with_ip` needs ip4 or ip6."""
     built = st.builds(
-        Result020,
+        cni_result.Result020,
         cni_version=st.sampled_from(V020),
         ip4=st.none() | ip_slot(4),
         ip6=st.none() | ip_slot(6),
@@ -171,7 +160,7 @@ def results020(*, with_ip: bool = True) -> st.SearchStrategy[Result020]:
     return built.filter(lambda r: r.ip4 is not None or r.ip6 is not None) if with_ip else built
 
 
-any_result: st.SearchStrategy[Result] = st.one_of(
+any_result: st.SearchStrategy[cni_result.Result] = st.one_of(
     results020(with_ip=False), results040(), results100()
 )
 
@@ -184,25 +173,31 @@ def _family(cidr: str) -> int:
     return ipaddress.ip_interface(cidr).version
 
 
-def _route_0x(route: Route) -> Route:
-    return Route(dst=route.dst, gw=route.gw)
+def _route_0x(route: cni_result.Route) -> cni_result.Route:
+    return cni_result.Route(dst=route.dst, gw=route.gw)
 
 
-def _interface_0x(interface: Interface) -> Interface:
-    return Interface(name=interface.name, mac=interface.mac, sandbox=interface.sandbox)
+def _interface_0x(interface: cni_result.Interface) -> cni_result.Interface:
+    return cni_result.Interface(name=interface.name, mac=interface.mac, sandbox=interface.sandbox)
 
 
-def expected_020(result: Result040 | Result100, target: str) -> Result020 | None:
+def expected_020(
+    result: cni_result.Result040 | cni_result.Result100, target: str
+) -> cni_result.Result020 | None:
     """None when there is no address to keep (the conversion must then fail)."""
-    slots: dict[int, IPv4or6Config] = {}
+    slots: dict[int, cni_result.IPv4or6Config] = {}
     for fam in FAMILIES:
         first = next((ip for ip in result.ips if _family(ip.address) == fam), None)
         if first is not None:
             kept = tuple(_route_0x(r) for r in result.routes if _family(r.dst) == fam)
-            slots[fam] = IPv4or6Config(ip=first.address, gateway=first.gateway, routes=kept)
+            slots[fam] = cni_result.IPv4or6Config(
+                ip=first.address, gateway=first.gateway, routes=kept
+            )
     if not slots:
         return None
-    return Result020(cni_version=target, ip4=slots.get(4), ip6=slots.get(6), dns=result.dns)
+    return cni_result.Result020(
+        cni_version=target, ip4=slots.get(4), ip6=slots.get(6), dns=result.dns
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,24 +205,28 @@ def expected_020(result: Result040 | Result100, target: str) -> Result020 | None
 
 
 @given(any_result)
-def test_from_raw_of_to_raw_is_the_result(result: Result) -> None:
+def test_from_raw_of_to_raw_is_the_result(result: cni_result.Result) -> None:
     raw = result.to_raw()
     assert type(result).from_raw(raw) == result
-    # ...also through JSON text, and through parse_result that picks the class itself.
+    # ...also through JSON text, and through cni_result.parse_result that picks the class itself.
     text = json.dumps(raw)
-    assert parse_result(json.loads(text), default_version="0.0.1") == result
+    assert cni_result.parse_result(json.loads(text), default_version="0.0.1") == result
 
 
 @given(interfaces("1.1.0"), ip_configs(), routes("1.1.0"), dnses(), families.flatmap(ip_slot))
 def test_components_read_back_what_they_write(
-    interface: Interface, ip: IPConfig, route: Route, dns: DNS, slot: IPv4or6Config
+    interface: cni_result.Interface,
+    ip: cni_result.IPConfig,
+    route: cni_result.Route,
+    dns: cni_result.DNS,
+    slot: cni_result.IPv4or6Config,
 ) -> None:
-    assert Interface.from_raw(interface.to_raw()) == interface
-    assert IPConfig.from_raw(ip.to_raw()) == ip
-    assert IPConfig.from_raw(ip.to_raw(cni_version="0.4.0"), cni_version="0.4.0") == ip
-    assert Route.from_raw(route.to_raw()) == route
-    assert DNS.from_raw(dns.to_raw()) == dns
-    assert IPv4or6Config.from_raw(slot.to_raw()) == slot
+    assert cni_result.Interface.from_raw(interface.to_raw()) == interface
+    assert cni_result.IPConfig.from_raw(ip.to_raw()) == ip
+    assert cni_result.IPConfig.from_raw(ip.to_raw(cni_version="0.4.0"), cni_version="0.4.0") == ip
+    assert cni_result.Route.from_raw(route.to_raw()) == route
+    assert cni_result.DNS.from_raw(dns.to_raw()) == dns
+    assert cni_result.IPv4or6Config.from_raw(slot.to_raw()) == slot
 
 
 _TOP_KEYS = {
@@ -252,7 +251,7 @@ def _route_keys(v: str) -> set[str]:
 @pytest.mark.req("CNI-CONVERT")
 @given(any_result, st.sampled_from(spec.VERSIONS))
 def test_every_conversion_writes_exactly_the_wire_shape_of_its_version(
-    result: Result, target: str
+    result: cni_result.Result, target: str
 ) -> None:
     try:
         converted = convert(result, target)
@@ -299,7 +298,7 @@ def _entries(raw: dict[str, object], key: str) -> list[dict[str, object]]:
 @pytest.mark.req("CNI-CONVERT")
 @given(results040(), st.sampled_from(V040))
 def test_0_3_and_0_4_versions_convert_into_each_other_changing_only_cniversion(
-    result: Result040, other: str
+    result: cni_result.Result040, other: str
 ) -> None:
     there = convert(result, other)
     assert there == result.replace(cni_version=other)
@@ -309,7 +308,7 @@ def test_0_3_and_0_4_versions_convert_into_each_other_changing_only_cniversion(
 @pytest.mark.req("CNI-CONVERT")
 @given(results020(with_ip=False), st.sampled_from(V020))
 def test_0_1_and_0_2_convert_into_each_other_changing_only_cniversion(
-    result: Result020, other: str
+    result: cni_result.Result020, other: str
 ) -> None:
     there = convert(result, other)
     assert there == result.replace(cni_version=other)
@@ -318,7 +317,7 @@ def test_0_1_and_0_2_convert_into_each_other_changing_only_cniversion(
 
 @pytest.mark.req("CNI-CONVERT")
 @given(results100(("1.0.0",)))
-def test_1_0_to_1_1_and_back_is_lossless(result: Result100) -> None:
+def test_1_0_to_1_1_and_back_is_lossless(result: cni_result.Result100) -> None:
     up = convert(result, "1.1.0")
     assert up == result.replace(cni_version="1.1.0")
     assert convert(up, "1.0.0") == result
@@ -326,16 +325,16 @@ def test_1_0_to_1_1_and_back_is_lossless(result: Result100) -> None:
 
 @pytest.mark.req("CNI-CONVERT")
 @given(results100(("1.1.0",), fields_of="1.0.0"))
-def test_1_1_without_1_1_fields_to_1_0_and_back_is_lossless(result: Result100) -> None:
+def test_1_1_without_1_1_fields_to_1_0_and_back_is_lossless(result: cni_result.Result100) -> None:
     assert convert(convert(result, "1.0.0"), "1.1.0") == result
 
 
 @pytest.mark.req("CNI-CONVERT")
 @given(results100(("1.0.0",)), st.sampled_from(V040))
-def test_1_0_to_0_4_and_back_is_lossless(result: Result100, down: str) -> None:
+def test_1_0_to_0_4_and_back_is_lossless(result: cni_result.Result100, down: str) -> None:
     # 1.0.0 interfaces and routes carry the same keys as 0.4.0 ones: nothing is dropped.
     there = convert(result, down)
-    assert there == Result040(
+    assert there == cni_result.Result040(
         cni_version=down,
         interfaces=result.interfaces,
         ips=result.ips,
@@ -347,9 +346,9 @@ def test_1_0_to_0_4_and_back_is_lossless(result: Result100, down: str) -> None:
 
 @pytest.mark.req("CNI-CONVERT")
 @given(results040(), st.sampled_from(V100))
-def test_0_4_to_1_x_and_back_is_lossless(result: Result040, up: str) -> None:
+def test_0_4_to_1_x_and_back_is_lossless(result: cni_result.Result040, up: str) -> None:
     there = convert(result, up)
-    assert isinstance(there, Result100)
+    assert isinstance(there, cni_result.Result100)
     assert (there.interfaces, there.ips, there.routes, there.dns) == (
         result.interfaces,
         result.ips,
@@ -361,19 +360,21 @@ def test_0_4_to_1_x_and_back_is_lossless(result: Result040, up: str) -> None:
 
 @pytest.mark.req("CNI-CONVERT")
 @given(results100(fields_of="0.4.0"), st.sampled_from(V040))
-def test_1_x_without_1_x_fields_to_0_4_and_back_is_lossless(result: Result100, down: str) -> None:
+def test_1_x_without_1_x_fields_to_0_4_and_back_is_lossless(
+    result: cni_result.Result100, down: str
+) -> None:
     assert convert(convert(result, down), result.cni_version) == result
 
 
 @pytest.mark.req("CNI-CONVERT")
 @given(results020(), st.sampled_from(V040 + V100))
-def test_0_2_up_and_back_is_lossless(result: Result020, up: str) -> None:
+def test_0_2_up_and_back_is_lossless(result: cni_result.Result020, up: str) -> None:
     there = convert(result, up)
-    assert isinstance(there, Result040 | Result100)
+    assert isinstance(there, cni_result.Result040 | cni_result.Result100)
     # libcni convertFrom02x: ip4 then ip6, no interface index; routes of ip4 then of ip6.
     slots = [s for s in (result.ip4, result.ip6) if s is not None]
     assert there.interfaces == ()
-    assert there.ips == tuple(IPConfig(address=s.ip, gateway=s.gateway) for s in slots)
+    assert there.ips == tuple(cni_result.IPConfig(address=s.ip, gateway=s.gateway) for s in slots)
     assert there.routes == tuple(r for s in slots for r in s.routes)
     assert there.dns == result.dns
     assert convert(there, result.cni_version) == result
@@ -386,9 +387,9 @@ def test_0_2_up_and_back_is_lossless(result: Result020, up: str) -> None:
 @pytest.mark.req("CNI-CONVERT")
 @given(results100(("1.1.0",)))
 def test_1_1_to_1_0_drops_exactly_interface_mtu_socketpath_pciid_and_route_attributes(
-    result: Result100,
+    result: cni_result.Result100,
 ) -> None:
-    assert convert(result, "1.0.0") == Result100(
+    assert convert(result, "1.0.0") == cni_result.Result100(
         cni_version="1.0.0",
         interfaces=tuple(i._replace(mtu=0, socket_path="", pci_id="") for i in result.interfaces),
         ips=result.ips,
@@ -400,9 +401,9 @@ def test_1_1_to_1_0_drops_exactly_interface_mtu_socketpath_pciid_and_route_attri
 @pytest.mark.req("CNI-CONVERT")
 @given(results100(), st.sampled_from(V040))
 def test_1_x_to_0_4_drops_exactly_the_1_x_interface_and_route_fields(
-    result: Result100, down: str
+    result: cni_result.Result100, down: str
 ) -> None:
-    assert convert(result, down) == Result040(
+    assert convert(result, down) == cni_result.Result040(
         cni_version=down,
         interfaces=tuple(_interface_0x(i) for i in result.interfaces),
         ips=result.ips,
@@ -414,7 +415,7 @@ def test_1_x_to_0_4_drops_exactly_the_1_x_interface_and_route_fields(
 @pytest.mark.req("CNI-CONVERT")
 @given(st.one_of(results040(), results100()), st.sampled_from(V020))
 def test_down_to_0_2_keeps_first_address_per_family_and_routes_by_dst_family(
-    result: Result040 | Result100, down: str
+    result: cni_result.Result040 | cni_result.Result100, down: str
 ) -> None:
     expected = expected_020(result, down)
     if expected is None:
@@ -426,7 +427,9 @@ def test_down_to_0_2_keeps_first_address_per_family_and_routes_by_dst_family(
 
 @pytest.mark.req("CNI-CONVERT")
 @given(any_result, st.sampled_from(spec.VERSIONS), st.sampled_from(spec.VERSIONS))
-def test_conversion_chains_agree_with_direct_conversion(result: Result, mid: str, end: str) -> None:
+def test_conversion_chains_agree_with_direct_conversion(
+    result: cni_result.Result, mid: str, end: str
+) -> None:
     # What a version can hold only grows with the version, so a detour through `mid` loses
     # nothing more than the direct conversion when `mid` is at least the older of the two ends
     # (libcni itself goes through 0.4.0 between 0.2.0 and 1.x).
@@ -476,7 +479,7 @@ def _replaced(value: object, path: tuple[str | int, ...], new: object) -> object
 
 def _parse_or_cni_error(raw: object) -> None:
     try:
-        result = parse_result(raw, default_version="1.0.0")
+        result = cni_result.parse_result(raw, default_version="1.0.0")
     except (errors.DecodingFailureError, errors.IncompatibleVersionError):
         return
     assert type(result).from_raw(result.to_raw()) == result
@@ -489,7 +492,7 @@ def test_arbitrary_json_gives_a_result_or_a_cni_error(raw: object) -> None:
 
 @given(any_result, st.data())
 def test_a_result_with_one_value_replaced_gives_a_result_or_a_cni_error(
-    result: Result, data: st.DataObject
+    result: cni_result.Result, data: st.DataObject
 ) -> None:
     raw = result.to_raw()
     path = data.draw(st.sampled_from(list(_paths(raw))))
