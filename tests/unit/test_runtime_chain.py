@@ -12,6 +12,7 @@ import pytest
 from netattach.cni import conf, errors, result, spec
 from netattach.runtime import cache, chain, execute
 from tests.unit.fake_plugins import Call, FakePlugins, fail, interface_result, ok
+from tests.unit.script_plugins import unparsed_list
 
 NETNS = "/run/netns/na-fake"
 
@@ -342,25 +343,7 @@ def test_status_is_asked_of_1_1_plugins_and_their_code_passes_through(
 def test_a_type_with_a_path_is_refused_and_nothing_runs(
     runtime: chain.Runtime, plugins: FakePlugins, bad: str
 ) -> None:
-    raw = {"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "bridge"}]}
-    net = conf.parse_config_list(raw)
-    evil = conf.NetworkConfig(
-        raw={"type": bad},
-        name="n",
-        type=bad,
-        cni_version="1.0.0",
-        capabilities=frozenset(),
-        source="test",
-    )
-    net = conf.NetworkConfigList(
-        raw=raw,
-        name="n",
-        cni_version="1.0.0",
-        plugins=(evil,),
-        disable_check=False,
-        disable_gc=False,
-        source="test",
-    )
+    net = unparsed_list({"type": bad})
     with pytest.raises(errors.InvalidNetworkConfigError) as caught:
         asyncio.run(runtime.add_network_list(net, rt()))
     assert caught.value.code == 7

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import stat
 import threading
 import time
 from pathlib import Path
@@ -19,23 +18,7 @@ import pytest
 from netattach.cni import conf, errors
 from netattach.runtime import chain, execute
 from tests.unit.processes import process_alive
-
-
-def script(directory: Path, name: str, body: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return path
-
-
-def one(plugin_type: str, version: str = "1.0.0") -> conf.NetworkConfigList:
-    return conf.parse_config_list(
-        {"cniVersion": version, "name": "n", "plugins": [{"type": plugin_type}]}
-    )
-
-
-RT = chain.RuntimeConf(container_id="c1", ifname="eth0", netns="/run/netns/na-x")
+from tests.unit.script_plugins import NOISY, RT, check_noisy_failure, one, script, unparsed_list
 
 
 @pytest.mark.req("CNI-TIMEOUT")
@@ -63,15 +46,11 @@ def test_a_hung_plugin_and_its_children_are_killed_at_the_timeout(tmp_path: Path
 
 @pytest.mark.req("CNI-ERR")
 def test_garbage_on_stdout_gives_103_with_the_stderr_tail(tmp_path: Path) -> None:
-    script(tmp_path / "bin", "noisy", "echo '%%garbage%%'\necho 'fatal: cannot frob' >&2\nexit 3\n")
+    script(tmp_path / "bin", "noisy", NOISY)
     runtime = chain.Runtime(path=[str(tmp_path / "bin")], cache_dir=tmp_path / "c")
     with pytest.raises(errors.DelegateFailedError) as caught:
         asyncio.run(runtime.add_network_list(one("noisy"), RT))
-    assert caught.value.code == 103
-    assert caught.value.msg == (
-        "plugin noisy failed (add): exit status 3 without a CNI error on stdout"
-    )
-    assert caught.value.details == "fatal: cannot frob"
+    check_noisy_failure(caught.value)
 
 
 @pytest.mark.req("CNI-ERR")
@@ -131,25 +110,8 @@ def test_a_relative_type_cannot_reach_a_script_outside_the_path(tmp_path: Path) 
         conf.parse_config_list(raw)
     assert "'../../bin/sh'" in str(caught.value)
     # even a list built by hand, past the parser, is refused by the finder
-    evil = conf.NetworkConfig(
-        raw=plugin,
-        name="n",
-        type="../../bin/sh",
-        cni_version="1.0.0",
-        capabilities=frozenset(),
-        source="test",
-    )
-    net = conf.NetworkConfigList(
-        raw=raw,
-        name="n",
-        cni_version="1.0.0",
-        plugins=(evil,),
-        disable_check=False,
-        disable_gc=False,
-        source="test",
-    )
     with pytest.raises(errors.InvalidNetworkConfigError) as refused:
-        asyncio.run(runtime.add_network_list(net, RT))
+        asyncio.run(runtime.add_network_list(unparsed_list(plugin), RT))
     assert refused.value.code == 7
     assert not marker.exists()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import stat
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from netattach import offload
 from netattach.cni import conf, errors
 from netattach.runtime import chain, execute
 from tests.unit.processes import process_alive
+from tests.unit.script_plugins import NOISY, RT, check_noisy_failure, one, script
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -168,23 +168,6 @@ def test_sleep_of_nothing_without_a_loop_is_no_sleep(monkeypatch: pytest.MonkeyP
 # -- BlockingExec -------------------------------------------------------------------------------
 
 
-def script(directory: Path, name: str, body: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return path
-
-
-def one(plugin_type: str) -> conf.NetworkConfigList:
-    return conf.parse_config_list(
-        {"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": plugin_type}]}
-    )
-
-
-RT = chain.RuntimeConf(container_id="c1", ifname="eth0", netns="/run/netns/na-x")
-
-
 def blocking_runtime(bin_dir: Path, cache: Path, timeout: float = 10.0) -> chain.Runtime:
     return chain.Runtime(
         path=[str(bin_dir)], cache_dir=cache, timeout=timeout, executor=execute.BlockingExec()
@@ -204,15 +187,11 @@ def test_a_plugin_run_without_a_loop_gets_its_config_and_gives_its_result(tmp_pa
 
 
 def test_a_failing_plugin_run_without_a_loop_fails_as_under_one(tmp_path: Path) -> None:
-    script(tmp_path / "bin", "noisy", "echo '%%garbage%%'\necho 'fatal: cannot frob' >&2\nexit 3\n")
+    script(tmp_path / "bin", "noisy", NOISY)
     runtime = blocking_runtime(tmp_path / "bin", tmp_path / "c")
     with pytest.raises(errors.DelegateFailedError) as caught:
         offload.run(runtime.add_network_list(one("noisy"), RT))
-    assert caught.value.code == 103
-    assert caught.value.msg == (
-        "plugin noisy failed (add): exit status 3 without a CNI error on stdout"
-    )
-    assert caught.value.details == "fatal: cannot frob"
+    check_noisy_failure(caught.value)
 
 
 @pytest.mark.req("CNI-TIMEOUT")
