@@ -205,18 +205,19 @@ class Sink:
 
 
 def raw_settings(
-    tmp_path: Path, bin_dir: Path, *, policy: Mapping[str, Any] | None = None
+    tmp_path: Path, bin_dir: Path | None = None, *, policy: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The daemon's settings as written, all under `tmp_path`: the cluster default network
-    `cluster-default` read from networks/, plugins in `bin_dir`, and `policy` as the delegate
-    policy when given."""
+    `cluster-default` read from networks/, manifests read from manifests/, plugins in `bin_dir`
+    when given, and `policy` as the delegate policy when given."""
     raw: dict[str, Any] = {
         "clusterNetwork": CLUSTER_DEFAULT,
         "networksDir": str(tmp_path / "networks"),
-        "binDirs": [str(bin_dir)],
         "stateDir": str(tmp_path / "state"),
         "feed": {"directory": str(tmp_path / "manifests")},
     }
+    if bin_dir is not None:
+        raw["binDirs"] = [str(bin_dir)]
     if policy is not None:
         raw["delegatePolicy"] = dict(policy)
     return raw

@@ -10,28 +10,26 @@ import pytest
 
 from netattach.daemon import service
 from netattach.settings import settings
+from tests import builders
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "blue"}}
+
+
+def started_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[service.Daemon, Path]:
+    """The daemon on node-1 with its directory feed started, and the directory it reads."""
+    monkeypatch.setenv("NODE_NAME", "node-1")
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    daemon = service.Daemon(settings.parse_settings(builders.raw_settings(tmp_path), source="test"))
+    asyncio.run(daemon.feed.start())
+    return daemon, manifests
 
 
 @pytest.mark.req("KUBE-CACHE")
 def test_a_pod_written_after_the_last_poll_is_found_on_a_miss(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("NODE_NAME", "node-1")
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    cfg = settings.parse_settings(
-        {
-            "clusterNetwork": "cluster-default",
-            "networksDir": str(tmp_path / "networks"),
-            "stateDir": str(tmp_path / "state"),
-            "feed": {"directory": str(manifests)},
-        },
-        source="test",
-    )
-    daemon = service.Daemon(cfg)
-    asyncio.run(daemon.feed.start())
+    daemon, manifests = started_daemon(tmp_path, monkeypatch)
     assert daemon.view.lookup_pod("blue", "web") is None
     (manifests / "web.json").write_text(json.dumps(POD))  # after the feed's last read
 
@@ -48,26 +46,8 @@ def test_a_pod_written_after_the_last_poll_is_found_on_a_miss(
 def test_a_nad_written_after_the_last_poll_is_found_on_a_miss(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("NODE_NAME", "node-1")
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    cfg = settings.parse_settings(
-        {
-            "clusterNetwork": "cluster-default",
-            "networksDir": str(tmp_path / "networks"),
-            "stateDir": str(tmp_path / "state"),
-            "feed": {"directory": str(manifests)},
-        },
-        source="test",
-    )
-    daemon = service.Daemon(cfg)
-    asyncio.run(daemon.feed.start())
-    nad = {
-        "apiVersion": "k8s.cni.cncf.io/v1",
-        "kind": "NetworkAttachmentDefinition",
-        "metadata": {"name": "net-a", "namespace": "blue"},
-        "spec": {"config": json.dumps({"cniVersion": "1.0.0", "type": "macvlan"})},
-    }
+    daemon, manifests = started_daemon(tmp_path, monkeypatch)
+    nad = builders.nad("net-a", {"type": "macvlan"})
     (manifests / "net-a.json").write_text(json.dumps(nad))  # after the feed's last read
 
     assert daemon.view is daemon.feed.store

@@ -17,7 +17,7 @@ import pytest
 
 from netattach.cni import conf, errors
 from netattach.runtime import chain, execute
-from tests.unit.processes import process_alive
+from tests.unit.processes import check_gone_with_its_child
 from tests.unit.script_plugins import NOISY, RT, check_noisy_failure, one, script, unparsed_list
 
 
@@ -36,12 +36,7 @@ def test_a_hung_plugin_and_its_children_are_killed_at_the_timeout(tmp_path: Path
     assert caught.value.msg == "plugin hang failed (add): hung, killed after 0.5s"
     assert "container c1 ifname eth0" in caught.value.details
     assert elapsed < 10
-    child, shell = (int(p) for p in pids.read_text().split())
-    deadline = time.monotonic() + 5
-    while (process_alive(child) or process_alive(shell)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not process_alive(child), "the plugin's child survived the timeout"
-    assert not process_alive(shell)
+    check_gone_with_its_child(pids)
 
 
 @pytest.mark.req("CNI-ERR")

@@ -16,7 +16,7 @@ import pytest
 from netattach import offload
 from netattach.cni import conf, errors
 from netattach.runtime import chain, execute
-from tests.unit.processes import process_alive
+from tests.unit.processes import check_gone_with_its_child
 from tests.unit.script_plugins import NOISY, RT, check_noisy_failure, one, script
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -204,12 +204,7 @@ def test_a_hung_plugin_run_without_a_loop_is_killed_with_its_children(tmp_path: 
         offload.run(runtime.add_network_list(one("hang"), RT))
 
     assert caught.value.msg == "plugin hang failed (add): hung, killed after 0.5s"
-    child, shell = (int(p) for p in pids.read_text().split())
-    deadline = time.monotonic() + 5
-    while (process_alive(child) or process_alive(shell)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not process_alive(child), "the plugin's child survived the timeout"
-    assert not process_alive(shell)
+    check_gone_with_its_child(pids)
 
 
 def test_a_plugin_that_reads_no_stdin_still_gives_its_result(tmp_path: Path) -> None:
