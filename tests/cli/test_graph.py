@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.harness import DEFAULT_NETWORK, DirectoryNode, bridge_config, entry, netattach
+from tests.cli.harness import DEFAULT_NETWORK, DirectoryNode, Done, bridge_config, entry, netattach
 
 SVG = "{http://www.w3.org/2000/svg}"
 GOVERNED_RED = "#c62828"
@@ -44,6 +44,15 @@ def picture_fixture(node: DirectoryNode) -> None:
     )
 
 
+def drawn(node: DirectoryNode, name: str, *options: str) -> tuple[Done, Path]:
+    """`netattach graph` of the picture fixture, with `options`, into `name`: it succeeded."""
+    picture_fixture(node)
+    out = node.root / name
+    done = netattach("graph", *options, "--config", str(node.settings), "-o", str(out))
+    assert done.rc == 0, done.stderr
+    return done, out
+
+
 def svg_texts(path: Path) -> list[str]:
     root = ET.parse(path).getroot()  # also proves the file is well-formed XML
     return [t.text or "" for t in root.iter(f"{SVG}text")]
@@ -64,12 +73,7 @@ def node_shapes(path: Path, title: str) -> list[ET.Element]:
 def test_svg_shows_pods_networks_interfaces_addresses_and_governed_networks(
     directory_node: DirectoryNode,
 ) -> None:
-    picture_fixture(directory_node)
-    out = directory_node.root / "networks.svg"
-
-    done = netattach("graph", "--config", str(directory_node.settings), "-o", str(out))
-
-    assert done.rc == 0, done.stderr
+    done, out = drawn(directory_node, "networks.svg")
     assert done.stdout == f"wrote {out}: 2 pods, 4 networks\n"
     texts = svg_texts(out)
     for shown in (
@@ -102,12 +106,7 @@ def test_svg_shows_pods_networks_interfaces_addresses_and_governed_networks(
 
 
 def test_png_is_a_real_picture(directory_node: DirectoryNode) -> None:
-    picture_fixture(directory_node)
-    out = directory_node.root / "networks.png"
-
-    done = netattach("graph", "--config", str(directory_node.settings), "-o", str(out))
-
-    assert done.rc == 0, done.stderr
+    _, out = drawn(directory_node, "networks.png")
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert data[12:16] == b"IHDR"
@@ -119,14 +118,7 @@ def test_png_is_a_real_picture(directory_node: DirectoryNode) -> None:
 
 
 def test_namespace_keeps_only_its_pods(directory_node: DirectoryNode) -> None:
-    picture_fixture(directory_node)
-    out = directory_node.root / "red.svg"
-
-    done = netattach(
-        "graph", "--namespace", "red", "--config", str(directory_node.settings), "-o", str(out)
-    )
-
-    assert done.rc == 0, done.stderr
+    _, out = drawn(directory_node, "red.svg", "--namespace", "red")
     texts = svg_texts(out)
     assert "red/db" in texts
     assert "red/net-b" in texts
@@ -228,12 +220,7 @@ def groups(path: Path, kind: str) -> list[tuple[str, ET.Element]]:
 def test_each_interface_is_labelled_at_its_edge_and_a_selected_one_in_red(
     directory_node: DirectoryNode,
 ) -> None:
-    picture_fixture(directory_node)
-    out = directory_node.root / "networks.svg"
-
-    done = netattach("graph", "--config", str(directory_node.settings), "-o", str(out))
-
-    assert done.rc == 0, done.stderr
+    _, out = drawn(directory_node, "networks.svg")
     # Each attachment is a row of its pod's box, where its edge leaves: no label floats between
     # the ranks, and the policy that selects blue/web on net-a is named in its row.
     boxes = {
