@@ -87,6 +87,13 @@ def entry(
     return found
 
 
+# blue/web's network-status: the default network on eth0 and blue/net-a on net1.
+WEB_STATUS = [
+    entry(DEFAULT_NETWORK, "eth0", ["10.80.0.5/24"], mac="0a:58:0a:50:00:05", default=True),
+    entry("blue/net-a", "net1", ["10.81.0.5/24"], mac="0a:58:0a:51:00:05"),
+]
+
+
 class DirectoryNode:
     def __init__(self, root: Path) -> None:
         self.root = root

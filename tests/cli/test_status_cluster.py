@@ -19,6 +19,7 @@ from tests.cli.harness import (
     NETWORKS_ANNOTATION,
     POLICY_FOR,
     STATUS_ANNOTATION,
+    WEB_STATUS,
     bridge_config,
     entry,
     netattach,
@@ -27,11 +28,6 @@ from tests.cli.harness import (
 )
 from tests.kube import objects
 from tests.kube.api import KubeApi
-
-WEB_STATUS = [
-    entry(DEFAULT_NETWORK, "eth0", ["10.80.0.5/24"], mac="0a:58:0a:50:00:05", default=True),
-    entry("blue/net-a", "net1", ["10.81.0.5/24"], mac="0a:58:0a:51:00:05"),
-]
 
 
 def blue_cluster(api: KubeApi, *, web_status: list[dict[str, object]] = WEB_STATUS) -> None:

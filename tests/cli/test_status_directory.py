@@ -7,6 +7,7 @@ import json
 
 import yaml
 
+from tests.cli import harness
 from tests.cli.harness import (
     DEFAULT_NETWORK,
     DirectoryNode,
@@ -15,11 +16,8 @@ from tests.cli.harness import (
     netattach,
 )
 
-WEB_STATUS = [
-    entry(DEFAULT_NETWORK, "eth0", ["10.80.0.5/24"], mac="0a:58:0a:50:00:05", default=True),
-    entry("blue/net-a", "net1", ["10.81.0.5/24"], mac="0a:58:0a:51:00:05"),
-    entry("blue/raw", "net2", mac="0a:58:0a:52:00:05"),
-]
+# blue/web's network-status with a third attachment, blue/raw on net2, that has no address.
+WEB_STATUS = [*harness.WEB_STATUS, entry("blue/raw", "net2", mac="0a:58:0a:52:00:05")]
 DENY_WEB = {"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"]}
 
 

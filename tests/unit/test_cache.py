@@ -6,7 +6,6 @@ import json
 import os
 import stat
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +38,6 @@ def entry(key: cache.AttachmentKey = KEY, **overrides: Any) -> cache.CachedAttac
 @pytest.fixture
 def store(tmp_path: Path) -> cache.AttachmentCache:
     return cache.AttachmentCache(tmp_path / "cache")
-
-
-@pytest.fixture
-def umask_zero() -> Iterator[None]:
-    """Umask 0, so a file's mode is exactly what the code asked for."""
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def mode_of(path: Path) -> int:

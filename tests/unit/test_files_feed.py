@@ -921,15 +921,6 @@ ENTRIES: list[dict[str, object]] = [
 ]
 
 
-@pytest.fixture
-def umask_zero() -> Iterator[None]:
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
 def test_status_round_trip(tmp_path: Path, umask_zero: None) -> None:
     feed, _ = feed_of(tmp_path)
 
