@@ -186,6 +186,20 @@ def test_kubectl_netattach_reads_the_users_kubeconfig_by_default(
     assert done.lines[-1].endswith(f"(from the cluster of {home / '.kube' / 'config'})")
 
 
+def kubectl_netattach(
+    kubectl: str, env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`kubectl netattach` with `args`, as kubectl finds and runs its plugin."""
+    return subprocess.run(
+        [kubectl, "netattach", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_kubectl_runs_the_plugin(fake_api: KubeApi, kubeconfig: Path, tmp_path: Path) -> None:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
@@ -193,28 +207,14 @@ def test_kubectl_runs_the_plugin(fake_api: KubeApi, kubeconfig: Path, tmp_path: 
     blue_cluster(fake_api)
     env = scrubbed_env(KUBECONFIG=str(kubeconfig), PATH=f"{BIN}:/usr/bin:/bin")
 
-    done = subprocess.run(
-        [kubectl, "netattach", "status", "-n", "blue", "-o", "json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    done = kubectl_netattach(kubectl, env, "status", "-n", "blue", "-o", "json")
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     assert [p["name"] for p in report["pods"]] == ["db", "web"]
     assert report["problemCount"] == 1
 
     out = tmp_path / "blue.svg"
-    done = subprocess.run(
-        [kubectl, "netattach", "graph", "-n", "blue", "-o", str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    done = kubectl_netattach(kubectl, env, "graph", "-n", "blue", "-o", str(out))
     assert done.returncode == 0, done.stderr
     texts = [t.text for t in ET.parse(out).getroot().iter("{http://www.w3.org/2000/svg}text")]
     assert "blue/web" in texts

@@ -20,34 +20,19 @@ from netattach.cluster import model, store
 from netattach.daemon import policy_sync
 from netattach.pods import records
 from netattach.policy import apply
+from tests import builders
 
 pytestmark = pytest.mark.netns
 
-POLICY_FOR = "k8s.v1.cni.cncf.io/policy-for"
-
 
 def pod(ns: str, name: str, labels: dict[str, str] | None = None) -> model.KubeObject:
-    return model.KubeObject(
-        apiVersion="v1",
-        kind="Pod",
-        metadata={"name": name, "namespace": ns, "uid": f"uid-{name}", "labels": labels or {}},
-    )
+    return builders.pod(name=name, namespace=ns, uid=f"uid-{name}", labels=labels or {})
 
 
 def policy(
     name: str, spec: dict[str, Any], *, ns: str = "ns1", networks: str = "blue"
 ) -> model.KubeObject:
-    return model.KubeObject(
-        apiVersion="k8s.cni.cncf.io/v1beta1",
-        kind="MultiNetworkPolicy",
-        metadata={
-            "name": name,
-            "namespace": ns,
-            "uid": f"uid-{name}",
-            "annotations": {POLICY_FOR: networks},
-        },
-        spec=spec,
-    )
+    return builders.policy(name, spec, namespace=ns, policy_for=networks, typed=True)
 
 
 def record(

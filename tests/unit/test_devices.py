@@ -20,6 +20,7 @@ from netattach.pods import delegate_guard, devices, records
 from netattach.pods import plan as plan_mod
 from netattach.settings import network as network_settings
 from netattach.settings import settings as settings_mod
+from tests import builders
 from tests.devices import podresources_server
 from tests.devices.podresources_server import Claim, Container, PodResourcesStandIn
 
@@ -158,12 +159,7 @@ def planned(name: str, ifname: str, resource: str = "") -> plan_mod.PlannedAttac
 
 
 def pod(**status: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "pod", "namespace": "ns", "uid": "u1"},
-        **({"status": status} if status else {}),
-    }
+    return dict(builders.pod(name="pod", namespace="ns", status=status or None))
 
 
 def assign(
@@ -249,6 +245,14 @@ def test_a_resource_the_namespace_is_not_granted_is_a_delegate_policy_refusal() 
     )
 
 
+def pci_info(path: Path, address: str) -> dict[str, Any]:
+    """A PCI device's info file written at `path` (its directory made), as the file says."""
+    info = {"type": "pci", "version": "1.1.0", "pci": {"pci-address": address}}
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(info))
+    return info
+
+
 @pytest.mark.req("DEV-INFO")
 def test_device_info_prefers_the_delegates_file_then_the_device_plugins(tmp_path: Path) -> None:
     att = records.AttachmentRecord(
@@ -261,23 +265,12 @@ def test_device_info_prefers_the_delegates_file_then_the_device_plugins(tmp_path
         device="0000:03:00.1",
     )
     dp = status.dp_device_info_path(tmp_path, "a.io/vf", "0000:03:00.1")
-    dp.parent.mkdir(parents=True)
-    dp.write_text(json.dumps({"type": "pci", "version": "1.1.0", "pci": {"pci-address": "x"}}))
-
-    assert status.recorded_device_info(att, "c1", tmp_path) == {
-        "type": "pci",
-        "version": "1.1.0",
-        "pci": {"pci-address": "x"},
-    }
+    from_device_plugin = pci_info(dp, "x")
+    assert status.recorded_device_info(att, "c1", tmp_path) == from_device_plugin
 
     cni = status.cni_device_info_path(tmp_path, "sriov-net", "c1", "net1")
-    cni.parent.mkdir(parents=True)
-    cni.write_text(json.dumps({"type": "pci", "version": "1.1.0", "pci": {"pci-address": "y"}}))
-    assert status.recorded_device_info(att, "c1", tmp_path) == {
-        "type": "pci",
-        "version": "1.1.0",
-        "pci": {"pci-address": "y"},
-    }
+    from_delegate = pci_info(cni, "y")
+    assert status.recorded_device_info(att, "c1", tmp_path) == from_delegate
 
     devices.discard_device_info(att, "c1", tmp_path)
     assert not cni.exists()

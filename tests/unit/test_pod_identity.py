@@ -8,16 +8,15 @@ import pytest
 from netattach.cluster import model
 from netattach.cni import errors
 from netattach.pods import pod_identity
+from tests import builders
 
 HASH = "c6ece545af030efda204074880a48939"  # a config hash kubelet sent (reference/real-world.md)
 UID = "8f0e5f4e-1c7b-4d8e-9a55-0c1f2b3a4d5e"
 
 
 def pod(uid: str, mirror: str | None = None) -> model.KubeObject:
-    meta = model.ObjectMeta(name="etcd-n1", namespace="kube-system", uid=uid)
-    if mirror is not None:
-        meta["annotations"] = {model.MIRROR_ANNOTATION: mirror}
-    return model.KubeObject(apiVersion="v1", kind="Pod", metadata=meta)
+    annotations = None if mirror is None else {model.MIRROR_ANNOTATION: mirror}
+    return builders.pod(name="etcd-n1", namespace="kube-system", uid=uid, annotations=annotations)
 
 
 @pytest.mark.parametrize(
