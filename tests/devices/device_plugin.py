@@ -30,12 +30,13 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 import grpc
 
 from tests import protos
+from tests.devices.serving import Served
 
 PROTO = Path(__file__).with_name("deviceplugin.proto")
 VERSION = "v1beta1"  # constants.go's Version, the only one the kubelet supports
@@ -71,7 +72,7 @@ class RegistrationError(RuntimeError):
     """The kubelet (or what serves its socket) refused or never answered Register."""
 
 
-class FakeDevicePlugin:
+class FakeDevicePlugin(Served):
     """The plugin of the module docstring, for `resource_name`'s devices `device_ids`, in the
     kubelet's device plugin directory `plugin_dir` (a host path: `RealNode.fs(PLUGIN_DIR)`)."""
 
@@ -195,22 +196,6 @@ class FakeDevicePlugin:
             }
             self._version += 1
             self._changed.notify_all()
-
-    def __enter__(self) -> FakeDevicePlugin:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- serving ------------------------------------------------------------------------------
 

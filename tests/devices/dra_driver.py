@@ -36,12 +36,13 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 import grpc
 
 from tests import protos
+from tests.devices.serving import Served
 
 DRA_PROTO = Path(__file__).with_name("draplugin.proto")
 REGISTRATION_PROTO = Path(__file__).with_name("pluginregistration.proto")
@@ -105,7 +106,7 @@ def build_allocated_status(
     }
 
 
-class FakeDraDriver:
+class FakeDraDriver(Served):
     """The driver of the module docstring: `devices` in pool `pool` (the node's name by
     default, as a node-local driver names it), on the node whose paths `node_fs` maps to host
     paths (`RealNode.fs`); `fetch_claim(namespace, name)` reads a ResourceClaim (None: gone)."""
@@ -223,22 +224,9 @@ class FakeDraDriver:
         for path in (self.registration_socket, self.endpoint, self.cdi_spec):
             self.node_fs(path).unlink(missing_ok=True)
 
-    def __enter__(self) -> FakeDraDriver:
-        try:
-            self.start()
-            self.wait_registered()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def wait_ready(self) -> None:
+        """In a `with` block: kubelet has registered the driver."""
+        self.wait_registered()
 
     def _serve(
         self, node_path: str, service: str, handlers: Mapping[str, grpc.RpcMethodHandler[Any, Any]]

@@ -12,7 +12,6 @@ the kubelet reports, independently of the production client.
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import grpc
@@ -37,12 +36,7 @@ class PodResourcesReader:
     def __enter__(self) -> PodResourcesReader:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def _call(self, method: str, request: Any, reply_type: Any) -> Any:

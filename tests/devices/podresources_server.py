@@ -23,12 +23,13 @@ import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 import grpc
 
 from tests import protos
+from tests.devices.serving import Served
 
 PROTO = Path(__file__).with_name("podresources.proto")
 SERVICE = "v1.PodResourcesLister"
@@ -116,7 +117,7 @@ class _Fault:
     details: str
 
 
-class PodResourcesStandIn:
+class PodResourcesStandIn(Served):
     """`v1.PodResourcesLister` List and Get on the UNIX socket `socket` (module docstring)."""
 
     def __init__(
@@ -195,18 +196,6 @@ class PodResourcesStandIn:
             self._server.stop(grace=None).wait()
             self._server = None
         self.socket.unlink(missing_ok=True)
-
-    def __enter__(self) -> PodResourcesStandIn:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _enter_call(self, method: str, context: grpc.ServicerContext) -> None:
         """Count the call, wait out the delay, raise its fault if it has one."""

@@ -12,8 +12,8 @@ import pytest
 from netattach.cluster import kube, kube_events, store
 from tests.kube import objects
 from tests.kube.api import KubeApi
+from tests.kube.feed_harness import FAST, node_name, run_bounded, running_feed
 from tests.kube.real_api import with_token_only
-from tests.kube.test_feed import FAST, node_name, run_bounded, running_feed
 
 
 @pytest.mark.req("KUBE-EVENTS")

@@ -1,6 +1,7 @@
 """The orchestrator on the Kubernetes feed: an ADD of a pod the watch has not delivered yet reads
 it directly, publishes its status and Events through the API; DEL and CHECK work from the record
-with the API gone (RT-NOAPI). Delegates are the exec-seam fakes of tests/unit (no root)."""
+with the API gone (RT-NOAPI). Delegates are the exec-seam fakes of tests/unit (no root), through
+tests/kube/orchestrator_harness.py."""
 
 from __future__ import annotations
 
@@ -10,44 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from netattach.cluster import kube, model
-from netattach.cni import env, errors
+from netattach.cluster import model
+from netattach.cni import errors
 from netattach.daemon import service
-from netattach.pods import locks, orchestrator, records
-from netattach.runtime import chain
-from netattach.settings import settings
 from tests.kube import objects
 from tests.kube.api import KubeApi
-from tests.kube.test_feed import FAST, node_name, run_bounded
+from tests.kube.feed_harness import node_name, run_bounded
+from tests.kube.orchestrator_harness import call, configure, feed_and_orchestrator
 from tests.unit.fake_plugins import FakePlugins
-
-
-def configure(tmp_path: Path, kubeconfig: Path, node: str) -> settings.Settings:
-    (tmp_path / "networks").mkdir()
-    (tmp_path / "networks" / "default.conf").write_text(
-        json.dumps({"cniVersion": "1.0.0", "name": "cluster-default", "type": "bridge"})
-    )
-    return settings.parse_settings(
-        {
-            "clusterNetwork": "cluster-default",
-            "networksDir": str(tmp_path / "networks"),
-            "binDirs": [str(tmp_path / "bin")],
-            "stateDir": str(tmp_path / "state"),
-            "nodeName": node,
-            "feed": {"kubernetes": {"kubeconfig": str(kubeconfig)}},
-        },
-        source="test",
-    )
-
-
-def call(command: str, namespace: str, uid: str) -> env.Environment:
-    return env.Environment(
-        command=command,
-        container_id="c1",
-        netns="/run/netns/na-kube",
-        ifname="eth0",
-        args=(("K8S_POD_NAMESPACE", namespace), ("K8S_POD_NAME", "web"), ("K8S_POD_UID", uid)),
-    )
 
 
 @pytest.mark.req("KUBE-CACHE", "KUBE-STATUS", "KUBE-EVENTS", "RT-NOAPI")
@@ -58,26 +29,11 @@ def test_add_reads_a_new_pod_directly_and_del_and_check_need_no_api(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str, tmp_path: Path
 ) -> None:
     ns, node = kube_namespace, node_name()
-    cfg = configure(tmp_path, kubeconfig, node)
     plugins = FakePlugins(tmp_path / "bin", ["bridge", "macvlan"])
     fake_api.create(objects.nad("blue", ns, config={"cniVersion": "1.0.0", "type": "macvlan"}))
 
     async def body() -> None:
-        feed = kube.KubeFeed(node_name=node, kubeconfig=kubeconfig, timing=FAST)
-        view = feed.store  # it reads through the feed
-        orch = orchestrator.Orchestrator(
-            settings=cfg,
-            view=view,
-            sink=feed,
-            runtime=chain.Runtime(
-                path=[str(plugins.directory)], cache_dir=tmp_path / "cache", executor=plugins
-            ),
-            records=records.PodRecords(tmp_path / "state"),
-            locks=locks.ContainerLocks(tmp_path / "state"),
-        )
-        task = asyncio.create_task(feed.run())
-        try:
-            assert await view.wait_synced(10.0)
+        async with feed_and_orchestrator(tmp_path, kubeconfig, node, plugins) as (feed, orch, _):
             # A pod watch that cannot deliver (it fails to reconnect after a restart): the ADD
             # comes before the watch has seen the pod, as right after a pod's creation.
             fake_api.inject_error(500, method="GET", path=r"^/api/v1/pods$", times=1000)
@@ -95,10 +51,6 @@ def test_add_reads_a_new_pod_directly_and_del_and_check_need_no_api(
             await orch.check(call("CHECK", ns, uid))
             fake_api.delete("Pod", "web", ns)  # deleted meanwhile (the watch cannot tell)
             await orch.delete(call("DEL", ns, uid))
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            await feed.aclose()
 
     run_bounded(body())
     assert ("macvlan", "DEL") in plugins.commands()

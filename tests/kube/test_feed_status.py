@@ -14,7 +14,7 @@ from netattach.cluster import kube, kube_client, model, store
 from netattach.cni import errors
 from tests.kube import objects
 from tests.kube.api import PATCH_CONTENT_TYPES, KubeApi
-from tests.kube.test_feed import FAST, node_name, run_bounded, running_feed
+from tests.kube.feed_harness import FAST, node_name, run_bounded, running_feed
 
 STATUS = model.STATUS_ANNOTATION
 ENTRIES: list[dict[str, object]] = [

@@ -18,7 +18,7 @@ from netattach.cluster import model
 from tests import logging_state
 from tests.kube import objects
 from tests.kube.api import KubeApi
-from tests.kube.test_feed import FAST, eventually, node_name, run_bounded, running_feed
+from tests.kube.feed_harness import FAST, eventually, node_name, run_bounded, running_feed
 
 KUBE_LOGGER = "netattach.cluster.kube"
 

@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from netattach.cluster import kube, model
+from netattach.cluster import model
 from netattach.cni import errors
-from netattach.pods import locks, orchestrator, records
-from netattach.runtime import chain
 from tests.kube import objects
 from tests.kube.api import KubeApi, RequestRecord
-from tests.kube.test_feed import FAST, node_name, run_bounded
-from tests.kube.test_feed_orchestrator import call, configure
+from tests.kube.feed_harness import node_name, run_bounded
+from tests.kube.orchestrator_harness import call, feed_and_orchestrator
 from tests.unit.fake_plugins import FakePlugins
 
 NAD_COLLECTION = r"^/apis/k8s\.cni\.cncf\.io/v1/network-attachment-definitions$"
@@ -34,26 +32,11 @@ def add_after_an_api_restart(
     """Sync a feed, restart the API with the NAD watch unable to come back, create the pod
     (and the NAD, when `nad_exists`), then ADD; the plugins run and the ADD's error."""
     node = node_name()
-    cfg = configure(tmp_path, kubeconfig, node)
     plugins = FakePlugins(tmp_path / "bin", ["bridge", "macvlan"])
     failure: list[BaseException] = []
 
     async def body() -> None:
-        feed = kube.KubeFeed(node_name=node, kubeconfig=kubeconfig, timing=FAST)
-        view = feed.store  # it reads through the feed
-        orch = orchestrator.Orchestrator(
-            settings=cfg,
-            view=view,
-            sink=feed,
-            runtime=chain.Runtime(
-                path=[str(plugins.directory)], cache_dir=tmp_path / "cache", executor=plugins
-            ),
-            records=records.PodRecords(tmp_path / "state"),
-            locks=locks.ContainerLocks(tmp_path / "state"),
-        )
-        task = asyncio.create_task(feed.run())
-        try:
-            assert await view.wait_synced(10.0)
+        async with feed_and_orchestrator(tmp_path, kubeconfig, node, plugins) as (feed, orch, _):
             # The NAD watch cannot list or watch again after the restart: its cache keeps
             # what it had before (no NAD), as while a reflector backs off after a restart.
             fake_api.inject_error(500, method="GET", path=NAD_COLLECTION, times=1000)
@@ -69,17 +52,13 @@ def add_after_an_api_restart(
                     annotations={model.NETWORKS_ANNOTATION: "blue"},
                 )
             )
-            assert view.lookup_nad(namespace, "blue") is None
+            assert feed.store.lookup_nad(namespace, "blue") is None
             try:
                 await orch.add(
                     call("ADD", namespace, pod["metadata"]["uid"]), {"cniVersion": "1.0.0"}
                 )
             except errors.CNIError as exc:
                 failure.append(exc)
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            await feed.aclose()
 
     run_bounded(body())
     return plugins, (failure[0] if failure else None)

@@ -21,9 +21,9 @@ import yaml
 from netattach.cluster import model
 from tests.kube import objects
 from tests.kube.api import KubeApi
+from tests.kube.feed_harness import node_name, run_bounded, running_feed
 from tests.kube.kube_http import KubeHttp
 from tests.kube.real_api import RealKubeApi, connection_from_kubeconfig, with_token_only
-from tests.kube.test_feed import node_name, run_bounded, running_feed
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"

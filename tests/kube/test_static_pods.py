@@ -13,22 +13,17 @@ import asyncio
 import json
 import secrets
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from netattach.cluster import kube, model
+from netattach.cluster import model
 from netattach.cni import env, errors
-from netattach.pods import locks, orchestrator, records
-from netattach.runtime import chain
 from tests.kube import objects
 from tests.kube.api import KubeApi
-from tests.kube.test_feed import FAST, node_name, run_bounded
-from tests.kube.test_feed_orchestrator import configure
-from tests.unit.fake_plugins import FakePlugins
+from tests.kube.feed_harness import node_name, run_bounded
+from tests.kube.orchestrator_harness import feed_and_orchestrator
 
 MIRROR = model.MIRROR_ANNOTATION
 
@@ -62,34 +57,6 @@ async def network_status(api: KubeApi, name: str, namespace: str) -> list[Any] |
     assert pod is not None
     text = (pod["metadata"].get("annotations") or {}).get(model.STATUS_ANNOTATION)
     return None if text is None else list(json.loads(text))
-
-
-@asynccontextmanager
-async def feed_and_orchestrator(
-    tmp_path: Path, kubeconfig: Path, node: str
-) -> AsyncIterator[tuple[kube.KubeFeed, orchestrator.Orchestrator, FakePlugins]]:
-    cfg = configure(tmp_path, kubeconfig, node)
-    plugins = FakePlugins(tmp_path / "bin", ["bridge"])
-    feed = kube.KubeFeed(node_name=node, kubeconfig=kubeconfig, timing=FAST)
-    view = feed.store  # it reads through the feed
-    orch = orchestrator.Orchestrator(
-        settings=cfg,
-        view=view,
-        sink=feed,
-        runtime=chain.Runtime(
-            path=[str(plugins.directory)], cache_dir=tmp_path / "cache", executor=plugins
-        ),
-        records=records.PodRecords(tmp_path / "state"),
-        locks=locks.ContainerLocks(tmp_path / "state"),
-    )
-    task = asyncio.create_task(feed.run())
-    try:
-        assert await view.wait_synced(10.0)
-        yield feed, orch, plugins
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await feed.aclose()
 
 
 @pytest.mark.req("RT-STATIC", "KUBE-STATUS", "KUBE-EVENTS")
