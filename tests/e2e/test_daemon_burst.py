@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.burst_harness import (
+    BURST,
+    KILL_BURST,
+    LIMIT,
+    PROBE_SLEEP,
+    Gauges,
+    kill_mid_burst_then_del_all,
+    probe_spans,
+    state_files,
+    traced_loopback_default,
+)
 from tests.e2e.daemon_harness import (
     DaemonNode,
     daemon,
-    install_trace,
     most_at_once,
     native_shim,
     plugin_processes,
@@ -23,63 +32,15 @@ from tests.e2e.daemon_harness import (
 from tests.e2e.harness import (
     DEFAULT_NETWORK,
     NOTHING,
-    Cluster,
-    Pod,
-    PodProbe,
     Reply,
     bridge_list,
     host_local,
     probe,
 )
-from tests.netns_fixtures import PLUGIN_DIR
 
 pytestmark = pytest.mark.netns
 
 __all__ = ["daemon", "native_shim"]  # the fixtures this module uses
-
-BURST = 100
-LIMIT = 4
-PROBE_SLEEP = 0.2
-
-
-def probe_spans(entries: list[PodProbe], command: str) -> dict[str, tuple[int, int]]:
-    """container ID -> [start, end] of its one probe call for `command`."""
-    starts: dict[str, int] = {}
-    spans: dict[str, tuple[int, int]] = {}
-    for entry in entries:
-        if entry.command != command:
-            continue
-        if entry.what == "start":
-            assert entry.container_id not in starts, f"two probe {command}s for {entry}"
-            starts[entry.container_id] = entry.ns
-        elif entry.what == "end":
-            spans[entry.container_id] = (starts[entry.container_id], entry.ns)
-    return spans
-
-
-class Gauges:
-    """Scrapes /metrics while a burst runs: the most delegates running and queued seen."""
-
-    def __init__(self, daemon: DaemonNode) -> None:
-        self.daemon = daemon
-        self.running: list[float] = []
-        self.queued: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.25):
-            samples = self.daemon.metrics()
-            self.running.append(samples[("netattach_delegates_running", frozenset())])
-            self.queued.append(samples[("netattach_delegates_queued", frozenset())])
-
-    def __enter__(self) -> Gauges:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
 
 
 @pytest.mark.req("RT-LIMIT")
@@ -100,14 +61,7 @@ def test_a_burst_of_100_adds_runs_at_most_max_concurrent_delegates(
     least 5 s.
     """
     cluster = daemon.cluster
-    trace_dir, trace_log, probe_log = tmp_path / "trace", tmp_path / "trace.log", tmp_path / "p.log"
-    install_trace(trace_dir, "loopback", trace_log)
-    daemon.settings["binDirs"] = [str(trace_dir), str(PLUGIN_DIR), str(cluster.bin)]
-    daemon.settings["maxConcurrentDelegates"] = LIMIT
-    cluster.write_network_file(
-        "00-default.conflist",
-        {"cniVersion": "1.0.0", "name": DEFAULT_NETWORK, "plugins": [{"type": "loopback"}]},
-    )
+    trace_log, probe_log = traced_loopback_default(daemon, tmp_path)
     cluster.add_nad(
         "blue", "net-p", {"cniVersion": "1.0.0", "plugins": [probe(probe_log, sleep=PROBE_SLEEP)]}
     )
@@ -155,9 +109,6 @@ def test_a_burst_of_100_adds_runs_at_most_max_concurrent_delegates(
     assert daemon.stop() == 0
 
 
-KILL_BURST = 30
-
-
 @pytest.mark.req("RT-ATOMIC")
 def test_kill_9_mid_burst_then_del_through_the_restarted_daemon_frees_everything(
     daemon: DaemonNode, tmp_path: Path
@@ -171,49 +122,6 @@ def test_kill_9_mid_burst_then_del_through_the_restarted_daemon_frees_everything
 
     kill_mid_burst_then_del_all(daemon, pods, log)
     assert daemon.stop() == 0
-
-
-def kill_mid_burst_then_del_all(daemon: DaemonNode, pods: list[Pod], log: Path) -> None:
-    """SIGKILL the daemon while ADDs of `pods` run, restart it, DEL them all: nothing is left.
-
-    A kill can interrupt an atomic write and leave its temporary; the restarted daemon removes
-    those at start, so not even a file may remain.
-    """
-    cluster = daemon.cluster
-
-    def ended() -> int:
-        return sum(1 for p in cluster.probe_log(log) if p.command == "ADD" and p.what == "end")
-
-    with ThreadPoolExecutor(max_workers=len(pods)) as pool:
-        futures = [pool.submit(daemon.shim, "ADD", pod) for pod in pods]
-        wait_for("a few probe ADDs to end", lambda: ended() >= 4, 30, every=0.01)
-        daemon.kill()
-        added: list[Reply] = [f.result() for f in futures]
-
-    outcomes = [0 if r.rc == 0 else r.code for r in added]
-    assert set(outcomes) <= {0, 11}, [r for r in added if r.rc and r.code != 11]
-    assert 11 in outcomes, "the kill came after the burst"
-    for reply in added:
-        if reply.rc:
-            assert str(daemon.socket) in reply.out["msg"], reply
-    # Delegates the daemon had started are in their own sessions: they finish on their own.
-    cids = {pod.container_id for pod in pods}
-    wait_for("orphaned delegates to finish", lambda: not plugin_processes(cids), 30, every=0.1)
-    assert cluster.leftovers() != NOTHING
-
-    daemon.start()
-    with ThreadPoolExecutor(max_workers=len(pods)) as pool:
-        deleted = list(pool.map(lambda pod: daemon.shim("DEL", pod), pods))
-
-    assert [(r.rc, r.out) for r in deleted] == [(0, None)] * len(pods), daemon.log_text()
-    assert cluster.leftovers() == NOTHING
-    assert "corrupt" not in daemon.log_text()
-    assert sorted(p.name for p in (cluster.state / "locks").iterdir()) == []
-    assert state_files(cluster) == []
-
-
-def state_files(cluster: Cluster) -> list[Path]:
-    return sorted(p for p in cluster.state.rglob("*") if p.is_file())
 
 
 @pytest.mark.req("RT-ATOMIC")

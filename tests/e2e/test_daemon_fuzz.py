@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-import socket
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +12,7 @@ from netattach import wire
 from netattach.shim.main import parse_http_reply
 from tests.e2e.daemon_harness import DaemonNode, HttpReply, daemon, native_shim
 from tests.e2e.harness import DEFAULT_NETWORK, NOTHING
+from tests.e2e.socket_harness import STATUSES, request, send
 
 pytestmark = pytest.mark.netns
 
@@ -21,16 +20,9 @@ __all__ = ["daemon", "native_shim"]  # the fixtures this module uses
 
 SEED = 20261122
 PAYLOADS = 200
-# What the server answers a request it can read at all (daemon/server.py).
-STATUSES = {200, 400, 404, 405, 408, 411, 413}
 COMMANDS = ["ADD", "DEL", "CHECK", "VERSION", "GC", "STATUS", "add", "", "BOGUS", "ADD\0"]
 # Never a real namespace: a fuzzed ADD must not reach the host's or the node's.
 NETNS = ["", "/nonexistent/na-fuzz", "relative/ns", "/proc/self/fd/999", "\udcff", "/" * 300]
-
-
-def request(body: bytes, *, method: str = "POST", target: str = "/cni", extra: str = "") -> bytes:
-    head = f"{method} {target} HTTP/1.1\r\nHost: netattach\r\n{extra}"
-    return f"{head}Content-Length: {len(body)}\r\n\r\n".encode("utf-8", "surrogateescape") + body
 
 
 def noise(rng: random.Random, most: int) -> bytes:
@@ -130,25 +122,6 @@ def corpus() -> list[bytes]:
         else:
             payloads.append(wire_call(rng))
     return payloads
-
-
-def send(path: Path, payload: bytes) -> bytes:
-    """`payload` on a fresh connection, then EOF; everything the daemon answers."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(20)
-        sock.connect(str(path))
-        try:
-            sock.sendall(payload)
-            sock.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # it answered early (413, 400) and closed: its answer is still there to read
-        chunks: list[bytes] = []
-        try:
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-        except ConnectionResetError:
-            pass
-        return b"".join(chunks)
 
 
 def check_answer(payload: bytes, answer: bytes) -> None:

@@ -17,8 +17,8 @@ from netattach.guard import delegate_policy
 from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, wait_for
 from tests.e2e.guard_harness import NS, grant, nic, nothing_attached, refused
 from tests.e2e.harness import NOTHING, Cluster, bridge_list, host_local
+from tests.e2e.kube_daemon_harness import WATCH_TIMEOUT, api_pod, kube_api, kube_daemon, wait_events
 from tests.e2e.kube_harness import RemoteKubeApi
-from tests.e2e.test_kube_daemon import WATCH_TIMEOUT, api_pod, kube_api, kube_daemon, wait_events
 from tests.kube import objects
 from tests.netns_fixtures import require_link_kind, unique
 

@@ -23,7 +23,7 @@ from tests.devices import podresources_server
 from tests.devices.podresources_server import Claim, Container, PodResourcesStandIn
 from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, wait_for
 from tests.e2e.harness import NOTHING, Cluster, Pod, bridge_list, host_local
-from tests.e2e.test_runtime_requests import pod_record, recorded, tee
+from tests.e2e.recorder_harness import pod_record, recorded, tee
 
 pytestmark = pytest.mark.netns
 

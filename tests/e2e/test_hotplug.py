@@ -36,15 +36,15 @@ from tests.e2e.harness import (
     host_local,
     probe,
 )
-from tests.e2e.kube_harness import RemoteKubeApi
-from tests.e2e.policy_harness import table_interfaces
-from tests.e2e.test_kube_daemon import (
+from tests.e2e.kube_daemon_harness import (
     NETWORKS,
     api_pod,
     kube_api,
     kube_daemon,
     published,
 )
+from tests.e2e.kube_harness import RemoteKubeApi
+from tests.e2e.policy_harness import table_interfaces
 from tests.kube import objects
 
 pytestmark = pytest.mark.netns

@@ -7,16 +7,24 @@ The same two tests as tests/e2e/test_daemon_burst.py, with the pods and NADs in 
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.burst_harness import (
+    BURST,
+    KILL_BURST,
+    LIMIT,
+    PROBE_SLEEP,
+    Gauges,
+    kill_mid_burst_then_del_all,
+    probe_spans,
+    traced_loopback_default,
+)
 from tests.e2e.daemon_harness import (
     DaemonNode,
     daemon,
-    install_trace,
     most_at_once,
     native_shim,
     trace_spans,
@@ -25,74 +33,26 @@ from tests.e2e.daemon_harness import (
 from tests.e2e.harness import (
     DEFAULT_NETWORK,
     NOTHING,
-    Cluster,
-    Pod,
     bridge_list,
     host_local,
     probe,
 )
-from tests.e2e.kube_harness import RemoteKubeApi
-from tests.e2e.test_daemon_burst import Gauges, kill_mid_burst_then_del_all, probe_spans
-from tests.e2e.test_kube_daemon import (
-    NETWORKS,
+from tests.e2e.kube_daemon_harness import (
     NS,
-    STATUS,
     WATCH_TIMEOUT,
+    api_pods,
     kube_api,
     kube_daemon,
+    pod_reads,
+    statuses,
     watches_past,
 )
+from tests.e2e.kube_harness import RemoteKubeApi
 from tests.kube import objects
-from tests.netns_fixtures import PLUGIN_DIR
 
 pytestmark = pytest.mark.netns
 
 __all__ = ["daemon", "kube_api", "kube_daemon", "native_shim"]  # the fixtures this module uses
-
-BURST = 100
-LIMIT = 4
-PROBE_SLEEP = 0.2
-KILL_BURST = 30
-
-
-def api_pods(api: RemoteKubeApi, cluster: Cluster, count: int, networks: str) -> list[Pod]:
-    """`count` pods `web-N` on the daemon's node selecting `networks`, created in the API in one
-    round trip, each with a sandbox and a container ID."""
-    names = [f"web-{n}" for n in range(count)]
-    api.create_many(
-        [
-            objects.pod(
-                name,
-                NS,
-                node_name=cluster.node.name,
-                annotations={NETWORKS: networks},
-                status={"phase": "Pending"},
-            )
-            for name in names
-        ]
-    )
-    uids = {obj["metadata"]["name"]: obj["metadata"]["uid"] for obj in api.list("Pod", NS)}
-    return [
-        Pod(NS, name, uids[name], cluster.new_pod_netns(), f"na-ctr-{uids[name][:12]}")
-        for name in names
-    ]
-
-
-def statuses(api: RemoteKubeApi) -> dict[str, list[tuple[str, bool]]]:
-    """Pod name -> (network, default) of each entry of its network-status annotation in the API,
-    for every pod of the namespace that has one."""
-    found: dict[str, list[tuple[str, bool]]] = {}
-    for obj in api.list("Pod", NS):
-        text = obj["metadata"].get("annotations", {}).get(STATUS)
-        if text is not None:
-            found[obj["metadata"]["name"]] = [(e["name"], e["default"]) for e in json.loads(text)]
-    return found
-
-
-def pod_reads(api: RemoteKubeApi) -> list[str]:
-    """Paths of the direct reads of single pods the API answered (a cache miss)."""
-    prefix = f"/api/v1/namespaces/{NS}/pods/"
-    return [r.path for r in api.requests if r.method == "GET" and r.path.startswith(prefix)]
 
 
 @pytest.mark.req("RT-LIMIT", "KUBE-CACHE")
@@ -102,14 +62,7 @@ def test_a_burst_of_100_adds_from_the_api_runs_at_most_max_concurrent_delegates(
     """100 pods of the API at once with `maxConcurrentDelegates: 4` (see the directory feed's
     test for why the overlap of the logged plugin executions proves the bound)."""
     daemon, cluster = kube_daemon, kube_daemon.cluster
-    trace_dir, trace_log, probe_log = tmp_path / "trace", tmp_path / "trace.log", tmp_path / "p.log"
-    install_trace(trace_dir, "loopback", trace_log)
-    daemon.settings["binDirs"] = [str(trace_dir), str(PLUGIN_DIR), str(cluster.bin)]
-    daemon.settings["maxConcurrentDelegates"] = LIMIT
-    cluster.write_network_file(
-        "00-default.conflist",
-        {"cniVersion": "1.0.0", "name": DEFAULT_NETWORK, "plugins": [{"type": "loopback"}]},
-    )
+    trace_log, probe_log = traced_loopback_default(daemon, tmp_path)
     kube_api.create(
         objects.nad(
             "net-p",

@@ -14,7 +14,7 @@ import pytest
 from tests.e2e.conftest import cluster
 from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, shim_zipapp
 from tests.e2e.harness import Cluster
-from tests.e2e.test_kube_daemon import kube_api, kube_daemon
+from tests.e2e.kube_daemon_harness import kube_api, kube_daemon
 from tests.netns_fixtures import Node, netns_unavailable_reason, unique
 
 # re-exported fixtures

@@ -19,8 +19,7 @@ import pytest
 
 from tests.e2e.daemon_harness import DaemonNode, wait_for
 from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, Reply
-from tests.e2e.kube_harness import RemoteKubeApi
-from tests.e2e.test_kube_daemon import (
+from tests.e2e.kube_daemon_harness import (
     NS,
     STATUS,
     WATCH_TIMEOUT,
@@ -30,6 +29,7 @@ from tests.e2e.test_kube_daemon import (
     published,
     watches_past,
 )
+from tests.e2e.kube_harness import RemoteKubeApi
 
 pytestmark = pytest.mark.netns
 

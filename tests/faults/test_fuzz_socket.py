@@ -23,7 +23,7 @@ from netattach.cni import errors, spec
 from netattach.shim.main import parse_http_reply
 from tests.e2e.daemon_harness import DaemonNode, HttpReply
 from tests.e2e.harness import DEFAULT_NETWORK, NOTHING
-from tests.e2e.test_daemon_fuzz import STATUSES, request, send
+from tests.e2e.socket_harness import STATUSES, request, send
 
 pytestmark = pytest.mark.netns
 

@@ -20,7 +20,7 @@ from netattach import wire
 from netattach.shim.main import parse_http_reply
 from tests.e2e.daemon_harness import DAEMON, DaemonNode, HttpReply
 from tests.e2e.harness import NOTHING, Pod, Reply, bridge_list, host_local
-from tests.e2e.test_daemon_fuzz import request, send
+from tests.e2e.socket_harness import request, send
 
 pytestmark = pytest.mark.netns
 

@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.burst_harness import kill_mid_burst_then_del_all
 from tests.e2e.daemon_harness import DaemonNode, plugin_processes
 from tests.e2e.harness import Cluster, Pod, bridge_list, host_local, probe
+from tests.e2e.kube_daemon_harness import NS, api_pods, statuses
 from tests.e2e.kube_harness import RemoteKubeApi
-from tests.e2e.test_daemon_burst import kill_mid_burst_then_del_all
-from tests.e2e.test_kube_daemon import NS
-from tests.e2e.test_kube_daemon_burst import api_pods, statuses
 from tests.kube import objects
 
 pytestmark = pytest.mark.netns
