@@ -53,6 +53,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from netattach.daemon import shim_install
 from tests.e2e.harness import CALL_TIMEOUT, ROOT, Cluster, Pod, Reply
+from tests.e2e.polling import poll
 from tests.netns_fixtures import PLUGIN_DIR
 
 DAEMON = ROOT / ".venv" / "bin" / "netattach"
@@ -71,14 +72,7 @@ POLL = 0.05
 
 def wait_for(what: str, predicate: Any, timeout: float, *, every: float = POLL) -> Any:
     """Poll `predicate()` until it returns something truthy (returned); fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(every)
+    return poll(what, predicate, timeout, every, pytest.fail.Exception)
 
 
 def free_port_in(netns: str) -> int:
@@ -160,6 +154,18 @@ class DaemonNode:
 
     def start(self, *, ready: bool = True) -> None:
         """Start the daemon; wait for its socket and, when `ready`, for /readyz to say 200."""
+        self.launch()
+        if ready:
+            wait_for("/readyz to answer 200", lambda: self.http("/readyz").status == 200, 10.0)
+            # Ready means installed: every later call of shim() runs the daemon's copy of it.
+            assert self.installed_shim.read_bytes() == self.shim_source.read_bytes(), (
+                f"{self.installed_shim} is not the shim the daemon was to install"
+                f" ({self.shim_source})"
+            )
+
+    def launch(self) -> None:
+        """Write the settings, run the daemon in the node namespace (its output to a log of its
+        own), and wait for its socket."""
         assert self.proc is None or self.proc.poll() is not None, "the daemon is running"
         self.settings_path.write_text(yaml.safe_dump(self.settings, sort_keys=False))
         log = self.cluster.root / f"daemon-{len(self.logs)}.log"
@@ -182,13 +188,6 @@ class DaemonNode:
                 env={"PATH": os.environ.get("PATH", RUNTIME_PATH)},
             )
         wait_for("the daemon's socket", self._serving, START_TIMEOUT)
-        if ready:
-            wait_for("/readyz to answer 200", lambda: self.http("/readyz").status == 200, 10.0)
-            # Ready means installed: every later call of shim() runs the daemon's copy of it.
-            assert self.installed_shim.read_bytes() == self.shim_source.read_bytes(), (
-                f"{self.installed_shim} is not the shim the daemon was to install"
-                f" ({self.shim_source})"
-            )
 
     @property
     def shim_source(self) -> Path:

@@ -36,12 +36,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.polling import poll
 from tests.kube.api import ApiStatusError, Obj, PatchType, RequestRecord, WatchInfo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -410,14 +410,7 @@ class RemoteKubeApi:
 
 def wait_until(what: str, predicate: Any, timeout: float, *, every: float = 0.05) -> Any:
     """Poll `predicate()` until it is truthy (returned); TimeoutError after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(every)
+    return poll(what, predicate, timeout, every, TimeoutError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

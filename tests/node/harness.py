@@ -34,10 +34,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
-import yaml
 
 from netattach.netns import links, namespace
-from tests.e2e.daemon_harness import DAEMON, START_TIMEOUT, DaemonNode, free_port_in, wait_for
+from tests.e2e.daemon_harness import DaemonNode, free_port_in, wait_for
 from tests.e2e.harness import Cluster
 from tests.e2e.kube_harness import RemoteKubeApi
 from tests.kube import objects
@@ -125,27 +124,8 @@ class NodeDaemon(DaemonNode):
         )
 
     def start(self, *, ready: bool = True) -> None:
-        assert self.proc is None or self.proc.poll() is not None, "the daemon is running"
-        self.settings_path.write_text(yaml.safe_dump(self.settings, sort_keys=False))
-        log = self.cluster.root / f"daemon-{len(self.logs)}.log"
-        self.logs.append(log)
-        with log.open("wb") as stream:
-            self.proc = subprocess.Popen(
-                [
-                    "nsenter",
-                    f"--net={self.cluster.node.path}",
-                    "--",
-                    str(DAEMON),
-                    "daemon",
-                    "--config",
-                    str(self.settings_path),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=stream,
-                stderr=subprocess.STDOUT,
-                env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")},
-            )
-        wait_for("the daemon's socket", self._serving, START_TIMEOUT)
+        """Start the daemon; when `ready`, wait until containerd can run pods through it."""
+        self.launch()
         if ready:
             wait_for("/readyz to answer 200", lambda: self.http("/readyz").status == 200, 20.0)
             wait_for("the daemon to accept on its socket", self._accepting, 10.0)

@@ -58,6 +58,7 @@ from typing import Any
 import yaml
 
 from netattach.netns import links
+from tests.e2e.polling import poll
 from tests.kube.cluster import ClusterError, LocalCluster, build_dir, missing_binaries
 from tests.kube.kube_http import KubeHttp
 from tests.kube.real_api import RealKubeApi, connection_from_kubeconfig
@@ -134,14 +135,8 @@ def unavailable_reason() -> str | None:
 
 
 def wait_until(what: str, ready: Callable[[], Any], timeout: float, every: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ready()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise NodeError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(every)
+    """Poll `ready()` until it is truthy (returned); NodeError after `timeout`."""
+    return poll(what, ready, timeout, every, NodeError)
 
 
 def _tail(path: Path, lines: int = 40) -> str:
