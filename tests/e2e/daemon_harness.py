@@ -75,22 +75,23 @@ def wait_for(what: str, predicate: Any, timeout: float, *, every: float = POLL) 
     return poll(what, predicate, timeout, every, pytest.fail.Exception)
 
 
+def python_in(netns: str, code: str, *args: str) -> list[str]:
+    """The command that runs the Python `code` (its `sys.argv[1:]` being `args`) with this
+    interpreter, isolated from the environment and site-packages, in the network namespace
+    `netns`."""
+    return ["nsenter", f"--net={netns}", "--", sys.executable, "-I", "-S", "-c", code, *args]
+
+
 def free_port_in(netns: str) -> int:
     """A TCP port free on 127.0.0.1 of the network namespace `netns`: where the daemon listens
     for metrics, a port free on the host may be the in-node fake API server's, whose /readyz
     would then pass for the daemon's."""
     done = subprocess.run(
-        [
-            "nsenter",
-            f"--net={netns}",
-            "--",
-            sys.executable,
-            "-I",
-            "-S",
-            "-c",
+        python_in(
+            netns,
             "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
             "print(s.getsockname()[1])",
-        ],
+        ),
         capture_output=True,
         text=True,
         timeout=30,
@@ -313,19 +314,7 @@ class DaemonNode:
     def http(self, path: str) -> HttpReply:
         """GET `path` on the metrics listener, from inside the node namespace."""
         proc = subprocess.run(
-            [
-                "nsenter",
-                f"--net={self.cluster.node.path}",
-                "--",
-                sys.executable,
-                "-I",
-                "-S",
-                "-c",
-                HTTP_GET,
-                "127.0.0.1",
-                str(self.port),
-                path,
-            ],
+            python_in(self.cluster.node.path, HTTP_GET, "127.0.0.1", str(self.port), path),
             capture_output=True,
             timeout=30,
             check=True,

@@ -35,7 +35,6 @@ import json
 import re
 import secrets
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -46,7 +45,7 @@ import pytest
 
 from netattach.netns import links, namespace
 from netattach.policy import apply
-from tests.e2e.daemon_harness import DaemonNode
+from tests.e2e.daemon_harness import DaemonNode, python_in
 from tests.e2e.harness import Cluster, Pod, Reply, bridge_list
 from tests.e2e.kube_harness import RemoteKubeApi
 from tests.kube import objects
@@ -171,19 +170,9 @@ class Agent:
     def __init__(self, netns: str) -> None:
         self.netns = netns
         self._proc = subprocess.Popen(
-            [
-                "nsenter",
-                f"--net={netns}",
-                "--",
-                sys.executable,
-                "-I",
-                "-S",
-                "-c",
-                AGENT,
-                json.dumps(TCP_PORTS),
-                json.dumps(UDP_PORTS),
-                str(PROBE_TIMEOUT),
-            ],
+            python_in(
+                netns, AGENT, json.dumps(TCP_PORTS), json.dumps(UDP_PORTS), str(PROBE_TIMEOUT)
+            ),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

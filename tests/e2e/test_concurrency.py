@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.daemon_harness import most_at_once
 from tests.e2e.harness import NOTHING, Cluster, Pod, PodProbe, Reply, bridge_list, host_local, probe
 
 pytestmark = pytest.mark.netns
@@ -30,15 +31,6 @@ def intervals(entries: list[PodProbe], command: str) -> dict[str, tuple[int, int
         if p.command == command and p.what == "end":
             found[p.container_id] = (starts[p.container_id], p.ns)
     return found
-
-
-def most_at_once(spans: list[tuple[int, int]]) -> int:
-    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
-    current = best = 0
-    for _, step in events:
-        current += step
-        best = max(best, current)
-    return best
 
 
 @pytest.mark.req("RT-SERIAL")

@@ -21,20 +21,12 @@ from typing import Any
 import pytest
 
 from tests.e2e.daemon_harness import DaemonNode, HttpReply
-from tests.e2e.harness import NOTHING, Cluster, Pod, Reply, bridge_list, host_local
+from tests.e2e.harness import NOTHING, Cluster, Pod, Reply
 
 pytestmark = pytest.mark.netns
 
 NS = "blue"
 _names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def running(module_daemon: DaemonNode) -> DaemonNode:
-    cluster = module_daemon.cluster
-    cluster.add_nad(NS, "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
-    module_daemon.start()
-    return module_daemon
 
 
 @pytest.fixture

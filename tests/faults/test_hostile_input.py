@@ -19,7 +19,7 @@ import pytest
 from netattach import wire
 from netattach.shim.main import parse_http_reply
 from tests.e2e.daemon_harness import DAEMON, DaemonNode, HttpReply
-from tests.e2e.harness import NOTHING, Pod, Reply, bridge_list, host_local
+from tests.e2e.harness import NOTHING, Pod, Reply
 from tests.e2e.socket_harness import request, send
 
 pytestmark = pytest.mark.netns
@@ -28,14 +28,6 @@ NS = "blue"
 TEN_MB = 10 * 1024 * 1024
 DEEP = 100_000
 _names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def running(module_daemon: DaemonNode) -> DaemonNode:
-    cluster = module_daemon.cluster
-    cluster.add_nad(NS, "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
-    module_daemon.start()
-    return module_daemon
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ kubelet       per test: CRI calls on containerd; at teardown every sandbox left 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from tests.e2e.kube_harness import RemoteKubeApi
 from tests.kube import objects
 from tests.netns_fixtures import netns_unavailable_reason
 from tests.node import containerd
-from tests.node.harness import Feed, Kubelet, NodeDaemon, NodeHost
+from tests.node.harness import Feed, Kubelet, NodeDaemon, NodeHost, require
 from tests.node.harness import node_host as make_node_host
 
 NS = "blue"
@@ -34,11 +33,7 @@ NS = "blue"
 
 @pytest.fixture(scope="session")
 def node_host() -> Iterator[NodeHost]:
-    reason = netns_unavailable_reason() or containerd.unavailable_reason()
-    if reason is not None:
-        if os.environ.get("NETATTACH_REQUIRE_NETNS") == "1":
-            pytest.fail(f"NETATTACH_REQUIRE_NETNS=1 but tests/node cannot run: {reason}")
-        pytest.skip(reason)
+    require(netns_unavailable_reason() or containerd.unavailable_reason(), "tests/node")
     with make_node_host() as host:
         yield host
 

@@ -207,10 +207,11 @@ class Containerd:
             return ""
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
-    def ctr(self, *args: str, timeout: float = 120.0) -> str:
-        """`ctr --address SOCKET -n k8s.io ARGS`; its stdout, or RuntimeError with its stderr."""
+    def ctr(self, *args: str, timeout: float = 120.0, namespace: str = K8S_NAMESPACE) -> str:
+        """`ctr --address SOCKET -n NAMESPACE ARGS`; its stdout, or RuntimeError with its
+        stderr."""
         done = subprocess.run(
-            ["ctr", "--address", str(self.socket), "--namespace", K8S_NAMESPACE, *args],
+            ["ctr", "--address", str(self.socket), "--namespace", namespace, *args],
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -18,7 +18,6 @@ directories.
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from tests.node.containerd import RUNTIME_PATH, Containerd
+from tests.node.containerd import Containerd
 
 ROOT = Path(__file__).resolve().parents[2]
 DAEMONSET = ROOT / "deploy" / "daemonset.yaml"
@@ -128,17 +127,7 @@ class DaemonSetPod:
 
 def ctr(containerd: Containerd, *args: str, timeout: float = 300.0) -> str:
     """`ctr -n netattach-node ARGS` on the tier's containerd."""
-    done = subprocess.run(
-        ["ctr", "--address", str(containerd.socket), "--namespace", NAMESPACE, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env={"PATH": RUNTIME_PATH},
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"ctr {' '.join(args)} failed: {done.stderr.strip()}")
-    return done.stdout
+    return containerd.ctr(*args, timeout=timeout, namespace=NAMESPACE)
 
 
 def task_status(containerd: Containerd, container_id: str) -> str | None:

@@ -40,12 +40,31 @@ from tests.e2e.daemon_harness import DaemonNode, free_port_in, wait_for
 from tests.e2e.harness import Cluster
 from tests.e2e.kube_harness import RemoteKubeApi
 from tests.kube import objects
-from tests.netns_fixtures import Node
-from tests.node import sandbox_image
+from tests.netns_fixtures import Node, netns_unavailable_reason
+from tests.node import containerd, real_node, sandbox_image
 from tests.node.containerd import Containerd
 from tests.node.cri.client import CriError, SandboxSpec, SandboxStatus
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+
+
+def require(reason: str | None, what: str) -> None:
+    """Skip the test when `reason` says this machine cannot run `what`, or fail it when
+    NETATTACH_REQUIRE_NETNS=1 says it must run here; nothing when `reason` is None."""
+    if reason is not None:
+        if os.environ.get("NETATTACH_REQUIRE_NETNS") == "1":
+            pytest.fail(f"NETATTACH_REQUIRE_NETNS=1 but {what} cannot run: {reason}")
+        pytest.skip(reason)
+
+
+def require_real_node() -> None:
+    """`require` a real node: network namespaces, the tier's containerd, the built kubelet."""
+    reason = (
+        netns_unavailable_reason()
+        or containerd.unavailable_reason()
+        or real_node.unavailable_reason()
+    )
+    require(reason, "the real node")
 
 
 @dataclasses.dataclass

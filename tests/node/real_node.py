@@ -139,6 +139,18 @@ def wait_until(what: str, ready: Callable[[], Any], timeout: float, every: float
     return poll(what, ready, timeout, every, NodeError)
 
 
+def kill_all(find: Callable[[], set[int]]) -> None:
+    """SIGKILL every process `find()` names until it names none (about 5 s at most)."""
+    for _ in range(50):
+        left = find()
+        if not left:
+            break
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
 def _tail(path: Path, lines: int = 40) -> str:
     if not path.exists():
         return ""
@@ -343,14 +355,7 @@ class CgroupRoot:
 
     def close(self) -> None:
         """SIGKILL every process left in it, then remove every cgroup under it."""
-        for _ in range(50):
-            left = self.pids()
-            if not left:
-                break
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.1)
+        kill_all(self.pids)
         for directory in self.dirs:
             if not directory.exists():
                 continue
@@ -766,14 +771,7 @@ class RealNode:
         (/var/lib/cni, /var/lib/netattach, /var/lib/kubelet, containerd's root, /etc/cni)."""
         self.kubelet.stop()
         self.containerd.stop()
-        for _ in range(50):
-            left = set(self.containerd.shim_pids()) | self.cgroups.pids()
-            if not left:
-                break
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.1)
+        kill_all(lambda: set(self.containerd.shim_pids()) | self.cgroups.pids())
         own = {"lo", "na-eth0", "na-eth0p", "na-mv0", "na-mv0p"}
         for name in links.read_interfaces(self.netns):
             if name not in own:

@@ -11,7 +11,6 @@ cluster's default bridge, which containerd runs itself.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,8 +20,8 @@ import pytest
 from tests.devices import device_plugin
 from tests.devices.device_plugin import FakeDevicePlugin
 from tests.devices.podresources_client import PodResourcesReader, devices_of, find_pod
-from tests.netns_fixtures import netns_unavailable_reason
-from tests.node import containerd, real_node
+from tests.node import real_node
+from tests.node.harness import require_real_node
 from tests.node.real_node import Leftovers, RealNode, wait_until
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(900)]
@@ -38,15 +37,7 @@ ALLOCATABLE_TIMEOUT = 60.0
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNode]:
-    reason = (
-        netns_unavailable_reason()
-        or containerd.unavailable_reason()
-        or real_node.unavailable_reason()
-    )
-    if reason is not None:
-        if os.environ.get("NETATTACH_REQUIRE_NETNS") == "1":
-            pytest.fail(f"NETATTACH_REQUIRE_NETNS=1 but the real node cannot run: {reason}")
-        pytest.skip(reason)
+    require_real_node()
     with real_node.real_node(tmp_path_factory.mktemp("na-dev-node")) as made:
         made.create_namespace(NS)
         yield made
@@ -77,6 +68,15 @@ def allocatable(node: RealNode) -> str | None:
     return str(value) if value is not None else None
 
 
+def wait_allocatable(node: RealNode) -> None:
+    """Until the Node's status offers every device of the plugin."""
+    wait_until(
+        f"the Node's allocatable {RESOURCE}: {len(VFS)}",
+        lambda: allocatable(node) == str(len(VFS)),
+        ALLOCATABLE_TIMEOUT,
+    )
+
+
 def pod_asking(node: RealNode, name: str, count: int) -> dict[str, Any]:
     """A pod of no extra network whose container asks for `count` of the plugin's devices."""
     pod = node.pod_object(NS, name)
@@ -90,11 +90,7 @@ def pod_asking(node: RealNode, name: str, count: int) -> dict[str, Any]:
 def test_the_kubelet_gives_pods_distinct_devices_of_the_plugin_and_podresources_names_them(
     node: RealNode, plugin: FakeDevicePlugin
 ) -> None:
-    wait_until(
-        f"the Node's allocatable {RESOURCE}: {len(VFS)}",
-        lambda: allocatable(node) == str(len(VFS)),
-        ALLOCATABLE_TIMEOUT,
-    )
+    wait_allocatable(node)
     assert plugin.calls["GetDevicePluginOptions"] == 1  # during Register
     assert all(path.is_file() for path in plugin.device_info_files())
 
@@ -124,11 +120,7 @@ def test_the_kubelet_gives_pods_distinct_devices_of_the_plugin_and_podresources_
 def test_after_a_kubelet_restart_the_plugin_registers_again_and_a_pod_keeps_its_device(
     node: RealNode, plugin: FakeDevicePlugin
 ) -> None:
-    wait_until(
-        f"the Node's allocatable {RESOURCE}: {len(VFS)}",
-        lambda: allocatable(node) == str(len(VFS)),
-        ALLOCATABLE_TIMEOUT,
-    )
+    wait_allocatable(node)
     node.api.create(pod_asking(node, "kept", 1))
     node.wait_running(NS, "kept")
     with PodResourcesReader(node.fs(PODRESOURCES_SOCKET)) as reader:

@@ -15,10 +15,8 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
-import os
 import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -26,8 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.netns_fixtures import netns_unavailable_reason
-from tests.node import containerd, real_node
+from tests.e2e.daemon_harness import python_in
+from tests.node import real_node
+from tests.node.harness import require_real_node
 from tests.node.node_image import node_image_archive
 from tests.node.real_node import Leftovers, RealNode, wait_until
 
@@ -42,15 +41,7 @@ NADS_LATE_IPAM = {"type": "host-local", "subnet": "10.89.0.0/24"}
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNode]:
-    reason = (
-        netns_unavailable_reason()
-        or containerd.unavailable_reason()
-        or real_node.unavailable_reason()
-    )
-    if reason is not None:
-        if os.environ.get("NETATTACH_REQUIRE_NETNS") == "1":
-            pytest.fail(f"NETATTACH_REQUIRE_NETNS=1 but the real node cannot run: {reason}")
-        pytest.skip(reason)
+    require_real_node()
     with real_node.real_node(tmp_path_factory.mktemp("na-real-node")) as made:
         made.deploy(node_image_archive())
         made.create_namespace(NS)
@@ -281,7 +272,7 @@ def connect_outcome(netns: str, address: str, port: int = 8080) -> str:
         "    print(type(exc).__name__)\n"
     )
     done = subprocess.run(
-        ["nsenter", f"--net={netns}", "--", sys.executable, "-I", "-S", "-c", probe],
+        python_in(netns, probe),
         capture_output=True,
         text=True,
         timeout=30,
