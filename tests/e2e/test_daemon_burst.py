@@ -29,14 +29,7 @@ from tests.e2e.daemon_harness import (
     trace_spans,
     wait_for,
 )
-from tests.e2e.harness import (
-    DEFAULT_NETWORK,
-    NOTHING,
-    Reply,
-    bridge_list,
-    host_local,
-    probe,
-)
+from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Reply, bridge_list, host_local, probe
 
 pytestmark = pytest.mark.netns
 

@@ -20,29 +20,9 @@ from typing import Any
 import pytest
 
 from netattach.policy import apply
-from tests.e2e.daemon_harness import (
-    DaemonNode,
-    daemon,
-    native_shim,
-    plugin_processes,
-    wait_for,
-)
-from tests.e2e.harness import (
-    DEFAULT_NETWORK,
-    NOTHING,
-    Cluster,
-    Pod,
-    bridge_list,
-    host_local,
-    probe,
-)
-from tests.e2e.kube_daemon_harness import (
-    NETWORKS,
-    api_pod,
-    kube_api,
-    kube_daemon,
-    published,
-)
+from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, plugin_processes, wait_for
+from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, Pod, bridge_list, host_local, probe
+from tests.e2e.kube_daemon_harness import NETWORKS, api_pod, kube_api, kube_daemon, published
 from tests.e2e.kube_harness import RemoteKubeApi
 from tests.e2e.policy_harness import table_interfaces
 from tests.kube import objects

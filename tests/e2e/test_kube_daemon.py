@@ -19,14 +19,7 @@ import pytest
 
 from netattach.cluster import model
 from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, wait_for
-from tests.e2e.harness import (
-    DEFAULT_NETWORK,
-    DEFAULT_SUBNET,
-    NOTHING,
-    Pod,
-    bridge_list,
-    host_local,
-)
+from tests.e2e.harness import DEFAULT_NETWORK, DEFAULT_SUBNET, NOTHING, Pod, bridge_list, host_local
 from tests.e2e.kube_daemon_harness import (
     EVENT_TIMEOUT,
     MERGE_PATCH,

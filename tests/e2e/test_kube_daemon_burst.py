@@ -30,13 +30,7 @@ from tests.e2e.daemon_harness import (
     trace_spans,
     wait_for,
 )
-from tests.e2e.harness import (
-    DEFAULT_NETWORK,
-    NOTHING,
-    bridge_list,
-    host_local,
-    probe,
-)
+from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, bridge_list, host_local, probe
 from tests.e2e.kube_daemon_harness import (
     NS,
     WATCH_TIMEOUT,

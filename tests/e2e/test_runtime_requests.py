@@ -14,14 +14,7 @@ from pathlib import Path
 import pytest
 
 from netattach.netns import links
-from tests.e2e.harness import (
-    DEFAULT_NETWORK,
-    NOTHING,
-    Cluster,
-    Pod,
-    bridge_list,
-    host_local,
-)
+from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, Pod, bridge_list, host_local
 from tests.e2e.recorder_harness import (
     RECORDER,
     cache_record,

@@ -8,14 +8,7 @@ from pathlib import Path
 import pytest
 
 from netattach.netns import namespace
-from tests.e2e.harness import (
-    NOTHING,
-    Cluster,
-    Pod,
-    bridge_list,
-    host_local,
-    probe,
-)
+from tests.e2e.harness import NOTHING, Cluster, Pod, bridge_list, host_local, probe
 
 pytestmark = pytest.mark.netns
 

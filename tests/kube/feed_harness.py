@@ -76,6 +76,17 @@ async def running_feed(
         await feed.aclose()
 
 
+def feed_for(
+    kubeconfig: Path, timing: kube_client.KubeTiming = FAST, idle: asyncio.Event | None = None
+) -> kube.KubeFeed:
+    """A feed of a node of its own that is not run: for what it does directly (reads, status,
+    Events), with no list or watch. `idle`: the daemon's server's, set while no CNI call is under
+    way (None: Events never wait)."""
+    return kube.KubeFeed(
+        store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=timing, idle=idle
+    )
+
+
 def names(view: store.ClusterStore, kind: str, namespace: str) -> set[str]:
     """The names of the objects of `kind` in `namespace` the view holds."""
     return {

@@ -8,17 +8,19 @@ Each test drives the real `KubeFeed` (lightkube over HTTP) against the `fake_api
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import pytest
 
-from netattach.cluster import kube, model, store
+from netattach.cluster import kube, model
 from netattach.cni import errors
 from tests.kube import objects
 from tests.kube.api import KubeApi
 from tests.kube.feed_harness import (
     FAST,
     eventually,
+    feed_for,
     names,
     node_name,
     run_bounded,
@@ -342,9 +344,10 @@ def test_a_pod_the_cache_has_not_seen_is_read_directly_and_kept(
     fake_api.create(objects.pod("other-node", ns, node_name=node_name()))
 
     async def body() -> None:
-        feed = kube.KubeFeed(node_name=node, kubeconfig=kubeconfig, timing=FAST)
-        view = feed.store  # it reads through the feed
-        try:
+        async with contextlib.aclosing(
+            kube.KubeFeed(node_name=node, kubeconfig=kubeconfig, timing=FAST)
+        ) as feed:
+            view = feed.store  # it reads through the feed
             pod = await view.fetch_pod(ns, "new")
             assert pod is not None
             assert model.uid_of(pod) == created["metadata"]["uid"]
@@ -353,8 +356,6 @@ def test_a_pod_the_cache_has_not_seen_is_read_directly_and_kept(
             assert other is not None
             assert view.lookup_pod(ns, "other-node") is None  # no watch would ever remove it
             assert await feed.fetch_pod(ns, "missing") is None
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
 
@@ -365,18 +366,13 @@ def test_a_direct_read_is_bounded_and_says_try_again_when_the_api_is_down(
     fake_api: KubeApi, kubeconfig: Path
 ) -> None:
     async def body() -> None:
-        feed = kube.KubeFeed(
-            store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=FAST
-        )
-        fake_api.stop()
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
+            fake_api.stop()
+            loop = asyncio.get_running_loop()
+            started = loop.time()
             with pytest.raises(errors.TryAgainLaterError, match="cannot read pod default/web"):
                 await feed.fetch_pod("default", "web")
             assert loop.time() - started <= FAST.fetch_timeout + 0.5
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
 

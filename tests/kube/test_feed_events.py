@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from netattach.cluster import kube, kube_events, store
+from netattach.cluster import kube_events
 from tests.kube import objects
 from tests.kube.api import KubeApi
-from tests.kube.feed_harness import FAST, node_name, run_bounded, running_feed
+from tests.kube.feed_harness import FAST, feed_for, node_name, run_bounded, running_feed
 from tests.kube.real_api import with_token_only
 
 
@@ -63,10 +64,7 @@ def test_events_go_out_in_order_and_a_repeat_is_counted_not_duplicated(
     fake_api.create(objects.pod("web", ns))
 
     async def body() -> None:
-        feed = kube.KubeFeed(
-            store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=FAST
-        )
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
             for ifname in ("eth0", "net1", "net2"):
                 await feed.record_event(
                     ns, "web", reason="AddedInterface", message=f"Add {ifname} [10.0.0.1/24]"
@@ -76,8 +74,6 @@ def test_events_go_out_in_order_and_a_repeat_is_counted_not_duplicated(
                     ns, "web", reason="FailedAttachNetwork", message="boom", type_="Warning"
                 )
             assert await feed.flush_events(5.0)
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
     events = fake_api.events_for(ns, "web")
@@ -95,19 +91,14 @@ def test_record_event_returns_at_once_and_never_raises_when_the_api_is_down(
     fake_api: KubeApi, kubeconfig: Path
 ) -> None:
     async def body() -> None:
-        feed = kube.KubeFeed(
-            store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=FAST
-        )
-        fake_api.stop()
-        loop = asyncio.get_running_loop()
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
+            fake_api.stop()
+            loop = asyncio.get_running_loop()
             started = loop.time()
             await feed.record_event("default", "web", reason="AddedInterface", message="x")
             await feed.record_event("default", "web", reason="AddedInterface", message="y")
             assert loop.time() - started < 0.1  # an ADD's answer does not wait for Events
             assert await feed.flush_events(2 * FAST.event_timeout + 1.0)
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
 
@@ -145,21 +136,12 @@ def test_events_wait_while_cni_calls_are_under_way_and_go_out_when_they_end(
 
     async def body() -> None:
         idle = asyncio.Event()  # a call under way
-        feed = kube.KubeFeed(
-            store.ClusterStore(),
-            node_name=node_name(),
-            kubeconfig=kubeconfig,
-            timing=FAST,
-            idle=idle,
-        )
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig, idle=idle)) as feed:
             await feed.record_event(ns, "web", reason="AddedInterface", message="Add net1 []")
             assert not await feed.flush_events(0.3)  # held back
             held.extend(ours(fake_api.events_for(ns, "web")))
             idle.set()  # the call ended
             assert await feed.flush_events(5.0)
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
     assert held == []
@@ -178,18 +160,10 @@ def test_under_a_steady_load_events_still_go_out_late(
     monkeypatch.setattr(kube_events, "EVENT_DEFER_MAX", 0.2)
 
     async def body() -> None:
-        feed = kube.KubeFeed(
-            store.ClusterStore(),
-            node_name=node_name(),
-            kubeconfig=kubeconfig,
-            timing=FAST,
-            idle=asyncio.Event(),  # calls under way, and never all ended
-        )
-        try:
+        busy = asyncio.Event()  # calls under way, and never all ended
+        async with contextlib.aclosing(feed_for(kubeconfig, idle=busy)) as feed:
             await feed.record_event(ns, "web", reason="AddedInterface", message="Add net1 []")
             assert await feed.flush_events(5.0)
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
     assert [e["reason"] for e in ours(fake_api.events_for(ns, "web"))] == ["AddedInterface"]

@@ -4,17 +4,18 @@ and a DEL that needs no API when the cache knows the pod is gone (RT-NOAPI)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from pathlib import Path
 
 import pytest
 
-from netattach.cluster import kube, kube_client, model, store
+from netattach.cluster import model
 from netattach.cni import errors
 from tests.kube import objects
 from tests.kube.api import PATCH_CONTENT_TYPES, KubeApi
-from tests.kube.feed_harness import FAST, node_name, run_bounded, running_feed
+from tests.kube.feed_harness import FAST, feed_for, node_name, run_bounded, running_feed
 
 STATUS = model.STATUS_ANNOTATION
 ENTRIES: list[dict[str, object]] = [
@@ -26,12 +27,6 @@ ENTRIES: list[dict[str, object]] = [
         "mac": "02:00:00:00:00:01",
     },
 ]
-
-
-def feed_for(kubeconfig: Path, timing: kube_client.KubeTiming = FAST) -> kube.KubeFeed:
-    return kube.KubeFeed(
-        store.ClusterStore(), node_name=node_name(), kubeconfig=kubeconfig, timing=timing
-    )
 
 
 def pod_patches(api: KubeApi, name: str) -> list[tuple[int, object]]:
@@ -55,11 +50,8 @@ def test_publish_status_is_one_merge_patch_of_that_annotation_alone(
     fake_api.create(objects.pod("web", ns, labels={"app": "web"}, annotations=others))
 
     async def body() -> None:
-        feed = feed_for(kubeconfig)
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
             await feed.publish_status(ns, "web", ENTRIES)
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
     patches = [r for r in fake_api.requests if r.method == "PATCH"]
@@ -87,11 +79,8 @@ def test_publish_status_is_retried_after_a_conflict_and_an_unavailable_server(
     fake_api.inject_error(503, method="PATCH", path=r"/pods/web$")
 
     async def body() -> None:
-        feed = feed_for(kubeconfig)
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
             await feed.publish_status(ns, "web", ENTRIES)
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
     assert [status for status, _ in pod_patches(fake_api, "web")] == [409, 503, 200]
@@ -108,13 +97,10 @@ def test_publish_status_honours_retry_after_on_429(
     fake_api.inject_error(429, method="PATCH", path=r"/pods/web$")  # Retry-After: 1
 
     async def body() -> None:
-        feed = feed_for(kubeconfig)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
             await feed.publish_status(ns, "web", ENTRIES)
-        finally:
-            await feed.aclose()
         assert loop.time() - started >= 1.0
 
     run_bounded(body())
@@ -131,14 +117,11 @@ def test_publish_status_gives_up_within_its_budget_with_try_again_later(
     fake_api.inject_error(503, method="PATCH", path=r"/pods/web$", times=1000)
 
     async def body() -> None:
-        feed = feed_for(kubeconfig)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
             with pytest.raises(errors.TryAgainLaterError, match=f"network-status of {ns}/web"):
                 await feed.publish_status(ns, "web", ENTRIES)
-        finally:
-            await feed.aclose()
         assert loop.time() - started <= FAST.status_budget + 0.5
 
     run_bounded(body())
@@ -155,13 +138,10 @@ def test_publish_status_refused_for_good_fails_at_once(
     fake_api.inject_error(403, method="PATCH", path=r"/pods/web$", message="forbidden by RBAC")
 
     async def body() -> None:
-        feed = feed_for(kubeconfig)
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
             with pytest.raises(errors.IOFailureError) as raised:
                 await feed.publish_status(ns, "web", ENTRIES)
             assert "forbidden by RBAC" in raised.value.details
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
     assert [status for status, _ in pod_patches(fake_api, "web")] == [403]
@@ -172,11 +152,8 @@ def test_publish_status_of_a_deleted_pod_is_tolerated(
     fake_api: KubeApi, kubeconfig: Path, kube_namespace: str
 ) -> None:
     async def body() -> None:
-        feed = feed_for(kubeconfig)
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
             await feed.publish_status(kube_namespace, "gone", ENTRIES)  # no error: as Multus
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
 
@@ -194,12 +171,9 @@ def test_a_status_with_the_pods_uid_never_lands_on_a_recreated_pod_of_that_name(
     fake_api.create(objects.pod("web", ns, annotations={STATUS: "[]"}))
 
     async def body() -> None:
-        feed = feed_for(kubeconfig)
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
             await feed.publish_status(ns, "web", ENTRIES, uid=old["metadata"]["uid"])
             await feed.remove_status(ns, "web", uid=old["metadata"]["uid"])
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
     assert annotations_of(fake_api, "web", ns)[STATUS] == "[]"
@@ -222,12 +196,9 @@ def test_remove_status_sets_the_annotation_to_null_and_leaves_the_others(
     )
 
     async def body() -> None:
-        feed = feed_for(kubeconfig)
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
             await feed.remove_status(ns, "web", uid=created["metadata"]["uid"])
             await feed.remove_status(ns, "never-was")  # 404: nothing to remove
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
     assert annotations_of(fake_api, "web", ns) == {model.NETWORKS_ANNOTATION: "blue"}
@@ -283,14 +254,11 @@ def test_a_rotated_token_is_read_again_from_its_file(
     )
 
     async def body() -> None:
-        feed = feed_for(rotating)
-        try:
+        async with contextlib.aclosing(feed_for(rotating)) as feed:
             await feed.publish_status(ns, "web", ENTRIES)
             fake_api.set_token("rotated-token")
             token_file.write_text("rotated-token\n", encoding="utf-8")
             await feed.publish_status(ns, "web", [])
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
     # the old token refused once, then the one read again from the file
@@ -304,12 +272,9 @@ def test_status_entries_that_are_not_json_are_an_internal_error(
     fake_api: KubeApi, kubeconfig: Path
 ) -> None:
     async def body() -> None:
-        feed = feed_for(kubeconfig)
-        try:
+        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
             with pytest.raises(errors.InternalError):
                 await feed.publish_status("default", "web", [{"ips": {1, 2}}])
-        finally:
-            await feed.aclose()
 
     run_bounded(body())
     assert not [r for r in fake_api.requests if r.method == "PATCH"]
