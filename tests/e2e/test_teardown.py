@@ -97,6 +97,15 @@ def attached(cluster: Cluster, pod: Pod) -> None:
     assert cluster.leftovers()["pod records"] == [f"{pod.container_id}.json"]
 
 
+def attached_on_net_a(cluster: Cluster, networks: str = "net-a") -> Pod:
+    """Pod blue/web selecting `networks` of NAD `net-a` (a bridge, host-local on 10.81.0.0/24),
+    attached."""
+    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    pod = cluster.pod("blue", "web", networks)
+    attached(cluster, pod)
+    return pod
+
+
 @pytest.mark.req("RT-DEL")
 def test_del_twice_succeeds(cluster: Cluster, tmp_path: Path) -> None:
     probe_nad(cluster, "net-a", "10.81.0.0/24", tmp_path / "probe.log")
@@ -120,9 +129,7 @@ def test_del_twice_succeeds(cluster: Cluster, tmp_path: Path) -> None:
 
 @pytest.mark.req("RT-DELERR")
 def test_del_without_pod_record_frees_everything_from_the_cache(cluster: Cluster) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
-    pod = cluster.pod("blue", "web", "net-a")
-    attached(cluster, pod)
+    pod = attached_on_net_a(cluster)
     (cluster.state / "pods" / f"{pod.container_id}.json").unlink()
 
     reply = cluster.delete(pod)
@@ -134,9 +141,7 @@ def test_del_without_pod_record_frees_everything_from_the_cache(cluster: Cluster
 
 @pytest.mark.req("RT-ATOMIC")
 def test_del_with_truncated_pod_record_frees_everything(cluster: Cluster) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
-    pod = cluster.pod("blue", "web", "net-a,net-a")
-    attached(cluster, pod)
+    pod = attached_on_net_a(cluster, "net-a,net-a")
     record = cluster.state / "pods" / f"{pod.container_id}.json"
     data = record.read_bytes()
     record.write_bytes(data[: len(data) // 2])
@@ -151,9 +156,7 @@ def test_del_with_truncated_pod_record_frees_everything(cluster: Cluster) -> Non
 
 @pytest.mark.req("RT-DEL")
 def test_del_when_the_manifest_directory_is_gone(cluster: Cluster) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
-    pod = cluster.pod("blue", "web", "net-a")
-    attached(cluster, pod)
+    pod = attached_on_net_a(cluster)
     shutil.rmtree(cluster.manifests)
 
     reply = cluster.delete(pod)
@@ -164,9 +167,7 @@ def test_del_when_the_manifest_directory_is_gone(cluster: Cluster) -> None:
 
 @pytest.mark.req("RT-DEL")
 def test_del_after_the_sandbox_is_gone_frees_the_addresses(cluster: Cluster) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
-    pod = cluster.pod("blue", "web", "net-a")
-    attached(cluster, pod)
+    pod = attached_on_net_a(cluster)
     namespace.remove(Path(pod.netns).name)  # the runtime removed the sandbox first
 
     reply = cluster.delete(pod)
@@ -229,9 +230,7 @@ def test_failing_delegate_del_is_reported_and_the_rest_still_deleted(
 
 @pytest.mark.req("RT-DEL")
 def test_del_after_the_pod_and_nads_are_gone(cluster: Cluster) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
-    pod = cluster.pod("blue", "web", "net-a")
-    attached(cluster, pod)
+    pod = attached_on_net_a(cluster)
     for manifest in cluster.manifests.glob("*.yaml"):
         manifest.unlink()
     (cluster.networks / "00-default.conflist").unlink()

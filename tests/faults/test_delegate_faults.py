@@ -112,29 +112,29 @@ def test_a_hung_delegate_is_killed_with_its_process_group_and_reported(
 
 
 @pytest.mark.req("RT-ADDFAIL", "CNI-ERR")
-def test_a_delegate_killed_by_sigsegv_is_reported_as_103(daemon: DaemonNode) -> None:
-    pod, reply = failed_add(daemon, "net-a,net-segv")
-
-    assert reply.code == 103
-    assert reply.out["msg"] == (
-        f"{prefix(pod, 'net-segv')} plugin na-segv failed (add): killed by SIGSEGV "
-        "without a CNI error on stdout"
-    )
-    assert reply.out["details"] == "(no output on stderr)"
-
-
-@pytest.mark.req("RT-ADDFAIL", "CNI-ERR")
-def test_a_delegate_exiting_2_with_garbage_is_reported_as_103_with_its_stderr(
-    daemon: DaemonNode,
+@pytest.mark.parametrize(
+    ("plugin", "ending", "stderr"),
+    [
+        pytest.param("segv", "killed by SIGSEGV", "(no output on stderr)", id="sigsegv"),
+        pytest.param(
+            "garbage",
+            "exit status 2",
+            "panic: runtime error: index out of range",
+            id="exit-2-with-garbage",
+        ),
+    ],
+)
+def test_a_delegate_dying_without_a_cni_error_is_reported_as_103_with_its_stderr(
+    daemon: DaemonNode, plugin: str, ending: str, stderr: str
 ) -> None:
-    pod, reply = failed_add(daemon, "net-a,net-garbage")
+    pod, reply = failed_add(daemon, f"net-a,net-{plugin}")
 
     assert reply.code == 103
     assert reply.out["msg"] == (
-        f"{prefix(pod, 'net-garbage')} plugin na-garbage failed (add): exit status 2 "
+        f"{prefix(pod, f'net-{plugin}')} plugin na-{plugin} failed (add): {ending} "
         "without a CNI error on stdout"
     )
-    assert reply.out["details"] == "panic: runtime error: index out of range"
+    assert reply.out["details"] == stderr
 
 
 @pytest.mark.req("RT-ADDFAIL", "SEL-IPS")
