@@ -4,11 +4,10 @@ calls, the gauges scraped meanwhile, and a kill -9 in the middle of a burst."""
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.e2e.daemon_harness import DaemonNode, install_trace, plugin_processes, wait_for
+from tests.e2e.daemon_harness import DaemonNode, Sampler, install_trace, plugin_processes, wait_for
 from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, Pod, PodProbe, Reply
 from tests.netns_fixtures import PLUGIN_DIR
 
@@ -32,29 +31,19 @@ def probe_spans(entries: list[PodProbe], command: str) -> dict[str, tuple[int, i
     return spans
 
 
-class Gauges:
+class Gauges(Sampler):
     """Scrapes /metrics while a burst runs: the most delegates running and queued seen."""
 
     def __init__(self, daemon: DaemonNode) -> None:
+        super().__init__(every=0.25)
         self.daemon = daemon
         self.running: list[float] = []
         self.queued: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _loop(self) -> None:
-        while not self._stop.wait(0.25):
-            samples = self.daemon.metrics()
-            self.running.append(samples[("netattach_delegates_running", frozenset())])
-            self.queued.append(samples[("netattach_delegates_queued", frozenset())])
-
-    def __enter__(self) -> Gauges:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
+    def sample(self) -> None:
+        samples = self.daemon.metrics()
+        self.running.append(samples[("netattach_delegates_running", frozenset())])
+        self.queued.append(samples[("netattach_delegates_queued", frozenset())])
 
 
 KILL_BURST = 30

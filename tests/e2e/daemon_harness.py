@@ -42,10 +42,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 import yaml
@@ -404,32 +403,46 @@ def daemon(cluster: Cluster, native_shim: Path) -> Iterator[DaemonNode]:
 # -- watching files and processes ------------------------------------------------------------
 
 
-class FileWatcher:
-    """Reads `paths` in a loop on a thread and keeps every distinct content seen, to show that a
-    reader never finds a file half-written (KUBE-INSTALL)."""
+class Sampler:
+    """Calls `sample()` on a thread of its own every `every` seconds while a `with` block runs,
+    to watch something while the block drives the daemon."""
 
-    def __init__(self, *paths: Path) -> None:
-        self.paths = paths
-        self.seen: dict[Path, set[bytes]] = {path: set() for path in paths}
-        self.reads = 0
+    def __init__(self, every: float) -> None:
+        self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            for path in self.paths:
-                with contextlib.suppress(FileNotFoundError):
-                    self.seen[path].add(path.read_bytes())
-                    self.reads += 1
-            time.sleep(0.001)
+    def sample(self) -> None:
+        raise NotImplementedError
 
-    def __enter__(self) -> FileWatcher:
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(10)
+        self._thread.join(30)
+
+
+class FileWatcher(Sampler):
+    """Reads `paths` in a loop and keeps every distinct content seen, to show that a reader
+    never finds a file half-written (KUBE-INSTALL)."""
+
+    def __init__(self, *paths: Path) -> None:
+        super().__init__(every=0.001)
+        self.paths = paths
+        self.seen: dict[Path, set[bytes]] = {path: set() for path in paths}
+        self.reads = 0
+
+    def sample(self) -> None:
+        for path in self.paths:
+            with contextlib.suppress(FileNotFoundError):
+                self.seen[path].add(path.read_bytes())
+                self.reads += 1
 
 
 def plugin_processes(container_ids: set[str]) -> list[int]:

@@ -164,6 +164,12 @@ def probe(log: Path, *, sleep: float = 0.0, fail_del_while: Path | None = None) 
     return raw
 
 
+def net_a(cluster: Cluster) -> None:
+    """NAD `blue/net-a`, the network most tests attach: a bridge list with host-local on
+    10.81.0.0/24."""
+    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+
+
 class Cluster:
     def __init__(self, root: Path, node: Node, ipam_dir: Path, make_pod: Callable[[], str]):
         self.root = root

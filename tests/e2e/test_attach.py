@@ -17,6 +17,7 @@ from tests.e2e.harness import (
     Cluster,
     bridge_list,
     host_local,
+    net_a,
 )
 
 pytestmark = pytest.mark.netns
@@ -42,7 +43,7 @@ def cache_record(cluster: Cluster, network: str, container_id: str, ifname: str)
     "SEL-CSV", "SEL-MULTI", "SEL-TUPLE", "STAT-ANNOT", "STAT-DEFAULT", "STAT-KEYS", "DEF-ATTACH"
 )
 def test_comma_form_attaches_default_then_each_selection_in_order(cluster: Cluster) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    net_a(cluster)
     cluster.add_nad(
         "other", "net-c", bridge_list("net-c", host_local(cluster.ipam, "10.82.0.0/24"))
     )
@@ -164,7 +165,7 @@ def test_mac_request_no_plugin_honours_fails_and_leaks_nothing(cluster: Cluster)
 
 @pytest.mark.req("SEL-CAPS")
 def test_capability_no_plugin_declares_fails_before_anything_runs(cluster: Cluster) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    net_a(cluster)
     mapping = {"hostPort": 8080, "containerPort": 80}
     pod = cluster.pod("blue", "web", [{"name": "net-a", "portMappings": [mapping]}])
 
@@ -183,7 +184,7 @@ def test_capability_no_plugin_declares_fails_before_anything_runs(cluster: Clust
 def test_requested_interfaces_are_honoured_and_generated_ones_avoid_them(
     cluster: Cluster,
 ) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    net_a(cluster)
     # Position 1 would be net1, which position 2 requests: the generated name moves on.
     pod = cluster.pod(
         "blue",
@@ -210,7 +211,7 @@ def test_requested_interfaces_are_honoured_and_generated_ones_avoid_them(
 def test_interface_used_twice_fails_and_undoes_the_earlier_attachments(
     cluster: Cluster,
 ) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    net_a(cluster)
     twice = [{"name": "net-a", "interface": "net5"}, {"name": "net-a", "interface": "net5"}]
     pod = cluster.pod("blue", "web", twice)
 

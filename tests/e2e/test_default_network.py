@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from netattach.cluster import model
-from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, bridge_list, host_local
+from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, bridge_list, host_local, net_a
 
 pytestmark = pytest.mark.netns
 
@@ -38,7 +38,7 @@ def in_subnet(address: str, subnet: str) -> bool:
 @pytest.mark.req("DEV-DEFAULT", "STAT-DEFAULT", "SEL-CAPS")
 def test_the_nad_gives_eth0_and_the_cluster_default_never_runs(cluster: Cluster) -> None:
     cluster.add_nad("blue", "net-d", pod_default_network(cluster))
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    net_a(cluster)
     # Unqualified: the pod's own namespace (standard §4.1.1), not netattach's as in Multus.
     pod = cluster.pod("blue", "web", "net-a", annotations={DEFAULT_NETWORK_ANNOTATION: "net-d"})
 

@@ -15,16 +15,17 @@ pytestmark = pytest.mark.netns
 NETATTACH = str(Path(sys.executable).parent / "netattach")
 
 
+def demo(*args: str) -> subprocess.CompletedProcess[str]:
+    """`netattach demo ARGS`, its output captured."""
+    return subprocess.run(
+        [NETATTACH, "demo", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
 @pytest.mark.usefixtures("netns_ready")
 def test_the_demo_tells_its_story_and_leaves_nothing(tmp_path: Path) -> None:
     picture = tmp_path / "demo.svg"
-    done = subprocess.run(
-        [NETATTACH, "demo", "--picture", str(picture)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = demo("--picture", str(picture))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[-1] == f"==> demo passed; the picture: {picture}"
@@ -100,13 +101,7 @@ def test_install_cni_puts_an_executable_netattach_thin_in_the_bin_dir(tmp_path: 
 def test_a_kept_demo_leaves_attached_pods_to_inspect_until_clean(tmp_path: Path) -> None:
     picture = tmp_path / "demo.svg"
     try:
-        done = subprocess.run(
-            [NETATTACH, "demo", "--keep", "--picture", str(picture)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = demo("--keep", "--picture", str(picture))
         assert done.returncode == 0, done.stderr
         lines = done.stdout.splitlines()
         assert lines[-1] == f"==> demo passed; the picture: {picture}"
@@ -136,9 +131,7 @@ def test_a_kept_demo_leaves_attached_pods_to_inspect_until_clean(tmp_path: Path)
         )
         assert table.stdout.strip()  # the policy that admits pod-a is in force
     finally:
-        cleaned = subprocess.run(
-            [NETATTACH, "demo", "--clean"], capture_output=True, text=True, check=False
-        )
+        cleaned = demo("--clean")
     assert cleaned.returncode == 0, cleaned.stderr
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
     assert "na-demo" not in netns.stdout

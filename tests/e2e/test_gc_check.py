@@ -10,13 +10,9 @@ from pathlib import Path
 import pytest
 
 from netattach.netns import namespace
-from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, bridge_list, host_local
+from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, net_a
 
 pytestmark = pytest.mark.netns
-
-
-def net_a(cluster: Cluster) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
 
 
 @pytest.mark.req("RT-GC", "CNI-11")
@@ -133,7 +129,7 @@ def test_the_periodic_sweep_frees_pods_whose_sandbox_vanished_without_a_del(
 ) -> None:
     """`netattach gc` reads the pod records only: on a Kubernetes-feed node (a kubeconfig that
     does not even exist here) it sweeps all the same, without contacting any API."""
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    net_a(cluster)
     gone = cluster.pod("blue", "gone", "net-a")
     kept = cluster.pod("blue", "kept", "net-a")
     assert cluster.add(gone).rc == 0

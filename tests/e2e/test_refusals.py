@@ -7,13 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import NOTHING, Cluster, bridge_list, host_local
+from tests.e2e.harness import NOTHING, Cluster, bridge_list, host_local, net_a
 
 pytestmark = pytest.mark.netns
-
-
-def net_a(cluster: Cluster) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
 
 
 INVALID = [

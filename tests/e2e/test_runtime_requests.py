@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from netattach.netns import links
-from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, Pod, bridge_list, host_local
+from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, Pod, bridge_list, host_local, net_a
 from tests.e2e.recorder_harness import (
     RECORDER,
     cache_record,
@@ -515,7 +515,7 @@ def test_config_named_unlike_its_nad_proceeds_with_a_warning(cluster: Cluster) -
 def test_cni_args_without_ignore_unknown_still_attach_and_detach(cluster: Cluster) -> None:
     """The reference plugins refuse CNI_ARGS keys they do not know (K8S_POD_*) unless
     `IgnoreUnknown` is set: netattach sets it for its delegates when the runtime did not."""
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    net_a(cluster)
     pod = cluster.pod("blue", "web", "net-a")
 
     added = cluster.run("ADD", pod, ignore_unknown=False)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from netattach.netns import namespace
-from tests.e2e.harness import NOTHING, Cluster, Pod, bridge_list, host_local, probe
+from tests.e2e.harness import NOTHING, Cluster, Pod, bridge_list, host_local, net_a, probe
 
 pytestmark = pytest.mark.netns
 
@@ -71,7 +71,7 @@ def test_failing_attachment_undoes_the_earlier_ones_in_reverse(
 
 @pytest.mark.req("RT-ADDFAIL", "CNI-FIND")
 def test_plugin_not_installed_leaks_nothing(cluster: Cluster) -> None:
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    net_a(cluster)
     missing = {"type": "na-not-installed"}
     cluster.add_nad(
         "blue", "net-x", bridge_list(None, host_local(cluster.ipam, "10.86.0.0/24"), missing)
@@ -100,7 +100,7 @@ def attached(cluster: Cluster, pod: Pod) -> None:
 def attached_on_net_a(cluster: Cluster, networks: str = "net-a") -> Pod:
     """Pod blue/web selecting `networks` of NAD `net-a` (a bridge, host-local on 10.81.0.0/24),
     attached."""
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    net_a(cluster)
     pod = cluster.pod("blue", "web", networks)
     attached(cluster, pod)
     return pod
@@ -195,7 +195,7 @@ def test_failing_delegate_del_is_reported_and_the_rest_still_deleted(
 ) -> None:
     log = tmp_path / "probe.log"
     refuse = tmp_path / "refuse-del"
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    net_a(cluster)
     probe_nad(cluster, "net-p", "10.82.0.0/24", log, fail_del_while=refuse)
     pod = cluster.pod("blue", "web", "net-p,net-a")
     attached(cluster, pod)

@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.conftest import cluster
 from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, shim_zipapp
-from tests.e2e.harness import Cluster, bridge_list, host_local
+from tests.e2e.harness import Cluster, net_a
 from tests.e2e.kube_daemon_harness import kube_api, kube_daemon
 from tests.netns_fixtures import Node, netns_unavailable_reason, unique
 
@@ -69,7 +69,6 @@ def module_daemon(module_cluster: Cluster, native_shim: Path) -> Iterator[Daemon
 def running(module_daemon: DaemonNode) -> DaemonNode:
     """The module's daemon, started, with one network: NAD `blue/net-a`, a bridge with
     host-local on 10.81.0.0/24. A module whose cases need other networks defines its own."""
-    cluster = module_daemon.cluster
-    cluster.add_nad("blue", "net-a", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24")))
+    net_a(module_daemon.cluster)
     module_daemon.start()
     return module_daemon

@@ -100,6 +100,15 @@ from tests.kube.selectors import (
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 GIT_VERSION = "v1.31.0"
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# Metadata only the server sets: a client's value is dropped on create, the stored one kept on
+# update.
+_SERVER_SET = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+)
 _GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _MERGE = PATCH_CONTENT_TYPES["merge"]
 _STRATEGIC = PATCH_CONTENT_TYPES["strategic"]
@@ -825,15 +834,7 @@ class FakeKubeApi:
                     "InternalError",
                     _RV_ON_CREATE,
                 )
-            for field in (
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-                "selfLink",
-                "managedFields",
-            ):
+            for field in (*_SERVER_SET, "selfLink", "managedFields"):
                 meta.pop(field, None)
             if not meta.get("name") and meta.get("generateName"):
                 suffix = "".join(random.choice(_GENERATE_CHARS) for _ in range(5))
@@ -903,13 +904,7 @@ class FakeKubeApi:
                     f"Precondition failed: UID in precondition: {old_meta['uid']}, "
                     f"UID in object meta: {meta['uid']}",
                 )
-            for field in (
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-            ):
+            for field in _SERVER_SET:
                 if field in old_meta:
                     meta[field] = old_meta[field]
                 else:
