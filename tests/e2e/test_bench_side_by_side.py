@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,26 @@ def leftovers(tag: str) -> list[str]:
     return found
 
 
+def require_k8s() -> None:
+    """Skip unless the Kubernetes binaries the side-by-side runs are built."""
+    missing = cluster.missing_binaries(cluster.build_dir())
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not built: run `make k8s`")
+
+
+def side_by_side_quick(out: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """`python -m bench.side_by_side --quick` in `env`, writing its results to `out`."""
+    return subprocess.run(
+        [sys.executable, "-m", "bench.side_by_side", "--quick", "--output", str(out)],
+        cwd=ROOT,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+
+
 def wait_no_leftovers(tag: str, timeout: float = 20.0) -> list[str]:
     """`leftovers(tag)` once empty, or as it is after `timeout` (processes take a moment to go)."""
     deadline = time.monotonic() + timeout
@@ -59,19 +80,10 @@ def wait_no_leftovers(tag: str, timeout: float = 20.0) -> list[str]:
 def test_quick_side_by_side_on_a_real_api_server_leaves_nothing(
     netns_ready: None, tmp_path: Path
 ) -> None:
-    missing = cluster.missing_binaries(cluster.build_dir())
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not built: run `make k8s`")
+    require_k8s()
     out = tmp_path / "side.json"
 
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.side_by_side", "--quick", "--output", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        check=False,
-    )
+    done = side_by_side_quick(out, os.environ)
 
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     part = json.loads(out.read_text())
@@ -144,9 +156,7 @@ if command == "ADD":
 def test_multus_given_by_hand_runs_thin_and_thick_and_is_the_baseline(
     netns_ready: None, tmp_path: Path
 ) -> None:
-    missing = cluster.missing_binaries(cluster.build_dir())
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not built: run `make k8s`")
+    require_k8s()
     binaries = tmp_path / "multus"
     binaries.mkdir()
     for name, source in (
@@ -159,15 +169,7 @@ def test_multus_given_by_hand_runs_thin_and_thick_and_is_the_baseline(
     out = tmp_path / "side.json"
     secrets_before = side_by_side.SECRETS.exists()
 
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.side_by_side", "--quick", "--output", str(out)],
-        cwd=ROOT,
-        env={**os.environ, side_by_side.MULTUS_ENV: str(binaries)},
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        check=False,
-    )
+    done = side_by_side_quick(out, {**os.environ, side_by_side.MULTUS_ENV: str(binaries)})
 
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     part = json.loads(out.read_text())
