@@ -26,6 +26,7 @@ import base64
 import contextlib
 import json
 import secrets
+import signal
 import socket
 import subprocess
 import time
@@ -70,6 +71,19 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def end_process(proc: subprocess.Popen[bytes] | None, grace: float = 15.0) -> None:
+    """Stop `proc` if it still runs: SIGTERM, then SIGKILL when it has not ended within `grace`
+    seconds; reaped either way."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(grace)
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -346,13 +360,7 @@ class LocalCluster:
 
     def stop(self) -> None:
         for _name, proc in reversed(self._procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            end_process(proc)
         self._procs.clear()
 
     def __enter__(self) -> LocalCluster:

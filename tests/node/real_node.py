@@ -59,7 +59,13 @@ import yaml
 
 from netattach.netns import links
 from tests.e2e.polling import poll
-from tests.kube.cluster import ClusterError, LocalCluster, build_dir, missing_binaries
+from tests.kube.cluster import (
+    ClusterError,
+    LocalCluster,
+    build_dir,
+    end_process,
+    missing_binaries,
+)
 from tests.kube.kube_http import KubeHttp
 from tests.kube.real_api import RealKubeApi, connection_from_kubeconfig
 from tests.node import sandbox_image
@@ -157,17 +163,6 @@ def _tail(path: Path, lines: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def _end(proc: subprocess.Popen[bytes] | None, grace: float = 15.0) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(grace)
-
-
 # -- the control plane ------------------------------------------------------------------------
 
 
@@ -260,7 +255,7 @@ class NodeNamespaces:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if line.strip() != b"ready":
-            _end(self.proc)
+            end_process(self.proc)
             err = self.proc.stderr.read() if self.proc.stderr else b""
             raise NodeError(f"the node's namespaces: {err.decode(errors='replace')}")
 
@@ -301,7 +296,7 @@ class NodeNamespaces:
     def close(self) -> None:
         """End the holder: the namespaces go with their last process (a test's processes in
         them are ended before)."""
-        _end(self.proc, grace=5.0)
+        end_process(self.proc, grace=5.0)
 
 
 def node_links(node: NodeNamespaces) -> None:
@@ -490,7 +485,7 @@ class NodeKubelet:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
-        _end(self.proc, grace=30.0)
+        end_process(self.proc, grace=30.0)
 
     def restart(self) -> None:
         self.stop()
@@ -922,7 +917,7 @@ def real_node(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
-        stack.callback(_end, relay, 5.0)
+        stack.callback(end_process, relay, 5.0)
         assert relay.stdout is not None
         if relay.stdout.readline().strip() != b"ready":
             raise NodeError(f"the API relay did not start: {_tail(base / 'relay.log')}")
