@@ -168,6 +168,12 @@ def conflict(res: Resource, name: str, why: str | None = None) -> ApiStatusError
     return _error(409, "Conflict", message, res.details(name))
 
 
+def uid_conflict(res: Resource, name: str, precondition: str, in_meta: str) -> ApiStatusError:
+    """The 409 of a UID precondition that does not hold, worded as the API server words it."""
+    why = f"Precondition failed: UID in precondition: {precondition}, UID in object meta: {in_meta}"
+    return conflict(res, name, why)
+
+
 def invalid(res: Resource, name: str, causes: list[Cause]) -> ApiStatusError:
     texts = [cause.text() for cause in causes]
     joined = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
@@ -898,12 +904,7 @@ class FakeKubeApi:
             ):
                 raise conflict(res, name)
             if meta.get("uid") and meta["uid"] != old_meta["uid"]:
-                raise conflict(
-                    res,
-                    name,
-                    f"Precondition failed: UID in precondition: {old_meta['uid']}, "
-                    f"UID in object meta: {meta['uid']}",
-                )
+                raise uid_conflict(res, name, old_meta["uid"], meta["uid"])
             for field in _SERVER_SET:
                 if field in old_meta:
                     meta[field] = old_meta[field]
@@ -1094,12 +1095,7 @@ class FakeKubeApi:
             meta = old["metadata"]
             pre = (options or {}).get("preconditions") or {}
             if pre.get("uid") and pre["uid"] != meta["uid"]:
-                raise conflict(
-                    res,
-                    name,
-                    f"Precondition failed: UID in precondition: {pre['uid']}, "
-                    f"UID in object meta: {meta['uid']}",
-                )
+                raise uid_conflict(res, name, pre["uid"], meta["uid"])
             if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
                 raise conflict(
                     res,
