@@ -40,6 +40,14 @@ def refused(reply: Reply, nad: str, key: str, value: str, rule: str) -> None:
     assert rule in msg
 
 
+def pod_selecting(cluster: Cluster, ns: str, nad: str, config: Any) -> tuple[list[str], Pod]:
+    """NAD `nad` of `config` in `ns`, then pod `web` selecting it: the node's links from before
+    the pod (for `nothing_attached`), and the pod."""
+    cluster.add_nad(ns, nad, config)
+    before = cluster.node_links()
+    return before, cluster.pod(ns, "web", nad)
+
+
 def nothing_attached(cluster: Cluster, pod: Pod, node_links: list[str]) -> None:
     """No record, no allocation, no interface in the pod, no new link on the node (the veths
     standing for NICs, in `node_links`, aside)."""

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from netattach.guard import delegate_policy
-from tests.e2e.guard_harness import NS, grant, nic, nothing_attached
+from tests.e2e.guard_harness import NS, grant, nic, nothing_attached, pod_selecting
 from tests.e2e.harness import Cluster, Reply, bridge_list, host_local
 from tests.netns_fixtures import unique
 
@@ -60,9 +60,7 @@ def test_a_master_spelt_otherwise_is_refused(cluster: Cluster, spelling: str) ->
     grant(cluster, master=["na-ok-*"])
     ipam = host_local(cluster.ipam, "10.81.0.0/24")
     attack = {"cniVersion": "1.0.0", "type": "macvlan", "master": granted, spelling: uplink}
-    cluster.add_nad(NS, "net-mv", {**attack, "ipam": ipam})
-    before = cluster.node_links()
-    pod = cluster.pod(NS, "web", "net-mv")
+    before, pod = pod_selecting(cluster, NS, "net-mv", {**attack, "ipam": ipam})
 
     refused_spelling(cluster.add(pod), "net-mv", f"plugins[0].{spelling}", "master")
 
@@ -78,9 +76,7 @@ def test_an_ipam_type_spelt_otherwise_runs_nothing(cluster: Cluster, tmp_path: P
     plugin.write_text(f"#!/bin/sh\ntouch {mark}\necho '{{}}'\n")
     plugin.chmod(0o755)
     ipam = {**host_local(cluster.ipam, "10.82.0.0/24"), "TYPE": "na-unlisted"}
-    cluster.add_nad(NS, "net-t", bridge_list(None, ipam, bridge=unique("br")))
-    before = cluster.node_links()
-    pod = cluster.pod(NS, "web", "net-t")
+    before, pod = pod_selecting(cluster, NS, "net-t", bridge_list(None, ipam, bridge=unique("br")))
 
     refused_spelling(cluster.add(pod), "net-t", "plugins[0].ipam.TYPE", "type")
 
@@ -106,9 +102,7 @@ def test_a_data_dir_outside_the_list_however_written_gets_no_file(
         ipam["dataDir"] = str(allowed / "na-link" / "ipam")
     else:
         ipam["dataDir"] = how + str(outside).lstrip("/")
-    cluster.add_nad(NS, "net-d", bridge_list(None, ipam, bridge=unique("br")))
-    before = cluster.node_links()
-    pod = cluster.pod(NS, "web", "net-d")
+    before, pod = pod_selecting(cluster, NS, "net-d", bridge_list(None, ipam, bridge=unique("br")))
 
     reply = cluster.add(pod)
 
@@ -144,9 +138,9 @@ def test_an_ipam_type_that_is_a_path_runs_nothing_even_when_every_type_is_allowe
     """With `types: ["*"]`, `ipam.type: "../x"` ran the bridge plugin (which left its bridge)."""
     grant(cluster, types=["*"])
     bridge = unique("br")
-    cluster.add_nad(NS, "net-p", bridge_list(None, {"type": "../na-x"}, bridge=bridge))
-    before = cluster.node_links()
-    pod = cluster.pod(NS, "web", "net-p")
+    before, pod = pod_selecting(
+        cluster, NS, "net-p", bridge_list(None, {"type": "../na-x"}, bridge=bridge)
+    )
 
     reply = cluster.add(pod)
 

@@ -15,7 +15,7 @@ import pytest
 
 from netattach.guard import delegate_policy
 from tests.e2e.daemon_harness import DaemonNode, daemon, native_shim, wait_for
-from tests.e2e.guard_harness import NS, grant, nic, nothing_attached, refused
+from tests.e2e.guard_harness import NS, grant, nic, nothing_attached, pod_selecting, refused
 from tests.e2e.harness import NOTHING, Cluster, bridge_list, host_local
 from tests.e2e.kube_daemon_harness import WATCH_TIMEOUT, api_pod, kube_api, kube_daemon, wait_events
 from tests.e2e.kube_harness import RemoteKubeApi
@@ -31,9 +31,9 @@ __all__ = ["daemon", "kube_api", "kube_daemon", "native_shim"]  # the fixtures u
 def test_host_device_on_an_interface_outside_the_list_is_refused(cluster: Cluster) -> None:
     uplink = nic(cluster, "up")
     grant(cluster, types=[*delegate_policy.DEFAULT_TYPES, "host-device"], device=["na-ok-*"])
-    cluster.add_nad(NS, "net-hd", {"cniVersion": "1.0.0", "type": "host-device", "device": uplink})
-    before = cluster.node_links()
-    pod = cluster.pod(NS, "web", "net-hd")
+    before, pod = pod_selecting(
+        cluster, NS, "net-hd", {"cniVersion": "1.0.0", "type": "host-device", "device": uplink}
+    )
 
     reply = cluster.add(pod)
 
@@ -46,9 +46,9 @@ def test_host_device_on_an_interface_outside_the_list_is_refused(cluster: Cluste
 @pytest.mark.req("SEC-DELEGATE")
 def test_host_device_is_refused_by_default_even_on_a_named_device(cluster: Cluster) -> None:
     device = nic(cluster, "ok")
-    cluster.add_nad(NS, "net-hd", {"cniVersion": "1.0.0", "type": "host-device", "device": device})
-    before = cluster.node_links()
-    pod = cluster.pod(NS, "web", "net-hd")
+    before, pod = pod_selecting(
+        cluster, NS, "net-hd", {"cniVersion": "1.0.0", "type": "host-device", "device": device}
+    )
 
     reply = cluster.add(pod)
 
@@ -133,9 +133,7 @@ def test_a_bridge_outside_the_list_is_refused_and_not_made(cluster: Cluster) -> 
     grant(cluster, bridge=["na-team-*"])
     outside, inside = unique("br"), unique("team")
     ipam = host_local(cluster.ipam, "10.93.0.0/24")
-    cluster.add_nad(NS, "net-out", bridge_list(None, ipam, bridge=outside))
-    before = cluster.node_links()
-    pod = cluster.pod(NS, "web", "net-out")
+    before, pod = pod_selecting(cluster, NS, "net-out", bridge_list(None, ipam, bridge=outside))
 
     refused(cluster.add(pod), "net-out", "plugins[0].bridge", json.dumps(outside), "[na-team-*]")
     nothing_attached(cluster, pod, before)

@@ -21,6 +21,7 @@ from tests.e2e.guard_harness import (
     nic,
     node_state,
     nothing_attached,
+    pod_selecting,
     refused,
     uplink,
 )
@@ -146,9 +147,8 @@ def test_ptp_with_static_ipam_claiming_another_pods_address_is_refused(cluster: 
         "type": "ptp",
         "ipam": {"type": "static", "addresses": [{"address": held, "gateway": "10.93.0.254"}]},
     }
-    cluster.add_nad(NS, "net-steal", attack)
-    before, state = cluster.node_links(), node_state(cluster)
-    pod = cluster.pod(NS, "web", "net-steal")
+    before, pod = pod_selecting(cluster, NS, "net-steal", attack)
+    state = node_state(cluster)
 
     reply = cluster.add(pod)
 
@@ -176,9 +176,8 @@ def test_ptp_takes_no_node_address_and_a_plain_ptp_network_attaches_twice(
         "type": "ptp",
         "ipam": {"type": "static", "addresses": [{"address": "10.77.2.2/24"}]},
     }
-    cluster.add_nad(NS, "net-node", attack)
-    before, state = cluster.node_links(), node_state(cluster)
-    pod = cluster.pod(NS, "web", "net-node")
+    before, pod = pod_selecting(cluster, NS, "net-node", attack)
+    state = node_state(cluster)
 
     reply = cluster.add(pod)
 
@@ -208,9 +207,8 @@ def test_ptp_takes_no_node_address_and_a_plain_ptp_network_attaches_twice(
 def test_a_range_in_the_service_cidr_is_refused_and_no_bridge_is_made(cluster: Cluster) -> None:
     grant(cluster, reservedRanges=["node", "10.96.0.0/12"])
     services = bridge_list(None, host_local(cluster.ipam, "10.100.0.0/24"))
-    cluster.add_nad(NS, "net-svc", services)
-    before, state = cluster.node_links(), node_state(cluster)
-    pod = cluster.pod(NS, "web", "net-svc")
+    before, pod = pod_selecting(cluster, NS, "net-svc", services)
+    state = node_state(cluster)
 
     reply = cluster.add(pod)
 
