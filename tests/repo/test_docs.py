@@ -425,7 +425,7 @@ def test_the_conformance_script_marks_what_a_run_proves(tmp_path: Path) -> None:
             "-q",
             "-p",
             "no:cacheprovider",
-            "tests/unit/test_crds.py",
+            "tests/repo/test_crds.py",
         ],
         cwd=tmp_path,
         capture_output=True,
@@ -440,7 +440,7 @@ def test_the_conformance_script_marks_what_a_run_proves(tmp_path: Path) -> None:
         row.split("|")[1].strip(): row for row in done.stdout.splitlines() if row.startswith("| ")
     }
     assert "PROVEN by" in rows["NAD-CRD"]
-    assert "`tests/unit/test_crds.py`" in rows["NAD-CRD"]
+    assert "`tests/repo/test_crds.py`" in rows["NAD-CRD"]
     assert rows["RT-DEL"].endswith("| MISSING |")
     assert set(requirements_report.load_requirement_ids(CONFORMANCE)) <= set(rows)
     assert CONFORMANCE.read_bytes() == before

@@ -1,9 +1,8 @@
 """deploy/kustomization.yaml: `kubectl apply -k deploy/` installs all of netattach, and the image
 is set in one place (KUBE-DEPLOY).
 
-`render()` does what kustomize does with this file's two fields (the `resources` in order, the
-`images` transformer on every container), so the checks need no kustomize; when `kubectl` is on
-the PATH its own rendering must be the same objects.
+`deploy_files.render()` does what kustomize does with this file's two fields, so the checks need
+no kustomize; when `kubectl` is on the PATH its own rendering must be the same objects.
 """
 
 from __future__ import annotations
@@ -16,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+from tests.repo.deploy_files import DEPLOY, render, split_image
+
 KUSTOMIZATION = DEPLOY / "kustomization.yaml"
 # What a cluster needs, by kind: the CRDs, the daemon's identity and rights, its settings, itself,
 # and the admission policy bounding what NADs may ask of it (SEC-ADMISSION).
@@ -37,37 +37,6 @@ def kustomization() -> dict[str, Any]:
     raw = yaml.safe_load(KUSTOMIZATION.read_text())
     assert isinstance(raw, dict)
     return raw
-
-
-def split_image(image: str) -> tuple[str, str]:
-    """(name, tag) of `name:tag` (a registry port is not a tag)."""
-    name, _, tag = image.rpartition(":")
-    if not name or "/" in tag:
-        return image, ""
-    return name, tag
-
-
-def set_images(doc: dict[str, Any], images: list[dict[str, str]]) -> None:
-    """kustomize's images transformer on the pod template's containers."""
-    spec = doc.get("spec", {}).get("template", {}).get("spec", {})
-    for container in spec.get("containers", []) + spec.get("initContainers", []):
-        name, tag = split_image(container["image"])
-        for rule in images:
-            if rule["name"] == name:
-                new_name = rule.get("newName", name)
-                new_tag = rule.get("newTag", tag)
-                container["image"] = f"{new_name}:{new_tag}" if new_tag else new_name
-
-
-def render(kustomization_dir: Path = DEPLOY) -> list[dict[str, Any]]:
-    raw = yaml.safe_load((kustomization_dir / "kustomization.yaml").read_text())
-    found: list[dict[str, Any]] = []
-    for resource in raw["resources"]:
-        for doc in yaml.safe_load_all((kustomization_dir / resource).read_text()):
-            if doc is not None:
-                set_images(doc, raw.get("images", []))
-                found.append(doc)
-    return found
 
 
 def manifests_on_disk() -> set[str]:

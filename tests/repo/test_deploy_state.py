@@ -17,7 +17,7 @@ import yaml
 
 from netattach.guard import globs
 from netattach.settings import settings
-from tests.unit.test_deploy import one
+from tests.repo.deploy_files import one
 
 # Where the reference plugins keep state when a NAD names no `dataDir` (containernetworking/
 # plugins: host-local's defaultDataDir, tuning's defaultDataDir, dhcp's default socket).

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.test_kustomize import DEPLOY, render
+from tests.repo.deploy_files import DEPLOY, render
 
 OVERLAY = DEPLOY.parent / "deploy-before-1.30"
 
