@@ -1,21 +1,23 @@
 """A `PluginExec` that plays plugins from Python functions and records every call.
 
-The runtime's exec is a seam (STYLE.md habit 5); this fake lets unit tests assert exactly what a
-plugin would have received (environment and stdin) without root. The tests that run the real
-reference plugins live in tests/netns.
+The runtime's exec is a seam (docs/architecture.md, "The seams"): finding a plugin in `CNI_PATH`
+and running it. This fake holds its plugins in a table, one directory of names that exists
+nowhere, so unit tests assert exactly what a plugin would have received (environment and stdin)
+without root and without writing a file. The tests that run the real reference plugins live in
+tests/netns.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
-import stat
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from netattach.cni import spec
-from netattach.runtime import execute
+from netattach.runtime import execute, find
 
 
 @dataclasses.dataclass
@@ -64,23 +66,45 @@ def default_behaviour(call: Call) -> execute.ExecOutcome:
     return ok(prev if prev is not None else interface_result(call))
 
 
+def _none_dangles(plugin_type: str, directories: Sequence[str]) -> list[str]:
+    """No plugin of the table is a symlink: none is missing for a reason worth telling."""
+    return []
+
+
 class FakePlugins:
+    """The plugins `names` in `directory`, a path no file is written to: the runtime finds them
+    through `find_in_path`, and `run` plays each by its `behaviour` (else `default_behaviour`)."""
+
     def __init__(self, directory: Path, names: Iterable[str]) -> None:
         self.directory = directory
         self.calls: list[Call] = []
         self.behaviour: dict[str, Behaviour] = {}
         # Awaited as each call starts, before its gate: where a test counts or holds calls.
         self.before_run: BeforeRun | None = None
-        directory.mkdir(parents=True, exist_ok=True)
+        self._stamps: dict[str, execute.FileStamp] = {}
+        self._installs = itertools.count(1)
         for name in names:
             self.install(name)
 
     def install(self, name: str) -> Path:
-        """An executable file the runtime can find; it is never executed by this fake."""
-        path = self.directory / name
-        path.write_text("#!/bin/sh\nexit 99\n")
-        path.chmod(path.stat().st_mode | stat.S_IXUSR)
-        return path
+        """Put plugin `name` in the directory, as a new file: the runtime asks its VERSION anew."""
+        self._stamps[name] = (0, 0, next(self._installs))
+        return self.directory / name
+
+    def remove(self, name: str) -> None:
+        """Take plugin `name` out of the directory (its behaviour stays, for a later install)."""
+        del self._stamps[name]
+
+    def _holds(self, candidate: Path) -> bool:
+        return candidate.parent == self.directory and candidate.name in self._stamps
+
+    def find_in_path(self, plugin_type: str, directories: Sequence[str]) -> Path:
+        return find.find_plugin(
+            plugin_type, directories, is_plugin=self._holds, why_missing=_none_dangles
+        )
+
+    def file_stamp(self, path: Path) -> execute.FileStamp:
+        return self._stamps[path.name]
 
     async def run(
         self,

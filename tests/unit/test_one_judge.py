@@ -180,6 +180,7 @@ class World:
             json.dumps({"cniVersion": "1.0.0", "name": CLUSTER_NETWORK, "type": "bridge"})
         )
         self.plugins = FakePlugins(root / "bin", PLUGINS)
+        stubs_on_disk(self.plugins.directory)
 
     def settings(self, judge: str) -> dict[str, Any]:
         """The settings of one judge: its own state directory, holding the live attachment."""
@@ -217,6 +218,16 @@ class World:
         problems = files.DirectoryFeed(self.manifests, view).load()
         assert problems == (), problems
         return view
+
+
+def stubs_on_disk(directory: Path) -> None:
+    """PLUGINS as executable files in `directory`, for the thin plugin: its exec is the real one,
+    which finds plugins on disk. One runs only in an allowed case, failing: no refusal either."""
+    directory.mkdir(parents=True)
+    for name in PLUGINS:
+        stub = directory / name
+        stub.write_text("#!/bin/sh\nexit 99\n")
+        stub.chmod(0o755)
 
 
 def live_attachment(state: Path) -> None:

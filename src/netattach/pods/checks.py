@@ -19,7 +19,7 @@ from netattach.cni import errors
 from netattach.pods import delegate_guard
 from netattach.pods import plan as plan_mod
 from netattach.pods import records as records_mod
-from netattach.runtime import chain, find
+from netattach.runtime import chain
 from netattach.settings import network as network_settings
 
 TYPE_CHECKING = False
@@ -56,7 +56,7 @@ class PlanChecks:
         for planned in plan:
             for plugin in planned.network.plugins:
                 try:
-                    find.find_plugin(plugin.type, self._runtime.path)
+                    self._runtime.find_plugin(plugin.type)
                 except errors.CNIError as exc:
                     raise exc.with_prefix(f"[{planned.status_name}]") from exc
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from netattach import loggers
 from netattach.cni import conf, errors, result, spec, version
-from netattach.runtime import cache, execute, find, invoke
+from netattach.runtime import cache, execute, invoke
 from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
@@ -98,13 +98,18 @@ class Runtime:
         """`observer`: told (plugin, command, seconds) after every plugin execution."""
         self.path = tuple(path)
         self.cache = cache.AttachmentCache(cache_dir)
+        self._exec = executor or execute.SubprocessExec()
         self.invoker = invoke.Invoker(
-            executor or execute.SubprocessExec(),
+            self._exec,
             timeout=timeout,
             max_concurrent=max_concurrent,
             observer=observer,
         )
-        self._versions: dict[tuple[str, int, int, int], tuple[str, ...]] = {}
+        self._versions: dict[tuple[str, execute.FileStamp], tuple[str, ...]] = {}
+
+    def find_plugin(self, plugin_type: str) -> Path:
+        """The plugin `plugin_type` in this runtime's path, as its exec finds it (CNI-FIND)."""
+        return self._exec.find_in_path(plugin_type, self.path)
 
     def _call(self, command: str, rt: RuntimeConf | None = None) -> invoke.Invocation:
         if rt is None:
@@ -122,9 +127,8 @@ class Runtime:
 
     async def plugin_versions(self, plugin_type: str) -> tuple[str, ...]:
         """The versions a plugin supports, asked once per executable file (CNI-VERSION)."""
-        path = find.find_plugin(plugin_type, self.path)
-        stat = path.stat()
-        memo = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        path = self.find_plugin(plugin_type)
+        memo = (str(path), self._exec.file_stamp(path))
         if memo not in self._versions:
             self._versions[memo] = await self.invoker.version_info(
                 plugin_type, path, self._call(spec.VERSION)
@@ -155,7 +159,7 @@ class Runtime:
         call: invoke.Invocation,
         gate: Awaitable[object] | None = None,
     ) -> result.Result | None:
-        path = find.find_plugin(plugin.type, self.path)
+        path = self.find_plugin(plugin.type)
         try:
             if call.command == spec.ADD:
                 return await self.invoker.exec_with_result(
@@ -271,7 +275,7 @@ class Runtime:
         failed: errors.CNIError | None = None
         for plugin in reversed(network.plugins):
             try:
-                find.find_plugin(plugin.type, self.path)
+                self.find_plugin(plugin.type)
             except errors.CNIError as exc:
                 # A plugin removed since the ADD cannot free what it made, but the others can
                 # still free theirs: go on, then fail so the record (and the retry) stay.

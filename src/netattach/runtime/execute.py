@@ -1,8 +1,10 @@
-"""The seam where plugins become processes: `PluginExec`, and the real one, `SubprocessExec`.
+"""The seam where plugins are found and become processes: `PluginExec`, and the real one,
+`SubprocessExec`.
 
-Tests and benchmarks may substitute their own `PluginExec`; everything above this module only
-sees `ExecOutcome`s and the two exceptions below. `BlockingExec` is the thin plugin's: the same
-contract without an event loop (netattach.offload).
+Tests and benchmarks may substitute their own `PluginExec`, which then also says which plugins
+the `CNI_PATH` directories hold (libcni's `FindInPath` is part of its exec seam too); everything
+above this module only sees paths, `FileStamp`s, `ExecOutcome`s and the two exceptions below.
+`BlockingExec` is the thin plugin's: the same contract without an event loop (netattach.offload).
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 
 from netattach import offload, process
+from netattach.runtime import find
 
 ExecOutcome = process.Outcome
+
+# What changes when a plugin's file is replaced: (inode, size, mtime in ns).
+FileStamp = tuple[int, int, int]
 
 
 class ExecTimeoutError(Exception):
@@ -33,6 +39,17 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     class PluginExec(Protocol):
+        def find_in_path(self, plugin_type: str, directories: Sequence[str]) -> Path:
+            """The plugin `plugin_type` of the first of `directories` holding it (CNI-FIND);
+            `errors.InvalidNetworkConfigError` when none does, or for a `type` that is no
+            plain file name (`find.find_plugin`)."""
+            ...
+
+        def file_stamp(self, path: Path) -> FileStamp:
+            """The stamp of the plugin at `path`, found by `find_in_path`: the runtime asks a
+            plugin's VERSION once per stamp."""
+            ...
+
         async def run(
             self,
             path: Path,
@@ -70,6 +87,15 @@ class SubprocessExec:
         self._host_netns = host_netns
         self._busy_retries = busy_retries
         self._busy_backoff = busy_backoff
+
+    def find_in_path(self, plugin_type: str, directories: Sequence[str]) -> Path:
+        """The executable file `plugin_type` of the first directory holding one."""
+        return find.find_plugin(plugin_type, directories)
+
+    def file_stamp(self, path: Path) -> FileStamp:
+        """The file's inode, size and modification time."""
+        stat = path.stat()
+        return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
     def _argv(self, path: Path) -> Sequence[str]:
         if self._host_netns is None:
