@@ -11,11 +11,11 @@
 #
 # CC (default cc) compiles the native forms; PYTHON (default .venv/bin/python) builds the zipapp.
 #
-# The native shim's flags are part of its code (STYLE.md "The C shim"): C11, every warning an
-# error, fortified, static. Static with glibc: it runs on any x86_64 Linux kernel, whatever the
-# host's libc (RHEL 8, Amazon Linux 2, Talos, Bottlerocket, Flatcar), and in a mount namespace
-# that holds nothing but itself and the daemon's socket; glibc's strerror texts are Python's, so
-# both forms word an errno alike. It reads nothing of the system (no NSS, no locale).
+# The native shim's flags are part of its code: C11, every warning an error, fortified, static.
+# Static with glibc: it runs on any x86_64 Linux kernel, whatever the host's libc (RHEL 8, Amazon
+# Linux 2, Talos, Bottlerocket, Flatcar), and in a mount namespace that holds nothing but itself
+# and the daemon's socket; glibc's strerror texts are Python's, so both forms word an errno
+# alike. It reads nothing of the system (no NSS, no locale).
 #
 # Start-up, `measure` on this project's 2-core machine (2026-11-26, CNI VERSION, mean of 50):
 #   native (static C)                                              ~0.6 ms

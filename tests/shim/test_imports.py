@@ -1,4 +1,5 @@
-"""The shim's import budget (STYLE.md habit 1): standard library only, and only its cheap parts.
+"""The shim's import budget (the habit "the shim is a pipe"): standard library only, and only its
+cheap parts.
 
 The shim starts on every CNI call, on every pod's critical path, as `python -I -S`: whatever it
 imports is paid for each time. It imports `netattach.wire`, `netattach.quickjson`,

@@ -13,9 +13,9 @@ This module owns three steps of an attachment, all pure but for reading config f
     verify_result      after ADD: the result really carries the requested IPs and MAC (SEL-IPS,
                        SEL-MAC)
 
-Configs are never re-serialised from the model (STYLE habit 2): every change is made to a deep
-copy of the raw dicts the operator wrote, so plugin-specific fields survive untouched, and the
-caller's NetworkConfigList is never mutated.
+Configs are never re-serialised from the model (the habit "parse at the edge, once"): every
+change is made to a deep copy of the raw dicts the operator wrote, so plugin-specific fields
+survive untouched, and the caller's NetworkConfigList is never mutated.
 
 Errors:
     InvalidNetworkConfigError (7)    bad spec.config, naming the NAD; a plugin whose `args` cannot

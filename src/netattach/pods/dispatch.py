@@ -85,8 +85,9 @@ def error_reply(exc: errors.CNIError, cni_version: str) -> Reply:
     return Reply(exit_code=1, stdout=json.dumps(exc.to_raw(cni_version)).encode())
 
 
-# The one table from internal errors to CNI codes (STYLE.md habit 3). CNI errors pass through
-# with their own code; anything not listed is a bug: 999, the traceback in the log only.
+# The one table from internal errors to CNI codes (the habit "typed exceptions inside, CNI codes
+# at one boundary"). CNI errors pass through with their own code; anything not listed is a bug:
+# 999, the traceback in the log only.
 ERROR_TABLE: tuple[tuple[type[BaseException], type[errors.CNIError]], ...] = (
     (wire.WireError, errors.DecodingFailureError),
     (TimeoutError, errors.TryAgainLaterError),

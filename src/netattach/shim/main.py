@@ -1,4 +1,5 @@
-"""The shim: a pipe from the container runtime to the netattach daemon (STYLE.md habit 1).
+"""The shim: a pipe from the container runtime to the netattach daemon (the habit "the shim is a
+pipe").
 
     runtime ── env CNI_*, config on stdin ──▶ shim ── POST /cni {env, stdin} ──▶ daemon
             ◀── stdout, exit code ─────────────      ◀── {exitCode, stdout} ───────
