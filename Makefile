@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+COMMA := ,
 # The static C shim, built beside its source: the daemon installs it when --shim names none.
 NATIVE_SHIM := src/netattach/shim/netattach-shim
 
@@ -17,14 +18,22 @@ deps-demo:
 	@scripts/install-deps.sh demo
 
 # Every Python package at the version constraints.txt pins: pip first (the one that knows
-# --build-constraint), then netattach with its test extra, built by the pinned setuptools.
+# --build-constraint), then netattach with the extras $(1), built by the pinned setuptools.
 CONSTRAINTS := constraints.txt
-$(STAMP): pyproject.toml $(CONSTRAINTS)
+define install-extras
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) --upgrade pip
 	$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) \
-		--build-constraint $(CONSTRAINTS) -e '.[test]'
-	@touch $(STAMP)
+		--build-constraint $(CONSTRAINTS) -e '.[$(1)]'
+	@touch $@
+endef
+
+# The tests' and the demo's packages (`make venv`), or the demo's alone (`make demo`).
+DEMO_STAMP := $(VENV)/.installed-demo
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	$(call install-extras,test$(COMMA)demo)
+$(DEMO_STAMP): pyproject.toml $(CONSTRAINTS)
+	$(call install-extras,demo)
 
 # constraints.txt afresh: the newest releases pyproject.toml allows, resolved and frozen in a
 # clean virtualenv of $(PYTHON) (scripts/lock-deps.sh); `make venv` then installs them.
@@ -74,7 +83,7 @@ pytest-cni-current: venv cni-plugins
 
 test: lint typecheck layers pytest pytest-cni-current
 
-demo: deps-demo $(STAMP) $(NATIVE_SHIM)
+demo: deps-demo $(DEMO_STAMP) $(NATIVE_SHIM)
 	$(BIN)/netattach demo
 
 .PHONY: cni-plugins pytest-cni-current bench-side-by-side bench-kubelet

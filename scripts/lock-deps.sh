@@ -4,14 +4,15 @@
 #
 #   lock-deps.sh [OUT]     OUT defaults to constraints.txt at the repository's root
 #
-# What it pins: pyproject.toml's dependencies, its `test` extra and its build-system requires,
-# with everything they pull in, plus pip. They are resolved afresh (the newest releases that fit
-# pyproject.toml) into a clean virtualenv of PYTHON (default python3) in a temporary directory,
-# which is then frozen; netattach itself is not installed there and the checkout is not touched.
+# What it pins: pyproject.toml's dependencies, its extras (`test`, `demo`) and its build-system
+# requires, with everything they pull in, plus pip. They are resolved afresh (the newest releases
+# that fit pyproject.toml) into a clean virtualenv of PYTHON (default python3) in a temporary
+# directory, which is then frozen; netattach itself is not installed there and the checkout is
+# not touched.
 #
-# Who installs from it: `make venv` (pip, then `-e .[test]`, with `--constraint` and
+# Who installs from it: `make venv` (pip, then `-e .[test,demo]`, with `--constraint` and
 # `--build-constraint`, so setuptools building the editable install is the pinned one too),
-# deploy/image/build-inputs.sh (the image's wheels: `make image` and deploy/Dockerfile) and so CI
+# `make demo` (`-e .[demo]`, the same way), deploy/image/build-inputs.sh (the image's wheels: `make image` and deploy/Dockerfile) and so CI
 # (.ci/run: make test). Versions only, no hashes: a hash names one file, and the wheels of
 # grpcio, msgspec, PyYAML, mypy, ruff... differ by Python version and platform; pins made on the
 # Python 3.11 of Debian 12 (the image's) also hold elsewhere, where a package needed only on
@@ -33,9 +34,10 @@ pip=("$work/venv/bin/python" -m pip --quiet --disable-pip-version-check --no-inp
 import sys, tomllib
 with open(sys.argv[1], "rb") as stream:
     pyproject = tomllib.load(stream)
-for requirement in (
+extras = pyproject["project"]["optional-dependencies"].values()
+for requirement in dict.fromkeys(
     pyproject["project"]["dependencies"]
-    + pyproject["project"]["optional-dependencies"]["test"]
+    + [text for extra in extras for text in extra]
     + pyproject["build-system"]["requires"]
 ):
     print(requirement)

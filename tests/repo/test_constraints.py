@@ -39,16 +39,15 @@ def load_pins() -> dict[NormalizedName, Version]:
 
 
 def declared() -> list[Requirement]:
-    """What pyproject.toml requires: the dependencies, the test extra, the build backend."""
+    """What pyproject.toml requires: the dependencies, every extra, the build backend."""
     pyproject = tomllib.loads(PYPROJECT.read_text())
-    return [
-        Requirement(text)
-        for text in (
-            pyproject["project"]["dependencies"]
-            + pyproject["project"]["optional-dependencies"]["test"]
-            + pyproject["build-system"]["requires"]
-        )
-    ]
+    extras = pyproject["project"]["optional-dependencies"].values()
+    texts = {
+        *pyproject["project"]["dependencies"],
+        *(text for extra in extras for text in extra),
+        *pyproject["build-system"]["requires"],
+    }
+    return [Requirement(text) for text in sorted(texts)]
 
 
 def pip_lines(text: str) -> list[str]:

@@ -187,8 +187,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if done is not None:
         return done
     if args.command == "demo":
-        from netattach.cli import demo
-
+        try:
+            from netattach.cli import demo
+        except ModuleNotFoundError as exc:
+            if exc.name != "pyroute2":
+                raise
+            print(
+                "netattach demo needs its extra package pyroute2: `make demo` installs it, as"
+                " does pip install 'netattach[demo]'",
+                file=sys.stderr,
+            )
+            return 1
         return demo.run(keep=args.keep, picture=Path(args.picture), only_clean=args.clean)
     if args.command == "daemon":
         from netattach.cli import daemon as daemon_cmd
