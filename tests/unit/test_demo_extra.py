@@ -3,6 +3,8 @@ and every other command runs as before."""
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -15,10 +17,16 @@ DEMO_MODULES = ("netattach.cli.demo", "netattach.netns.links", "netattach.netns.
 
 @pytest.fixture
 def without_pyroute2(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An install without the demo extra: importing pyroute2 fails, as nothing imported it yet."""
+    """An install without the demo extra: importing pyroute2 fails, as nothing imported it yet
+    (nor the modules that import it: gone from `sys.modules` and from their packages, else
+    `from netattach.cli import demo` would find the one imported before and run the demo)."""
     for name in DEMO_MODULES:
+        package, _, module = name.rpartition(".")
         monkeypatch.delitem(sys.modules, name, raising=False)
+        monkeypatch.delattr(importlib.import_module(package), module, raising=False)
     monkeypatch.setitem(sys.modules, "pyroute2", None)
+    # Should the demo import all the same, it stops at its root check instead of running.
+    monkeypatch.setattr(os, "geteuid", lambda: 65534)
 
 
 @pytest.mark.usefixtures("without_pyroute2")
