@@ -24,9 +24,9 @@ What a driver's node half does (the kubelet's pkg/kubelet/cm/dra/plugin, pluginm
   runtime with CDI looks) names each device with one harmless edit, an environment variable
   (CDI refuses a device without edits). It is written at start and removed at stop.
 
-The API objects a driver's controller publishes, and the scheduler's allocation, are built here
-(`resource_slice`, `device_class`, `build_allocated_status`) and written by the test: there is no
-scheduler on the test's node.
+The API objects a driver's controller publishes are built here (`resource_slice`, and the
+`device_class` a cluster admin makes) and written by the test; kube-scheduler allocates claims
+from them.
 """
 
 from __future__ import annotations
@@ -75,35 +75,6 @@ def registration_messages() -> ModuleType:
 
 class RegistrationError(RuntimeError):
     """The kubelet refused the driver, or never registered it."""
-
-
-def build_allocated_status(
-    claim: Mapping[str, Any],
-    pod: Mapping[str, Any],
-    *,
-    driver: str,
-    pool: str,
-    devices: Sequence[str],
-    node_name: str,
-) -> Obj:
-    """The claim's `status` as kube-scheduler writes it when it allocates `devices` (one result
-    per device, for the claim's first request) on `node_name` and reserves the claim for `pod`."""
-    request = claim["spec"]["devices"]["requests"][0]["name"]
-    selector = {"key": "metadata.name", "operator": "In", "values": [node_name]}
-    return {
-        "allocation": {
-            "devices": {
-                "results": [
-                    {"request": request, "driver": driver, "pool": pool, "device": device}
-                    for device in devices
-                ]
-            },
-            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [selector]}]},
-        },
-        "reservedFor": [
-            {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
-        ],
-    }
 
 
 class FakeDraDriver(Served):

@@ -1,5 +1,6 @@
-"""A real Kubernetes control plane on loopback for the tests: etcd, kube-apiserver and
-kube-controller-manager, built from their Go modules by `make k8s` (scripts/build-k8s.sh).
+"""A real Kubernetes control plane on loopback for the tests: etcd, kube-apiserver,
+kube-controller-manager and (where pods are placed) kube-scheduler, built from their Go modules by
+`make k8s` (scripts/build-k8s.sh).
 
 `LocalCluster(directory, bin_dir).start()`:
 - makes its own CA and certificates with the openssl CLI: the API server's serving certificate
@@ -16,8 +17,11 @@ kube-controller-manager, built from their Go modules by `make k8s` (scripts/buil
   (a deleted namespace's objects go, then the namespace), serviceaccount and
   serviceaccount-token (each namespace's `default` ServiceAccount, which pod admission needs).
 
-Nothing else (no scheduler, no kubelet): pods stay Pending unless a test writes their status, as
-the in-repo fake's do. `stop()` ends the processes; their logs stay in `directory`.
+Nothing else by default (no scheduler, no kubelet): pods stay Pending unless a test writes their
+status, as the in-repo fake's do. A subclass with `schedules = True` also runs kube-scheduler
+(its default profile: it binds pods to nodes and allocates their ResourceClaims);
+`scheduler_stopped()` stops it for a while. `stop()` ends the processes; their logs stay in
+`directory`.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ import json
 import secrets
 import signal
 import socket
+import ssl
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,7 +49,7 @@ from tests.kube.real_api import connection_from_kubeconfig
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "scripts" / "build-k8s.sh"
 CRDS = ROOT / "deploy" / "crds"
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 TOKEN_USER = "netattach-tests"
 ADMIN_USER = "netattach-admin"
 SERVICE_CIDR = "10.0.0.0/24"
@@ -104,6 +110,8 @@ class LocalCluster:
         "serviceaccount-token-controller",
     )
     controller_flags: tuple[str, ...] = ()
+    # kube-scheduler too (the module docstring): a subclass whose pods it places says so.
+    schedules: bool = False
 
     def __init__(self, directory: Path, bin_dir: Path) -> None:
         self.dir = directory
@@ -200,6 +208,12 @@ class LocalCluster:
         log.close()
         self._procs.append((name, proc))
 
+    def _end(self, name: str) -> None:
+        for each, proc in list(self._procs):
+            if each == name:
+                end_process(proc)
+                self._procs.remove((each, proc))
+
     def _failed(self, name: str, what: str) -> ClusterError:
         log = self.dir / f"{name}.log"
         tail = log.read_text(errors="replace").splitlines()[-30:] if log.exists() else []
@@ -277,6 +291,51 @@ class LocalCluster:
             ],
         )
 
+    def _scheduler(self) -> None:
+        """kube-scheduler with its default profile, as the admin, started and serving."""
+        config = self.dir / "scheduler.yaml"
+        settings = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(self.admin_kubeconfig)},
+            "leaderElection": {"leaderElect": False},
+        }
+        config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+        port = free_port()
+        self._spawn(
+            "kube-scheduler",
+            [
+                f"--config={config}",
+                f"--authentication-kubeconfig={self.admin_kubeconfig}",
+                f"--authorization-kubeconfig={self.admin_kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.dir / 'scheduler'}",
+            ],
+        )
+        # its /readyz is open to anyone (--authorization-always-allow-paths), on a serving
+        # certificate it made itself
+        unverified = ssl.create_default_context()
+        unverified.check_hostname = False
+        unverified.verify_mode = ssl.CERT_NONE
+
+        def ready() -> bool:
+            url = f"https://127.0.0.1:{port}/readyz"
+            with urllib.request.urlopen(url, timeout=5, context=unverified) as answer:
+                return bool(answer.status == 200)
+
+        self._wait("/readyz", "kube-scheduler", ready)
+
+    @contextlib.contextmanager
+    def scheduler_stopped(self) -> Iterator[None]:
+        """No pod placed meanwhile: kube-scheduler is stopped, and started again on the way out
+        (a pod created meanwhile stays Pending with no node, as when nothing can place it)."""
+        self._end("kube-scheduler")
+        try:
+            yield
+        finally:
+            self._scheduler()
+
     def admin_http(self) -> KubeHttp:
         return KubeHttp(connection_from_kubeconfig(self.admin_kubeconfig), timeout=10.0)
 
@@ -353,6 +412,8 @@ class LocalCluster:
                     http.get("/api/v1/namespaces/default/serviceaccounts/default").status == 200
                 ),
             )
+            if self.schedules:
+                self._scheduler()
         except BaseException:
             self.stop()
             raise

@@ -8,9 +8,11 @@ The parts, all named `na-...`:
 
 - `NodeControlPlane`: tests/kube/cluster.py's `LocalCluster` (etcd, kube-apiserver on the host's
   127.0.0.1) whose kube-controller-manager also runs the DaemonSet controller, garbage
-  collection, the pod GC and the `kube-root-ca.crt` publisher (a pod's projected ServiceAccount
-  volume needs it); and a client certificate for the kubelet (`system:node:<name>`, group
-  `system:nodes`: the Node authorizer's).
+  collection, the pod GC, the `kube-root-ca.crt` publisher (a pod's projected ServiceAccount
+  volume needs it) and the ResourceClaim controller (a claim's reservation freed when its pod
+  goes); with kube-scheduler, which places the DaemonSet's pods (and any pod made without a
+  node) and allocates their ResourceClaims; and a client certificate for the kubelet
+  (`system:node:<name>`, group `system:nodes`: the Node authorizer's).
 - `NodeNamespaces`: one holder process owning the node's network namespace and a mount namespace
   that is a slave of the host's (nothing mounted in it reaches the host). In it, `/etc`, `/var`
   and `/opt` are overlays whose upper layers live in the test's directory and `/run` is a tmpfs:
@@ -29,8 +31,6 @@ The parts, all named `na-...`:
   `bin_dir`/`conf_dir` the node's /opt/cni/bin and /etc/cni/net.d (`restrict_oom_score_adj`).
 - `NodeKubelet`: the kubelet (cgroupfs, its root /var/lib/kubelet of the node, static pods from
   /etc/kubernetes/manifests of the node, image GC and eviction effectively off).
-- `Binder`: the default scheduler's one act on a one-node cluster: a DaemonSet's pods are created
-  unbound (the controller leaves placement to the scheduler) and are bound here to the node.
 
 The test's view: `RealNode.api` (admin), `fs(path)` (a path of the node's filesystem, reached
 through the holder's /proc/PID/root), `netns` (the node's network namespace), `pod_netns(uid)`
@@ -49,7 +49,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -66,8 +65,7 @@ from tests.kube.cluster import (
     end_process,
     missing_binaries,
 )
-from tests.kube.kube_http import KubeHttp
-from tests.kube.real_api import RealKubeApi, connection_from_kubeconfig
+from tests.kube.real_api import RealKubeApi
 from tests.node import sandbox_image
 from tests.node.containerd import RUNTIME_PATH, Containerd
 from tests.node.cri.client import CriError
@@ -84,6 +82,8 @@ CONTROLLERS = (
     "daemonset-controller",
     "garbage-collector-controller",
     "pod-garbage-collector-controller",
+    "resourceclaim-controller",
+    "node-lifecycle-controller",
 )
 NODE_IP = "10.99.0.10"
 NODE_GATEWAY = "10.99.0.1"
@@ -170,6 +170,7 @@ class NodeControlPlane(LocalCluster):
     """`LocalCluster` with the controllers a node's pods live by (module docstring)."""
 
     controllers = CONTROLLERS
+    schedules = True
     # a deleted pod's replacement at once, and the DaemonSet's pod without waiting
     controller_flags = ("--concurrent-daemonset-syncs=2",)
 
@@ -495,62 +496,6 @@ class NodeKubelet:
         return _tail(self.log, lines)
 
 
-class Binder:
-    """Binds every unscheduled pod to the node, as kube-scheduler would on a one-node cluster."""
-
-    def __init__(self, http: KubeHttp, node_name: str, every: float = 0.2) -> None:
-        self.http = http
-        self.node_name = node_name
-        self.every = every
-        self.bound: list[str] = []
-        self._stop = threading.Event()
-        self._held = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="na-binder", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            if self._held.is_set():
-                continue
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                self.bind_pending()
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        """No pod bound meanwhile: a DaemonSet's replacement pod stays Pending (unscheduled),
-        as on a node the scheduler cannot place it on yet."""
-        self._held.set()
-        try:
-            yield
-        finally:
-            self._held.clear()
-
-    def bind_pending(self) -> None:
-        response = self.http.get("/api/v1/pods", fieldSelector="spec.nodeName=")
-        if response.status != 200:
-            return
-        for pod in response.json()["items"]:
-            meta = pod["metadata"]
-            if meta.get("deletionTimestamp"):
-                continue
-            binding = {
-                "apiVersion": "v1",
-                "kind": "Binding",
-                "metadata": {"name": meta["name"], "uid": meta["uid"]},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name},
-            }
-            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding"
-            if self.http.post(path, binding).status == 201:
-                self.bound.append(f"{meta['namespace']}/{meta['name']}")
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-
 # -- the node as a test sees it ---------------------------------------------------------------
 
 
@@ -574,7 +519,6 @@ class RealNode:
     namespaces: NodeNamespaces
     containerd: NodeContainerd
     kubelet: NodeKubelet
-    binder: Binder
     api: RealKubeApi
     pause_image: str
     cgroups: CgroupRoot
@@ -612,7 +556,7 @@ class RealNode:
         labels: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """A pod of one pause container (the node's sandbox image, never pulled), on this node
-        unless `node_name` is None (then the binder places it)."""
+        unless `node_name` is None (then kube-scheduler places it)."""
         meta: dict[str, Any] = {"name": name, "namespace": namespace}
         if labels:
             meta["labels"] = dict(labels)
@@ -674,13 +618,15 @@ class RealNode:
             wait_until(f"{namespace}/{name} gone", lambda: self.pod(namespace, name) is None, 90.0)
 
     def describe(self, namespace: str, name: str) -> str:
-        """The pod's status and Events, for a failure's message."""
+        """The pod's status and Events, and the node's taints, for a failure's message."""
         pod = self.pod(namespace, name)
         events = [
             f"{e.get('reason')}: {e.get('message')}" for e in self.api.events_for(namespace, name)
         ]
         status = json.dumps((pod or {}).get("status"), indent=1)
-        return f"status: {status}\nevents:\n" + "\n".join(events[-15:])
+        stored = self.api.http.get(f"/api/v1/nodes/{self.name}")
+        taints = (stored.json().get("spec") or {}).get("taints") if stored.status == 200 else None
+        return f"status: {status}\nevents:\n" + "\n".join(events[-15:]) + f"\nnode taints: {taints}"
 
     def network_status(self, namespace: str, name: str) -> list[dict[str, Any]] | None:
         pod = self.pod(namespace, name)
@@ -949,9 +895,6 @@ def real_node(
         containerd.import_image(base / "pause-image.tar")
         kubelet.start()
         api = RealKubeApi(control.admin_kubeconfig)
-        binder = Binder(KubeHttp(connection_from_kubeconfig(control.admin_kubeconfig)), name)
-        stack.callback(binder.close)
-        binder.start()
         node = RealNode(
             name=name,
             base=base,
@@ -959,7 +902,6 @@ def real_node(
             namespaces=namespaces,
             containerd=containerd,
             kubelet=kubelet,
-            binder=binder,
             api=api,
             pause_image=pause_image,
             cgroups=cgroups,

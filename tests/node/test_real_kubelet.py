@@ -126,7 +126,7 @@ def test_the_netattach_pod_deleted_and_recreated_while_pods_exist_and_one_is_cre
     node.api.create(node.pod_object(NS, "leaving", "net-c"))
     assert_attached(node, "leaving", ["net-c"])
     (old,) = [pod["metadata"] for pod in node.daemon_pods()]
-    with node.binder.held():  # its replacement unscheduled: no daemon on the node meanwhile
+    with node.control.scheduler_stopped():  # its replacement unscheduled: no daemon meanwhile
         node.delete_pod("kube-system", old["name"])
         node.api.create(node.pod_object(NS, "during", "net-c"))
         node.delete_pod(NS, "leaving", wait=False)
@@ -573,26 +573,26 @@ def test_a_dra_claims_device_reaches_its_attachment_through_the_real_kubelet(
                 "spec": {"devices": {"requests": [request]}},
             },
         )
-        pod_object = node.pod_object(NS, "dra", DRA_NAD)
+        pod_object = node.pod_object(NS, "dra", DRA_NAD, node_name=None)
         pod_object["spec"]["resourceClaims"] = [{"name": "net", "resourceClaimName": DRA_CLAIM}]
         pod_object["spec"]["containers"][0]["resources"] = {"claims": [{"name": "net"}]}
         pod = node.api.create(pod_object)
 
-        # the scheduler's part: the claim allocated on the node and reserved for the pod
-        (device,) = DRA_DEVICES[1:]
-        claim["status"] = dra_driver.build_allocated_status(
-            claim,
-            pod,
-            driver=driver.driver_name,
-            pool=node.name,
-            devices=[device],
-            node_name=node.name,
+        # kube-scheduler placed the pod and allocated the claim on the node, reserved for it
+        running = node.wait_running(NS, "dra")
+        assert running["spec"]["nodeName"] == node.name
+        allocated = fetch_claim(NS, DRA_CLAIM)
+        assert allocated is not None
+        status = allocated["status"]
+        (result,) = status["allocation"]["devices"]["results"]
+        assert (result["request"], result["driver"], result["pool"]) == (
+            "vf",
+            driver.driver_name,
+            node.name,
         )
-        path = f"{RESOURCE_V1}/namespaces/{NS}/resourceclaims/{DRA_CLAIM}/status"
-        response = http.put(path, claim)
-        assert response.status == 200, f"PUT {path}: {response.status} {response.body!r}"
-
-        node.wait_running(NS, "dra")
+        device = result["device"]
+        assert device in DRA_DEVICES
+        assert [r["uid"] for r in status["reservedFor"]] == [pod["metadata"]["uid"]]
         assert list(driver.prepared.values()) == [[device]]
 
         with PodResourcesReader(node.fs("/var/lib/kubelet/pod-resources/kubelet.sock")) as kubelet:
