@@ -169,10 +169,10 @@ def _tail(path: Path, lines: int = 40) -> str:
 class NodeControlPlane(LocalCluster):
     """`LocalCluster` with the controllers a node's pods live by (module docstring)."""
 
-    controllers = CONTROLLERS
+    controllers: tuple[str, ...] = CONTROLLERS
     schedules = True
     # a deleted pod's replacement at once, and the DaemonSet's pod without waiting
-    controller_flags = ("--concurrent-daemonset-syncs=2",)
+    controller_flags: tuple[str, ...] = ("--concurrent-daemonset-syncs=2",)
 
     def node_kubeconfig(self, node_name: str) -> Path:
         """A kubeconfig with a client certificate the Node authorizer knows as `node_name`."""
@@ -298,6 +298,9 @@ class NodeNamespaces:
         """End the holder: the namespaces go with their last process (a test's processes in
         them are ended before)."""
         end_process(self.proc, grace=5.0)
+
+
+NODE_LINKS = frozenset({"lo", "na-eth0", "na-eth0p", "na-mv0", "na-mv0p"})
 
 
 def node_links(node: NodeNamespaces) -> None:
@@ -523,6 +526,10 @@ class RealNode:
     pause_image: str
     cgroups: CgroupRoot
     bridges: set[str] = dataclasses.field(default_factory=set)
+    # the node's own links and addresses (node_links'), and its default network's subnet
+    own_links: frozenset[str] = frozenset()
+    own_addresses: frozenset[str] = frozenset()
+    cluster_subnet: str = CLUSTER_SUBNET
 
     @property
     def netns(self) -> str:
@@ -660,12 +667,11 @@ class RealNode:
     # -- what must not leak -------------------------------------------------------------------
 
     def leftovers(self) -> Leftovers:
-        own = {"lo", "na-eth0", "na-eth0p", "na-mv0", "na-mv0p"}
         found = links.read_interfaces(self.netns)
-        extra = sorted(name for name in found if name not in own | self.bridges)
-        gateway = ipaddress.ip_interface(CLUSTER_SUBNET).network[1]
-        expected = {"127.0.0.1/8", "::1/128", f"{SERVICE_IP}/32", f"{NODE_IP}/24"}
-        expected.add(f"{gateway}/{ipaddress.ip_network(CLUSTER_SUBNET).prefixlen}")
+        extra = sorted(name for name in found if name not in self.own_links | self.bridges)
+        subnet = ipaddress.ip_network(self.cluster_subnet)
+        expected = {"127.0.0.1/8", "::1/128", f"{SERVICE_IP}/32", *self.own_addresses}
+        expected.add(f"{subnet[1]}/{subnet.prefixlen}")
         addresses = sorted(
             f"{state.name} {address}"
             for state in found.values()
@@ -760,16 +766,21 @@ class RealNode:
             raise NodeError(f"{exc}\n{details}\nkubelet:\n{self.kubelet.log_tail()}") from None
         return uid
 
-    def deploy(self, image_archive: Path) -> str:
-        """The node image loaded into containerd under a name of the test's, and deploy/
-        applied by `kubectl apply -k` through an overlay setting that image; the daemon's
-        pod Ready and its conflist installed. The image's name."""
+    def load_image(self, image_archive: Path) -> tuple[str, str]:
+        """The node image loaded into containerd under a name of the test's: (name, tag)."""
         self.containerd.import_image(image_archive)
         digest = self.containerd.ctr("images", "ls", f"name=={IMAGE_NAME}:0.1.0", "--quiet")
         assert digest.strip(), f"{image_archive} holds no {IMAGE_NAME}:0.1.0"
         tag = image_archive.stem.rsplit("-", 1)[-1][:16] or "test"
         image = f"{TEST_IMAGE_REPOSITORY}:{tag}"
         self.containerd.ctr("images", "tag", "--force", f"{IMAGE_NAME}:0.1.0", image)
+        return image, tag
+
+    def deploy(self, image_archive: Path) -> str:
+        """The node image loaded (`load_image`), and deploy/ applied by `kubectl apply -k`
+        through an overlay setting that image; the daemon's pod Ready and its conflist
+        installed. The image's name."""
+        image, tag = self.load_image(image_archive)
         overlay = self.base / "kustomize"
         overlay.mkdir(exist_ok=True)
         kustomization = {
@@ -819,6 +830,133 @@ def install_plugins(node: NodeNamespaces) -> None:
             shutil.copy2(plugin, target / plugin.name)
 
 
+def start_control_plane(
+    stack: contextlib.ExitStack, base: Path, plane: type[NodeControlPlane] = NodeControlPlane
+) -> NodeControlPlane:
+    """The control plane of the module docstring, stopped when `stack` closes."""
+    # one more try, as tests/kube/cluster.py's local_cluster: a loopback port chosen free can be
+    # taken before a component binds it
+    control = plane(base / "control-1", build_dir())
+    try:
+        control.start()
+    except ClusterError:
+        control = plane(base / "control-2", build_dir())
+        control.start()
+    stack.callback(control.stop)
+    return control
+
+
+def _node_ready(api: RealKubeApi, kubelet: NodeKubelet, name: str) -> dict[str, Any] | None:
+    """The Node as stored once it is Ready, else None."""
+    if not kubelet.alive():
+        raise NodeError(f"the kubelet exited:\n{kubelet.log_tail()}")
+    response = api.http.get(f"/api/v1/nodes/{name}")
+    stored: dict[str, Any] = response.json() if response.status == 200 else {}
+    conditions = (stored.get("status") or {}).get("conditions") or []
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    return stored if ready else None
+
+
+def _pod_cidr(api: RealKubeApi, kubelet: NodeKubelet, name: str) -> str | None:
+    """The podCIDR the node-ipam controller gave the registered Node, else None."""
+    if not kubelet.alive():
+        raise NodeError(f"the kubelet exited:\n{kubelet.log_tail()}")
+    response = api.http.get(f"/api/v1/nodes/{name}")
+    stored = response.json() if response.status == 200 else {}
+    cidr = (stored.get("spec") or {}).get("podCIDR")
+    return str(cidr) if cidr else None
+
+
+def start_node(
+    stack: contextlib.ExitStack,
+    control: NodeControlPlane,
+    base: Path,
+    *,
+    name: str,
+    links: Callable[[NodeNamespaces], None] = node_links,
+    own_links: frozenset[str] = NODE_LINKS,
+    own_addresses: frozenset[str] = frozenset({f"{NODE_IP}/24"}),
+    cluster_network: str = "cluster-default",
+    cluster_bridge: str = "na-cni0",
+    cluster_subnet: str | None = CLUSTER_SUBNET,
+) -> RealNode:
+    """One node of the module docstring joined to `control`, Ready; everything it made undone
+    when `stack` closes. `cluster_subnet` None: the default network's subnet is the podCIDR the
+    control plane's node-ipam controller gives the Node (its config written once it has one)."""
+    namespaces = NodeNamespaces(base / "node")
+    stack.callback(namespaces.close)
+    namespaces.start()
+    links(namespaces)
+    relay_log = (base / "relay.log").open("wb")
+    stack.callback(relay_log.close)
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "tests.node.api_relay", f"--netns={namespaces.netns}",
+         f"--to=127.0.0.1:{control.api_port}", f"--listen=127.0.0.1:{control.api_port}",
+         f"--listen={SERVICE_IP}:443"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=relay_log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    stack.callback(end_process, relay, 5.0)
+    assert relay.stdout is not None
+    if relay.stdout.readline().strip() != b"ready":
+        raise NodeError(f"the API relay did not start: {_tail(base / 'relay.log')}")
+    cgroups = CgroupRoot(name)
+    stack.callback(cgroups.close)
+    cgroups.create()
+    install_plugins(namespaces)
+    if cluster_subnet is not None:
+        write_cluster_network(namespaces, cluster_network, cluster_bridge, cluster_subnet)
+    namespaces.fs(STATIC_PODS).mkdir(parents=True, exist_ok=True)
+    pause = sandbox_image.build_pause(base / "pause")
+    pause_image = sandbox_image.write_image_archive(pause, base / "pause-image.tar")
+    containerd = NodeContainerd(base / "containerd", namespaces, pause_image)
+    stack.callback(containerd.close)
+    kubelet = NodeKubelet(
+        base=base,
+        bin_dir=control.bin,
+        node=namespaces,
+        name=name,
+        kubeconfig=control.node_kubeconfig(name),
+        runtime_socket=containerd.socket,
+        cgroup_root=name,
+        client_ca=control.pki / "ca.crt",
+    )
+    # at exit: the kubelet first (it would recreate what is removed), then the sandboxes while
+    # the daemon's container still answers their DELs
+    stack.callback(containerd.remove_pod_sandboxes)
+    stack.callback(kubelet.stop)
+    containerd.start()
+    containerd.import_image(base / "pause-image.tar")
+    kubelet.start()
+    api = RealKubeApi(control.admin_kubeconfig)
+    subnet = cluster_subnet
+    try:
+        if subnet is None:
+            subnet = wait_until("the Node's podCIDR", lambda: _pod_cidr(api, kubelet, name), 60.0)
+            write_cluster_network(namespaces, cluster_network, cluster_bridge, subnet)
+        wait_until("the Node Ready", lambda: _node_ready(api, kubelet, name), START_TIMEOUT)
+    except NodeError as exc:
+        raise NodeError(f"{exc}\n{kubelet.log_tail()}") from None
+    return RealNode(
+        name=name,
+        base=base,
+        control=control,
+        namespaces=namespaces,
+        containerd=containerd,
+        kubelet=kubelet,
+        api=api,
+        pause_image=pause_image,
+        cgroups=cgroups,
+        bridges={cluster_bridge},
+        own_links=own_links,
+        own_addresses=own_addresses,
+        cluster_subnet=subnet,
+    )
+
+
 @contextlib.contextmanager
 def real_node(
     directory: Path,
@@ -829,95 +967,18 @@ def real_node(
 ) -> Iterator[RealNode]:
     """The node of the module docstring, its kubelet registered and Ready (netattach not yet
     deployed: `RealNode.deploy`)."""
-    bin_dir = build_dir()
     reason = unavailable_reason()
     if reason is not None:
         raise NodeError(reason)
-    suffix = os.urandom(3).hex()
-    name = f"na-node-{suffix}"
-    base = directory
-    base.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        # one more try, as tests/kube/cluster.py's local_cluster: a loopback port chosen free
-        # can be taken before a component binds it
-        control = NodeControlPlane(base / "control-1", bin_dir)
-        try:
-            control.start()
-        except ClusterError:
-            control = NodeControlPlane(base / "control-2", bin_dir)
-            control.start()
-        stack.callback(control.stop)
-        namespaces = NodeNamespaces(base / "node")
-        stack.callback(namespaces.close)
-        namespaces.start()
-        node_links(namespaces)
-        relay_log = (base / "relay.log").open("wb")
-        stack.callback(relay_log.close)
-        relay = subprocess.Popen(
-            [sys.executable, "-m", "tests.node.api_relay", f"--netns={namespaces.netns}",
-             f"--to=127.0.0.1:{control.api_port}", f"--listen=127.0.0.1:{control.api_port}",
-             f"--listen={SERVICE_IP}:443"],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=relay_log,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        stack.callback(end_process, relay, 5.0)
-        assert relay.stdout is not None
-        if relay.stdout.readline().strip() != b"ready":
-            raise NodeError(f"the API relay did not start: {_tail(base / 'relay.log')}")
-        cgroups = CgroupRoot(name)
-        stack.callback(cgroups.close)
-        cgroups.create()
-        install_plugins(namespaces)
-        write_cluster_network(namespaces, cluster_network, cluster_bridge, cluster_subnet)
-        namespaces.fs(STATIC_PODS).mkdir(parents=True, exist_ok=True)
-        pause = sandbox_image.build_pause(base / "pause")
-        pause_image = sandbox_image.write_image_archive(pause, base / "pause-image.tar")
-        containerd = NodeContainerd(base / "containerd", namespaces, pause_image)
-        stack.callback(containerd.close)
-        kubelet = NodeKubelet(
-            base=base,
-            bin_dir=bin_dir,
-            node=namespaces,
-            name=name,
-            kubeconfig=control.node_kubeconfig(name),
-            runtime_socket=containerd.socket,
-            cgroup_root=name,
-            client_ca=control.pki / "ca.crt",
+        control = start_control_plane(stack, directory)
+        yield start_node(
+            stack,
+            control,
+            directory,
+            name=f"na-node-{os.urandom(3).hex()}",
+            cluster_network=cluster_network,
+            cluster_bridge=cluster_bridge,
+            cluster_subnet=cluster_subnet,
         )
-        # at exit: the kubelet first (it would recreate what is removed), then the sandboxes
-        # while the daemon's container still answers their DELs
-        stack.callback(containerd.remove_pod_sandboxes)
-        stack.callback(kubelet.stop)
-        containerd.start()
-        containerd.import_image(base / "pause-image.tar")
-        kubelet.start()
-        api = RealKubeApi(control.admin_kubeconfig)
-        node = RealNode(
-            name=name,
-            base=base,
-            control=control,
-            namespaces=namespaces,
-            containerd=containerd,
-            kubelet=kubelet,
-            api=api,
-            pause_image=pause_image,
-            cgroups=cgroups,
-            bridges={cluster_bridge},
-        )
-
-        def node_ready() -> bool:
-            if not kubelet.alive():
-                raise NodeError(f"the kubelet exited:\n{kubelet.log_tail()}")
-            response = api.http.get(f"/api/v1/nodes/{name}")
-            stored = response.json() if response.status == 200 else {}
-            conditions = (stored.get("status") or {}).get("conditions") or []
-            return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-        try:
-            wait_until("the Node Ready", node_ready, START_TIMEOUT)
-        except NodeError as exc:
-            raise NodeError(f"{exc}\n{kubelet.log_tail()}") from None
-        yield node
