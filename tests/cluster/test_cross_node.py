@@ -44,6 +44,10 @@ PLUGINS: dict[str, dict[str, Any]] = {
 }
 SPREAD = {"app": "na-spread"}
 PORT = 7070
+# a network of each node's own (a bridge the plugin makes, host-local addresses): what pods that
+# move between nodes, made by a Deployment, can have until addresses are cluster-wide
+LOCAL_NET = "local-br"
+LOCAL_BRIDGE = "na-loc"
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +79,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
                     "spec": {"config": json.dumps(config)},
                 }
             )
+        local = {
+            "cniVersion": "1.0.0",
+            "name": LOCAL_NET,
+            "plugins": [
+                {"type": "bridge", "bridge": LOCAL_BRIDGE,
+                 "ipam": {"type": "host-local", "subnet": "10.73.0.0/24"}}
+            ],
+        }  # fmt: skip
+        made.api.create(
+            {
+                "apiVersion": "k8s.cni.cncf.io/v1",
+                "kind": "NetworkAttachmentDefinition",
+                "metadata": {"name": LOCAL_NET, "namespace": NS},
+                "spec": {"config": json.dumps(local)},
+            }
+        )
+        for node in made.nodes:
+            node.bridges.add(LOCAL_BRIDGE)  # a bridge stays on its node
         yield made
 
 
@@ -83,6 +105,7 @@ def clean_cluster(cluster: RealCluster) -> Iterator[RealCluster]:
     """The cluster; at teardown the test's pods deleted and nothing left of them on any node."""
     yield cluster
     first = cluster.nodes[0]
+    cluster.kubectl("-n", NS, "delete", "deployments", "--all", "--wait=true")
     for pod in cluster.api.list("Pod", NS):
         with contextlib.suppress(real_node.NodeError):
             first.delete_pod(NS, pod["metadata"]["name"])
@@ -274,3 +297,183 @@ def test_host_local_on_a_network_that_spans_nodes_gives_each_address_once(
             "DELETE",
             f"/apis/k8s.cni.cncf.io/v1/namespaces/{NS}/network-attachment-definitions/{name}",
         )
+
+
+def connect_outcome(netns: str, address: str, port: int = PORT + 1) -> str:
+    """A TCP connect from inside `netns` to a port nothing listens on: "refused" (it reached the
+    pod), "dropped" (no answer within a second: a policy dropped it) or another errno's name."""
+    probe = (
+        "import socket\n"
+        "s = socket.socket()\n"
+        "s.settimeout(1.0)\n"
+        "try:\n"
+        f"    s.connect(({address!r}, {port}))\n"
+        "    print('connected')\n"
+        "except ConnectionRefusedError:\n"
+        "    print('refused')\n"
+        "except TimeoutError:\n"
+        "    print('dropped')\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+    done = in_netns(netns, sys.executable, "-I", "-S", "-c", probe, timeout=30)
+    return done.stdout.strip()
+
+
+@pytest.mark.req("POL-PEERS", "POL-SELECT")
+def test_a_policy_whose_peers_are_on_other_nodes_follows_their_labels(
+    clean_cluster: RealCluster,
+) -> None:
+    cluster = clean_cluster
+    first = cluster.nodes[0]
+    roles = {"server": {"app": "server"}, "friend": {"role": "friend"}, "stranger": {}}
+    addresses = {}
+    for index, ((name, labels), node) in enumerate(zip(roles.items(), cluster.nodes, strict=True)):
+        address = str(ipaddress.ip_network(SUBNETS[MACVLAN_NET])[50 + index])
+        selection = json.dumps([{"name": MACVLAN_NET, "ips": [f"{address}/24"]}])
+        pod = first.pod_object(NS, name, selection, node_name=node.name, labels=labels)
+        cluster.api.create(pod)
+        addresses[name] = address
+    netns = {}
+    for name in roles:
+        pod = first.wait_running(NS, name)
+        netns[name] = cluster.node_of(pod).pod_netns(pod)
+    server = addresses["server"]
+    assert connect_outcome(netns["friend"], server) == "refused"
+    assert connect_outcome(netns["stranger"], server) == "refused"
+
+    policy = cluster.api.create(
+        {
+            "apiVersion": "k8s.cni.cncf.io/v1beta1",
+            "kind": "MultiNetworkPolicy",
+            "metadata": {
+                "name": "friends-only",
+                "namespace": NS,
+                "annotations": {"k8s.v1.cni.cncf.io/policy-for": f"{NS}/{MACVLAN_NET}"},
+            },
+            "spec": {
+                "podSelector": {"matchLabels": roles["server"]},
+                "policyTypes": ["Ingress"],
+                "ingress": [{"from": [{"podSelector": {"matchLabels": roles["friend"]}}]}],
+            },
+        }
+    )
+    uid = policy["metadata"]["uid"]
+
+    def in_force() -> bool:
+        listed = in_netns(netns["server"], "nft", "list", "table", "inet", "netattach")
+        return uid in listed.stdout
+
+    wait_until("the policy's table in the server's netns", in_force, 60.0)
+    assert connect_outcome(netns["friend"], server) == "refused"  # allowed: it reached the pod
+    assert connect_outcome(netns["stranger"], server) == "dropped"
+
+    # the stranger (on a third node) relabelled a friend: the server's node lets it in
+    patch = {"metadata": {"labels": roles["friend"]}}
+    response = cluster.api.http.patch(
+        f"/api/v1/namespaces/{NS}/pods/stranger", patch, "application/merge-patch+json"
+    )
+    assert response.status == 200, response.body
+    wait_until(
+        "the relabelled stranger let in",
+        lambda: connect_outcome(netns["stranger"], server) == "refused",
+        30.0,
+    )
+    path = f"/apis/k8s.cni.cncf.io/v1beta1/namespaces/{NS}/multi-networkpolicies/friends-only"
+    assert cluster.api.http.request("DELETE", path).status == 200
+    wait_until("the policy gone from the server's netns", lambda: not in_force(), 60.0)
+
+
+def create_deployment(cluster: RealCluster, name: str, replicas: int, networks: str) -> None:
+    """Created: a Deployment of `replicas` pause pods with `networks`, spread over the nodes
+    where it can be (ScheduleAnyway: a cordoned or lost node does not stop the rest placed)."""
+    labels = {"app": name}
+    template = cluster.nodes[0].pod_object(NS, name, networks, node_name=None, labels=labels)
+    template["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": labels},
+        }
+    ]
+    made = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": template["metadata"]["annotations"]},
+                "spec": template["spec"],
+            },
+        },
+    }
+    response = cluster.api.http.post(f"/apis/apps/v1/namespaces/{NS}/deployments", made)
+    assert response.status == 201, response.body
+
+
+def running_replicas(
+    cluster: RealCluster, name: str, count: int, *, not_on: str = ""
+) -> list[dict[str, Any]]:
+    """The Deployment's `count` pods Running (none on node `not_on`), each attached to
+    LOCAL_NET as its netns shows; waited for."""
+
+    def running() -> list[dict[str, Any]] | None:
+        pods = [
+            pod
+            for pod in cluster.api.list("Pod", NS, label_selector=f"app={name}")
+            if not pod["metadata"].get("deletionTimestamp")
+        ]
+        ready = [pod for pod in pods if (pod.get("status") or {}).get("phase") == "Running"]
+        if len(ready) != count or len(pods) != count:
+            return None
+        if any(pod["spec"]["nodeName"] == not_on for pod in ready):
+            return None
+        return ready
+
+    pods: list[dict[str, Any]] = wait_until(f"{count} pods of {name} Running", running, 180.0)
+    for pod in pods:
+        status = network_status(cluster, pod["metadata"]["name"])
+        assert [entry["name"] for entry in status] == ["cluster-default", f"{NS}/{LOCAL_NET}"]
+        kernel = cluster.node_of(pod).pod_interfaces(pod)
+        (local,) = [entry for entry in status if entry["name"] == f"{NS}/{LOCAL_NET}"]
+        assert set(local["ips"]) <= set(kernel[local["interface"]].addresses)
+    return pods
+
+
+def test_a_drained_node_keeps_nothing_and_its_pods_run_on_the_others(
+    clean_cluster: RealCluster,
+) -> None:
+    cluster = clean_cluster
+    create_deployment(cluster, "movers", 3, LOCAL_NET)
+    pods = running_replicas(cluster, "movers", 3)
+    drained = cluster.node_of(pods[0])
+    try:
+        cluster.kubectl(
+            "drain", drained.name, "--ignore-daemonsets", "--force", "--grace-period=5",
+            "--timeout=120s", timeout=180,
+        )  # fmt: skip
+        running_replicas(cluster, "movers", 3, not_on=drained.name)
+        assert drained.wait_clean() == CLEAN
+        drained.wait_daemon_ready()  # DaemonSet pods are not drained
+    finally:
+        cluster.kubectl("uncordon", drained.name)
+
+
+def test_a_lost_nodes_pods_run_on_the_others_and_it_keeps_nothing_when_it_returns(
+    clean_cluster: RealCluster,
+) -> None:
+    cluster = clean_cluster
+    create_deployment(cluster, "survivors", 3, LOCAL_NET)
+    pods = running_replicas(cluster, "survivors", 3)
+    lost = cluster.node_of(pods[-1])
+    lost.power_off()
+    assert cluster.api.http.request("DELETE", f"/api/v1/nodes/{lost.name}").status == 200
+    # the pod GC deletes the pods bound to a Node that is gone; their ReplicaSet replaces them
+    running_replicas(cluster, "survivors", 3, not_on=lost.name)
+
+    lost.power_on()  # it registers again; its netattach frees what the lost pods held
+    lost.wait_daemon_ready()
+    assert lost.wait_clean(timeout=120.0) == CLEAN

@@ -710,18 +710,17 @@ class RealNode:
 
     # -- a reboot -----------------------------------------------------------------------------
 
-    def reboot(self) -> None:
-        """What a reboot does to a node, then the kubelet and containerd started again: every
-        process of the node ends (the kubelet, containerd, its shims, every container), every
-        link but the node's own goes (its bridges too), what lives in memory is lost (/run, the
-        pod namespaces, containerd's state, the kubelet's tmpfs volumes) and what is on disk stays
-        (/var/lib/cni, /var/lib/netattach, /var/lib/kubelet, containerd's root, /etc/cni)."""
+    def power_off(self) -> None:
+        """What losing power does to a node: every process of the node ends (the kubelet,
+        containerd, its shims, every container), every link but the node's own goes (its
+        bridges too), what lives in memory is lost (/run, the pod namespaces, containerd's
+        state, the kubelet's tmpfs volumes) and what is on disk stays (/var/lib/cni,
+        /var/lib/netattach, /var/lib/kubelet, containerd's root, /etc/cni)."""
         self.kubelet.stop()
         self.containerd.stop()
         kill_all(lambda: set(self.containerd.shim_pids()) | self.cgroups.pids())
-        own = {"lo", "na-eth0", "na-eth0p", "na-mv0", "na-mv0p"}
         for name in links.read_interfaces(self.netns):
-            if name not in own:
+            if name not in self.own_links:
                 self.namespaces.run("ip", "link", "del", name, check=False)
         state = str(self.containerd.state)
         mounts = Path(f"/proc/{self.namespaces.pid}/mountinfo").read_text().splitlines()
@@ -738,8 +737,16 @@ class RealNode:
         )  # fmt: skip
         shutil.rmtree(self.containerd.state, ignore_errors=True)
         self.containerd.state.mkdir()
+
+    def power_on(self) -> None:
+        """containerd and the kubelet started again (after `power_off`)."""
         self.containerd.start()
         self.kubelet.start()
+
+    def reboot(self) -> None:
+        """`power_off`, then `power_on`."""
+        self.power_off()
+        self.power_on()
 
     # -- netattach ----------------------------------------------------------------------------
 
