@@ -16,19 +16,18 @@ import contextlib
 import ipaddress
 import itertools
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.cluster.real_cluster import DATA_BRIDGE, MACVLAN_MASTER, RealCluster, real_cluster
-from tests.netns_fixtures import netns_unavailable_reason
-from tests.node import containerd, real_node
+from tests.e2e.daemon_harness import python_in
+from tests.node import real_node
+from tests.node.harness import require_real_node
 from tests.node.node_image import node_image_archive
-from tests.node.real_node import Leftovers, wait_until
+from tests.node.real_node import Leftovers, connect_outcome, wait_until
 
 pytestmark = [pytest.mark.netns, pytest.mark.req("CLU-NODES"), pytest.mark.timeout(900)]
 
@@ -42,6 +41,7 @@ PLUGINS: dict[str, dict[str, Any]] = {
     MACVLAN_NET: {"type": "macvlan", "master": MACVLAN_MASTER, "mode": "bridge"},
     BRIDGE_NET: {"type": "bridge", "bridge": DATA_BRIDGE},
 }
+STATIC = {"type": "static"}
 SPREAD = {"app": "na-spread"}
 PORT = 7070
 # a network of each node's own (a bridge the plugin makes, host-local addresses): what pods that
@@ -52,49 +52,15 @@ LOCAL_BRIDGE = "na-loc"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
-    reason = (
-        netns_unavailable_reason()
-        or containerd.unavailable_reason()
-        or real_node.unavailable_reason()
-    )
-    if reason is not None:
-        if os.environ.get("NETATTACH_REQUIRE_NETNS") == "1":
-            pytest.fail(f"NETATTACH_REQUIRE_NETNS=1 but the cluster cannot run: {reason}")
-        pytest.skip(reason)
+    require_real_node()
     with real_cluster(tmp_path_factory.mktemp("na-cluster")) as made:
         made.deploy(node_image_archive())
         first = made.nodes[0]
         first.create_namespace(NS)
         for name, plugin in PLUGINS.items():
-            config = {
-                "cniVersion": "1.0.0",
-                "name": name,
-                "plugins": [{**plugin, "capabilities": {"ips": True}, "ipam": {"type": "static"}}],
-            }
-            made.api.create(
-                {
-                    "apiVersion": "k8s.cni.cncf.io/v1",
-                    "kind": "NetworkAttachmentDefinition",
-                    "metadata": {"name": name, "namespace": NS},
-                    "spec": {"config": json.dumps(config)},
-                }
-            )
-        local = {
-            "cniVersion": "1.0.0",
-            "name": LOCAL_NET,
-            "plugins": [
-                {"type": "bridge", "bridge": LOCAL_BRIDGE,
-                 "ipam": {"type": "host-local", "subnet": "10.73.0.0/24"}}
-            ],
-        }  # fmt: skip
-        made.api.create(
-            {
-                "apiVersion": "k8s.cni.cncf.io/v1",
-                "kind": "NetworkAttachmentDefinition",
-                "metadata": {"name": LOCAL_NET, "namespace": NS},
-                "spec": {"config": json.dumps(local)},
-            }
-        )
+            create_nad(made, name, {**plugin, "capabilities": {"ips": True}, "ipam": STATIC})
+        local_ipam = {"type": "host-local", "subnet": "10.73.0.0/24"}
+        create_nad(made, LOCAL_NET, {"type": "bridge", "bridge": LOCAL_BRIDGE, "ipam": local_ipam})
         for node in made.nodes:
             node.bridges.add(LOCAL_BRIDGE)  # a bridge stays on its node
         yield made
@@ -111,6 +77,19 @@ def clean_cluster(cluster: RealCluster) -> Iterator[RealCluster]:
             first.delete_pod(NS, pod["metadata"]["name"])
     for node in cluster.nodes:
         assert (node.name, node.wait_clean()) == (node.name, CLEAN)
+
+
+def create_nad(cluster: RealCluster, name: str, plugin: dict[str, Any]) -> None:
+    """The NAD `name` in NS, one plugin."""
+    config = {"cniVersion": "1.0.0", "name": name, "plugins": [plugin]}
+    cluster.api.create(
+        {
+            "apiVersion": "k8s.cni.cncf.io/v1",
+            "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"config": json.dumps(config)},
+        }
+    )
 
 
 def spread_pod(cluster: RealCluster, index: int) -> dict[str, Any]:
@@ -188,7 +167,7 @@ def tcp_listeners(netns_paths: list[str]) -> Iterator[None]:
     try:
         for netns in netns_paths:
             proc = subprocess.Popen(
-                ["nsenter", f"--net={netns}", "--", sys.executable, "-c", LISTENER],
+                python_in(netns, LISTENER),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 text=True,
@@ -248,7 +227,13 @@ def test_pods_on_different_nodes_reach_each_other_over_each_secondary_network(
                 address = address_on(statuses[target], network)
                 ping = in_netns(netns[source], "ping", "-c", "1", "-W", "3", address)
                 assert ping.returncode == 0, (source, target, network, ping.stdout, ping.stderr)
-                reply = in_netns(netns[source], sys.executable, "-c", CONNECT, address, str(PORT))
+                reply = subprocess.run(
+                    python_in(netns[source], CONNECT, address, str(PORT)),
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                    check=False,
+                )
                 assert reply.stdout == "na-pong", (source, target, network, reply.stderr)
 
 
@@ -265,22 +250,8 @@ def test_host_local_on_a_network_that_spans_nodes_gives_each_address_once(
     cluster = clean_cluster
     first = cluster.nodes[0]
     name = "data-hl"
-    config = {
-        "cniVersion": "1.0.0",
-        "name": name,
-        "plugins": [
-            {"type": "bridge", "bridge": DATA_BRIDGE,
-             "ipam": {"type": "host-local", "subnet": "10.72.0.0/24"}}
-        ],
-    }  # fmt: skip
-    cluster.api.create(
-        {
-            "apiVersion": "k8s.cni.cncf.io/v1",
-            "kind": "NetworkAttachmentDefinition",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {"config": json.dumps(config)},
-        }
-    )
+    hl_ipam = {"type": "host-local", "subnet": "10.72.0.0/24"}
+    create_nad(cluster, name, {"type": "bridge", "bridge": DATA_BRIDGE, "ipam": hl_ipam})
     try:
         for node in cluster.nodes[:2]:
             cluster.api.create(first.pod_object(NS, f"hl-{node.name}", name, node_name=node.name))
@@ -297,27 +268,6 @@ def test_host_local_on_a_network_that_spans_nodes_gives_each_address_once(
             "DELETE",
             f"/apis/k8s.cni.cncf.io/v1/namespaces/{NS}/network-attachment-definitions/{name}",
         )
-
-
-def connect_outcome(netns: str, address: str, port: int = PORT + 1) -> str:
-    """A TCP connect from inside `netns` to a port nothing listens on: "refused" (it reached the
-    pod), "dropped" (no answer within a second: a policy dropped it) or another errno's name."""
-    probe = (
-        "import socket\n"
-        "s = socket.socket()\n"
-        "s.settimeout(1.0)\n"
-        "try:\n"
-        f"    s.connect(({address!r}, {port}))\n"
-        "    print('connected')\n"
-        "except ConnectionRefusedError:\n"
-        "    print('refused')\n"
-        "except TimeoutError:\n"
-        "    print('dropped')\n"
-        "except OSError as exc:\n"
-        "    print(type(exc).__name__)\n"
-    )
-    done = in_netns(netns, sys.executable, "-I", "-S", "-c", probe, timeout=30)
-    return done.stdout.strip()
 
 
 @pytest.mark.req("POL-PEERS", "POL-SELECT")

@@ -57,6 +57,7 @@ from typing import Any
 import yaml
 
 from netattach.netns import links
+from tests.e2e.daemon_harness import python_in
 from tests.e2e.polling import poll
 from tests.kube.cluster import (
     ClusterError,
@@ -989,3 +990,30 @@ def real_node(
             cluster_bridge=cluster_bridge,
             cluster_subnet=cluster_subnet,
         )
+
+
+def connect_outcome(netns: str, address: str, port: int = 8080) -> str:
+    """A TCP connect from inside `netns` to a port nothing listens on: "refused" (it reached the
+    pod), "dropped" (no answer within a second: a policy dropped it) or another errno's name."""
+    probe = (
+        "import socket, sys\n"
+        "s = socket.socket()\n"
+        "s.settimeout(1.0)\n"
+        "try:\n"
+        f"    s.connect(({address!r}, {port}))\n"
+        "    print('connected')\n"
+        "except ConnectionRefusedError:\n"
+        "    print('refused')\n"
+        "except TimeoutError:\n"
+        "    print('dropped')\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+    done = subprocess.run(
+        python_in(netns, probe),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return done.stdout.strip()

@@ -24,11 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.daemon_harness import python_in
 from tests.node import real_node
 from tests.node.harness import require_real_node
 from tests.node.node_image import node_image_archive
-from tests.node.real_node import Leftovers, RealNode, wait_until
+from tests.node.real_node import Leftovers, RealNode, connect_outcome, wait_until
 
 # the first test's set-up starts the node, building the image when the tree changed
 pytestmark = [pytest.mark.netns, pytest.mark.req("KUBE-NODE"), pytest.mark.timeout(900)]
@@ -252,33 +251,6 @@ def test_a_reboot_of_the_node_restarts_its_pods_with_their_networks_and_frees_th
         pytest.fail(f"{exc}: {node.leftovers()}")
     node.delete_pod(NS, "rebooted")
     assert node.wait_clean() == CLEAN
-
-
-def connect_outcome(netns: str, address: str, port: int = 8080) -> str:
-    """A TCP connect from inside `netns`: "refused" (it reached a pod with no listener),
-    "dropped" (no answer within a second) or another errno's name."""
-    probe = (
-        "import socket, sys\n"
-        "s = socket.socket()\n"
-        "s.settimeout(1.0)\n"
-        "try:\n"
-        f"    s.connect(({address!r}, {port}))\n"
-        "    print('connected')\n"
-        "except ConnectionRefusedError:\n"
-        "    print('refused')\n"
-        "except TimeoutError:\n"
-        "    print('dropped')\n"
-        "except OSError as exc:\n"
-        "    print(type(exc).__name__)\n"
-    )
-    done = subprocess.run(
-        python_in(netns, probe),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    return done.stdout.strip()
 
 
 @pytest.mark.req("POL-SELECT")
