@@ -17,6 +17,8 @@ import ipaddress
 import itertools
 import json
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +26,7 @@ import pytest
 
 from tests.cluster.real_cluster import DATA_BRIDGE, MACVLAN_MASTER, RealCluster, real_cluster
 from tests.e2e.daemon_harness import python_in
+from tests.kube.api import ApiStatusError
 from tests.node import real_node
 from tests.node.harness import require_real_node
 from tests.node.node_image import node_image_archive
@@ -427,3 +430,77 @@ def test_a_lost_nodes_pods_run_on_the_others_and_it_keeps_nothing_when_it_return
     lost.power_on()  # it registers again; its netattach frees what the lost pods held
     lost.wait_daemon_ready()
     assert lost.wait_clean(timeout=120.0) == CLEAN
+
+
+def test_pods_made_and_deleted_while_the_api_server_restarts_attach_and_leave_nothing(
+    clean_cluster: RealCluster,
+) -> None:
+    cluster = clean_cluster
+    first = cluster.nodes[0]
+    kept = {}
+    for index, node in enumerate(cluster.nodes):
+        pod = first.pod_object(NS, f"kept-{index}", LOCAL_NET, node_name=node.name)
+        kept[f"kept-{index}"] = cluster.api.create(pod)["metadata"]["uid"]
+    statuses = {name: network_status(cluster, name) for name in kept}
+
+    # pods made and deleted all along, through the API server's restart (a request the
+    # server is not there to answer is tried again)
+    made: list[str] = []
+    deleted: list[str] = []
+    stop = threading.Event()
+
+    def churn() -> None:
+        for index in itertools.count():
+            if stop.is_set():
+                return
+            name = f"churn-{index}"
+            pod = first.pod_object(NS, name, LOCAL_NET, node_name=None)
+            while not stop.is_set():
+                try:
+                    cluster.api.create(pod)
+                except ApiStatusError as exc:
+                    if exc.reason != "AlreadyExists":  # made, its answer lost to the restart
+                        time.sleep(0.2)
+                        continue
+                except OSError:
+                    time.sleep(0.2)
+                    continue
+                made.append(name)
+                break
+            if index % 2 == 1 and made:
+                victim = made[-2] if len(made) > 1 else made[-1]
+                path = f"/api/v1/namespaces/{NS}/pods/{victim}"
+                with contextlib.suppress(OSError):
+                    if cluster.api.http.request("DELETE", path).status == 200:
+                        deleted.append(victim)
+            time.sleep(0.5)
+
+    worker = threading.Thread(target=churn, name="na-churn")
+    worker.start()
+    try:
+        time.sleep(3)
+        cluster.control.restart_apiserver(down=5.0)
+        time.sleep(5)
+    finally:
+        stop.set()
+        worker.join(60)
+    assert made, "no pod was made"
+
+    for name in sorted(set(made) - set(deleted)):
+        pod = first.wait_running(NS, name, timeout=180.0)
+        status = network_status(cluster, name)
+        assert [entry["name"] for entry in status] == ["cluster-default", f"{NS}/{LOCAL_NET}"]
+        kernel = cluster.node_of(pod).pod_interfaces(pod)
+        assert sorted(kernel) == sorted(entry["interface"] for entry in status)
+
+    def gone() -> bool:
+        return all(first.pod(NS, name) is None for name in deleted)
+
+    wait_until("the pods deleted meanwhile gone", gone, 90.0)
+    for name, uid in kept.items():  # the pods that ran through it kept their networks
+        found = first.pod(NS, name)
+        assert found is not None
+        assert found["metadata"]["uid"] == uid
+        assert first.network_status(NS, name) == statuses[name]
+    for node in cluster.nodes:
+        node.wait_daemon_ready()

@@ -123,6 +123,7 @@ class LocalCluster:
         self.admin_kubeconfig = directory / "admin.kubeconfig"
         self.token_kubeconfig = directory / "token.kubeconfig"
         self._procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self._etcd_url = ""
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -197,7 +198,7 @@ class LocalCluster:
         path.chmod(0o600)
 
     def _spawn(self, name: str, args: Sequence[str]) -> None:
-        log = (self.dir / f"{name}.log").open("wb")
+        log = (self.dir / f"{name}.log").open("ab")  # a restarted part adds to its log
         proc = subprocess.Popen(
             [str(self.bin / name), *args],
             stdout=log,
@@ -326,6 +327,15 @@ class LocalCluster:
 
         self._wait("/readyz", "kube-scheduler", ready)
 
+    def restart_apiserver(self, down: float = 0.0) -> None:
+        """kube-apiserver stopped (SIGTERM), `down` seconds without it, then started again on
+        the same port and etcd, and serving: every client's connections and watches break."""
+        self._end("kube-apiserver")
+        time.sleep(down)
+        self._apiserver(self._etcd_url)
+        http = self.admin_http()
+        self._wait("/readyz", "kube-apiserver", lambda: http.get("/readyz").status == 200)
+
     @contextlib.contextmanager
     def scheduler_stopped(self) -> Iterator[None]:
         """No pod placed meanwhile: kube-scheduler is stopped, and started again on the way out
@@ -383,7 +393,8 @@ class LocalCluster:
         self._kubeconfig(self.admin_kubeconfig, ADMIN_USER, admin_credentials)
         self._kubeconfig(self.token_kubeconfig, TOKEN_USER, {"token": self.token})
         try:
-            self._apiserver(self._etcd())
+            self._etcd_url = self._etcd()
+            self._apiserver(self._etcd_url)
             http = self.admin_http()
             self._wait("/readyz", "kube-apiserver", lambda: http.get("/readyz").status == 200)
             binding = {

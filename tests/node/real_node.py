@@ -180,23 +180,25 @@ class NodeControlPlane(LocalCluster):
         user = f"system:node:{node_name}"
         pki = self.pki
         ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-        run: list[tuple[str, ...]] = [("req", *ec, "-keyout", "node.key", "-out", "node.csr",
+        key, csr, ext, crt = (f"{node_name}.{kind}" for kind in ("key", "csr", "ext", "crt"))
+        run: list[tuple[str, ...]] = [("req", *ec, "-keyout", key, "-out", csr,
                 "-subj", f"/O=system:nodes/CN={user}")]  # fmt: skip
-        (pki / "node.ext").write_text(
+        (pki / ext).write_text(
             "basicConstraints=critical,CA:FALSE\n"
             "keyUsage=critical,digitalSignature,keyEncipherment\n"
             "extendedKeyUsage=clientAuth\n",
             encoding="utf-8",
         )
-        run.append(("x509", "-req", "-in", "node.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        run.append(("x509", "-req", "-in", csr, "-CA", "ca.crt", "-CAkey", "ca.key",
                     "-set_serial", str(int(time.time() * 1000)), "-days", "30",
-                    "-extfile", "node.ext", "-out", "node.crt"))  # fmt: skip
+                    "-extfile", ext, "-out", crt))  # fmt: skip
         for args in run:
             subprocess.run(["openssl", *args], cwd=pki, check=True, capture_output=True)
-        path = self.dir / "node.kubeconfig"
+        # one a node: a kubelet started again reads it again
+        path = self.dir / f"{node_name}.kubeconfig"
         credentials = {
-            "client-certificate-data": _b64(pki / "node.crt"),
-            "client-key-data": _b64(pki / "node.key"),
+            "client-certificate-data": _b64(pki / crt),
+            "client-key-data": _b64(pki / key),
         }
         self._kubeconfig(path, user, credentials)
         return path
