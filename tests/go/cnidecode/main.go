@@ -15,8 +15,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -70,34 +68,13 @@ func runOne(in io.Reader, out io.Writer) int {
 }
 
 func runBatch(in io.Reader, out io.Writer) int {
-	reader := bufio.NewReaderSize(in, 1<<20)
-	writer := bufio.NewWriterSize(out, 1<<20)
-	encoder := json.NewEncoder(writer) // one line per value
-	for {
-		line, err := reader.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			r, decodeErr := decodeConfig(line)
-			if decodeErr != nil {
-				r = reading{"error": decodeErr.Error()}
-			}
-			if encodeErr := encoder.Encode(r); encodeErr != nil {
-				fmt.Fprintln(os.Stderr, "cnidecode:", encodeErr)
-				return 2
-			}
-		}
-		if err == io.EOF {
-			break
-		}
+	return runLines(in, out, func(line []byte) reading {
+		r, err := decodeConfig(line)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "cnidecode:", err)
-			return 2
+			return reading{"error": err.Error()}
 		}
-	}
-	if err := writer.Flush(); err != nil {
-		fmt.Fprintln(os.Stderr, "cnidecode:", err)
-		return 2
-	}
-	return 0
+		return r
+	})
 }
 
 func printModules() int {
