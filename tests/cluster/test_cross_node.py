@@ -84,15 +84,7 @@ def clean_cluster(cluster: RealCluster) -> Iterator[RealCluster]:
 
 def create_nad(cluster: RealCluster, name: str, plugin: dict[str, Any]) -> None:
     """The NAD `name` in NS, one plugin."""
-    config = {"cniVersion": "1.0.0", "name": name, "plugins": [plugin]}
-    cluster.api.create(
-        {
-            "apiVersion": "k8s.cni.cncf.io/v1",
-            "kind": "NetworkAttachmentDefinition",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {"config": json.dumps(config)},
-        }
-    )
+    cluster.api.create(real_node.nad_object(NS, name, plugin))
 
 
 def spread_pod(cluster: RealCluster, index: int) -> dict[str, Any]:
@@ -210,12 +202,7 @@ def test_pods_on_different_nodes_reach_each_other_over_each_secondary_network(
             f"{NS}/{MACVLAN_NET}",
             f"{NS}/{BRIDGE_NET}",
         ]
-        kernel = node.pod_interfaces(pod)
-        assert sorted(kernel) == sorted(entry["interface"] for entry in status)
-        for entry in status:
-            state = kernel[entry["interface"]]
-            assert set(entry["ips"]) == {a for a in state.addresses if not a.startswith("fe80:")}
-            assert entry["mac"].lower() == state.mac.lower()
+        node.check_network_status(pod, status)
         statuses[name] = status
         netns[name] = node.pod_netns(pod)
 

@@ -592,15 +592,7 @@ class RealNode:
     def add_nads(self, namespace: str) -> None:
         """`NADS` in `namespace`; their bridges are the node's from now on (a bridge stays)."""
         for name, plugin in NADS.items():
-            config = {"cniVersion": "1.0.0", "name": name, "plugins": [plugin]}
-            self.api.create(
-                {
-                    "apiVersion": "k8s.cni.cncf.io/v1",
-                    "kind": "NetworkAttachmentDefinition",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "spec": {"config": json.dumps(config)},
-                }
-            )
+            self.api.create(nad_object(namespace, name, plugin))
             if plugin["type"] == "bridge":
                 self.bridges.add(plugin["bridge"])
 
@@ -666,6 +658,18 @@ class RealNode:
     def pod_interfaces(self, pod: Mapping[str, Any]) -> dict[str, links.InterfaceState]:
         found = links.read_interfaces(self.pod_netns(pod))
         return {name: state for name, state in found.items() if name != "lo"}
+
+    def check_network_status(self, pod: Mapping[str, Any], status: list[dict[str, Any]]) -> None:
+        """Each network-status entry's interface, addresses and MAC those of the pod's netns, and
+        nothing more there."""
+        kernel = self.pod_interfaces(pod)
+        assert sorted(kernel) == sorted(entry["interface"] for entry in status), (kernel, status)
+        for entry in status:
+            state = kernel[entry["interface"]]
+            # the standard's form, CIDR (its §4.1.2.1 example); the kernel's link-local IPv6 aside
+            addresses = {a for a in state.addresses if not a.startswith("fe80:")}
+            assert set(entry["ips"]) == addresses, (entry, state)
+            assert entry["mac"].lower() == state.mac.lower(), (entry, state)
 
     # -- what must not leak -------------------------------------------------------------------
 
@@ -805,6 +809,17 @@ class RealNode:
         conflist = self.fs("/etc/cni/net.d/00-netattach.conflist")
         wait_until("00-netattach.conflist installed", conflist.exists, 30.0)
         return image
+
+
+def nad_object(namespace: str, name: str, plugin: dict[str, Any]) -> dict[str, Any]:
+    """The NetworkAttachmentDefinition `namespace`/`name`: a conflist of one plugin."""
+    config = {"cniVersion": "1.0.0", "name": name, "plugins": [plugin]}
+    return {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"config": json.dumps(config)},
+    }
 
 
 def write_cluster_network(node: NodeNamespaces, name: str, bridge: str, subnet: str) -> None:

@@ -71,13 +71,7 @@ def assert_attached(node: RealNode, name: str, networks: list[str]) -> dict[str,
         "eth0",
         *(f"net{index}" for index in range(1, len(networks) + 1)),
     ]
-    kernel = node.pod_interfaces(pod)
-    assert sorted(kernel) == sorted(entry["interface"] for entry in status)
-    for entry in status:
-        state = kernel[entry["interface"]]
-        # the standard's form, CIDR (its §4.1.2.1 example); the kernel's link-local IPv6 aside
-        assert set(entry["ips"]) == {a for a in state.addresses if not a.startswith("fe80:")}
-        assert entry["mac"].lower() == state.mac.lower()
+    node.check_network_status(pod, status)
     assert status[0]["default"] is True
     assert pod["status"]["podIP"] == status[0]["ips"][0].split("/")[0]
     return pod
