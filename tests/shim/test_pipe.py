@@ -47,6 +47,18 @@ def error_of(stdout: bytes) -> dict[str, object]:
     return raw
 
 
+def try_again_later(
+    done: subprocess.CompletedProcess[bytes], daemon_socket: object
+) -> dict[str, object]:
+    """The shim's error reply: exit 1, CNI code 11 (try again later), its message naming the
+    daemon's socket."""
+    assert done.returncode == 1, done.stderr
+    error = error_of(done.stdout)
+    assert error["code"] == 11
+    assert str(daemon_socket) in str(error["msg"])
+    return error
+
+
 @pytest.mark.parametrize(("exit_code", "stdout"), [(0, RESULT), (1, ERROR)])
 def test_add_is_forwarded_and_the_reply_printed_byte_for_byte(
     shim: Shim, daemon: StubDaemon, exit_code: int, stdout: bytes
@@ -127,10 +139,7 @@ def test_a_socket_nobody_listens_on_is_try_again_later(shim: Shim, socket_dir: P
         bound_not_listening.bind(str(path))
         done = shim.run("DEL", config(path), CNI_ENV)
 
-    assert done.returncode == 1, done.stderr
-    error = error_of(done.stdout)
-    assert error["code"] == 11
-    assert str(path) in str(error["msg"])
+    try_again_later(done, path)
 
 
 @pytest.mark.parametrize("behaviour", ["close", "close-at-accept"])
@@ -140,20 +149,14 @@ def test_daemon_closing_without_a_reply_is_try_again_later(
     daemon.behaviour = behaviour
     done = shim.run("DEL", config(daemon.path), CNI_ENV)
 
-    assert done.returncode == 1, done.stderr
-    error = error_of(done.stdout)
-    assert error["code"] == 11
-    assert str(daemon.path) in str(error["msg"])
+    try_again_later(done, daemon.path)
 
 
 def test_daemon_not_answering_in_time_is_try_again_later(shim: Shim, daemon: StubDaemon) -> None:
     daemon.behaviour = "hang"
     done = shim.run("ADD", config(daemon.path), {**CNI_ENV, "NETATTACH_SHIM_TIMEOUT": "0.5"})
 
-    assert done.returncode == 1, done.stderr
-    error = error_of(done.stdout)
-    assert error["code"] == 11
-    assert str(daemon.path) in str(error["msg"])
+    error = try_again_later(done, daemon.path)
     assert "timed out" in str(error["msg"])
 
 
@@ -186,10 +189,7 @@ def test_garbage_from_the_daemon_is_try_again_later(
     daemon.answer = answer
     done = shim.run("ADD", config(daemon.path), CNI_ENV)
 
-    assert done.returncode == 1, done.stderr
-    error = error_of(done.stdout)
-    assert error["code"] == 11
-    assert str(daemon.path) in str(error["msg"])
+    try_again_later(done, daemon.path)
 
 
 @pytest.mark.parametrize(
@@ -242,10 +242,7 @@ def test_a_config_naming_no_socket_goes_to_the_default_one(shim: Shim, stdin: by
     # report it as code 6. Here there is none, so the shim says so, naming the default socket.
     done = shim.run("ADD", stdin, CNI_ENV)
 
-    assert done.returncode == 1, done.stderr
-    error = error_of(done.stdout)
-    assert error["code"] == 11
-    assert DEFAULT_SOCKET in str(error["msg"])
+    try_again_later(done, DEFAULT_SOCKET)
 
 
 def test_a_200_kib_config_and_reply_pass_through_intact(shim: Shim, daemon: StubDaemon) -> None:
