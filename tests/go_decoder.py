@@ -59,6 +59,19 @@ def go_env() -> dict[str, str]:
     return {**os.environ, "GOFLAGS": " ".join(flags)}
 
 
+def run_go(go: str, *args: str, check: bool) -> subprocess.CompletedProcess[str]:
+    """`go args` in GO_DIR, with `go_env()` and BUILD_TIMEOUT."""
+    return subprocess.run(
+        [go, *args],
+        cwd=GO_DIR,
+        env=go_env(),
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=check,
+    )
+
+
 class Decoder:
     """A built cnidecode binary."""
 
@@ -118,15 +131,7 @@ class Decoder:
 
     def module_dir(self, module: str) -> Path:
         """Where the module cache holds `module` at the version go.mod names."""
-        done = subprocess.run(
-            [self.go, "list", "-m", "-f", "{{.Dir}}", module],
-            cwd=GO_DIR,
-            env=go_env(),
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT,
-            check=True,
-        )
+        done = run_go(self.go, "list", "-m", "-f", "{{.Dir}}", module, check=True)
         return Path(done.stdout.strip())
 
     def drift(self) -> subprocess.CompletedProcess[str]:
@@ -149,15 +154,7 @@ def build_decoder() -> Decoder:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         partial = binary.with_name(f"{binary.name}.{os.getpid()}.partial")
         try:
-            done = subprocess.run(
-                [go, "build", "-o", str(partial), "."],
-                cwd=GO_DIR,
-                env=go_env(),
-                capture_output=True,
-                text=True,
-                timeout=BUILD_TIMEOUT,
-                check=False,
-            )
+            done = run_go(go, "build", "-o", str(partial), ".", check=False)
             if done.returncode != 0:
                 pytest.fail(f"go build of {GO_DIR} failed:\n{done.stderr}", pytrace=False)
             partial.replace(binary)  # atomic: a concurrent run sees no half-written binary

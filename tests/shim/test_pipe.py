@@ -147,9 +147,7 @@ def test_daemon_closing_without_a_reply_is_try_again_later(
     shim: Shim, daemon: StubDaemon, behaviour: Behaviour
 ) -> None:
     daemon.behaviour = behaviour
-    done = shim.run("DEL", config(daemon.path), CNI_ENV)
-
-    try_again_later(done, daemon.path)
+    try_again_later(shim.run("DEL", config(daemon.path), CNI_ENV), daemon.path)
 
 
 def test_daemon_not_answering_in_time_is_try_again_later(shim: Shim, daemon: StubDaemon) -> None:
@@ -187,9 +185,7 @@ def test_garbage_from_the_daemon_is_try_again_later(
     shim: Shim, daemon: StubDaemon, answer: bytes
 ) -> None:
     daemon.answer = answer
-    done = shim.run("ADD", config(daemon.path), CNI_ENV)
-
-    try_again_later(done, daemon.path)
+    try_again_later(shim.run("ADD", config(daemon.path), CNI_ENV), daemon.path)
 
 
 @pytest.mark.parametrize(
