@@ -479,13 +479,32 @@ def test_load_file_reports_an_unreadable_file_as_io_failure(tmp_path: Path) -> N
     assert info.value.msg == f"cannot read {str(missing)!r}"
 
 
-def test_find_network_prefers_a_conflist_over_a_conf_that_sorts_first(tmp_path: Path) -> None:
-    write(tmp_path, "00-net.conf", bridge(name="net"))
-    write(tmp_path, "99-net.conflist", bridge_list(name="net"))
+@pytest.mark.parametrize(
+    ("files", "found", "plugins"),
+    [
+        pytest.param(
+            {"00-net.conf": bridge(name="net"), "99-net.conflist": bridge_list(name="net")},
+            "99-net.conflist",
+            2,
+            id="prefers-a-conflist-over-a-conf-that-sorts-first",
+        ),
+        pytest.param(
+            {"00-else.conflist": bridge_list(name="else"), "50-net.conf": bridge(name="net")},
+            "50-net.conf",
+            1,
+            id="falls-back-to-a-conf-when-no-list-has-the-name",
+        ),
+    ],
+)
+def test_find_network_picks_the_file_of_its_name(
+    tmp_path: Path, files: dict[str, dict[str, Any]], found: str, plugins: int
+) -> None:
+    for name, content in files.items():
+        write(tmp_path, name, content)
     got = conf.find_network(tmp_path, "net")
     assert got is not None
-    assert Path(got.source).name == "99-net.conflist"
-    assert len(got.plugins) == 2
+    assert Path(got.source).name == found
+    assert len(got.plugins) == plugins
 
 
 def test_find_network_takes_the_lexically_first_within_a_kind(tmp_path: Path) -> None:
@@ -499,14 +518,6 @@ def test_find_network_takes_the_lexically_first_within_a_kind(tmp_path: Path) ->
     other = conf.find_network(tmp_path, "other")
     assert other is not None
     assert (Path(other.source).name, other.plugins[0].type) == ("10-other.json", "first")
-
-
-def test_find_network_falls_back_to_a_conf_when_no_list_has_the_name(tmp_path: Path) -> None:
-    write(tmp_path, "00-else.conflist", bridge_list(name="else"))
-    write(tmp_path, "50-net.conf", bridge(name="net"))
-    got = conf.find_network(tmp_path, "net")
-    assert got is not None
-    assert Path(got.source).name == "50-net.conf"
 
 
 def test_find_network_passes_over_bad_files(tmp_path: Path) -> None:

@@ -753,25 +753,9 @@ def test_a_bad_daemon_value_is_one_problem_naming_the_key(
             daemon_settings.ReadinessSettings(),
         ),
         ("metrics", {}, metrics_settings.MetricsSettings()),
-        (
-            "metrics",
-            {"address": "[::1]:9108"},
-            metrics_settings.MetricsSettings(address="[::1]:9108"),
-        ),
-        (
-            "metrics",
-            {"address": "0.0.0.0:1"},
-            metrics_settings.MetricsSettings(address="0.0.0.0:1"),
-        ),
-        (
-            "metrics",
-            {"address": "localhost:65535"},
-            metrics_settings.MetricsSettings(address="localhost:65535"),
-        ),
-        (
-            "metrics",
-            {"address": "[fe80::1%eth0]:9108"},
-            metrics_settings.MetricsSettings(address="[fe80::1%eth0]:9108"),
+        *(
+            ("metrics", {"address": address}, metrics_settings.MetricsSettings(address=address))
+            for address in ("[::1]:9108", "0.0.0.0:1", "localhost:65535", "[fe80::1%eth0]:9108")
         ),
         ("metrics", {"enabled": False}, metrics_settings.MetricsSettings(enabled=False)),
         ("cleanupOnExit", True, True),
