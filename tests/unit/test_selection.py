@@ -969,13 +969,18 @@ def hardware_addresses(draw: st.DrawFn, sizes: tuple[int, ...]) -> str:
     return separator.join(digits[i : i + 2] for i in range(0, len(digits), 2))
 
 
-json_leaves = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20)
-)
+def json_scalars(bits: int, text_size: int) -> st.SearchStrategy[Any]:
+    """null, booleans, integers within 2**bits either side, finite floats, short strings."""
+    return (
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**bits), 2**bits)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=text_size)
+    )
+
+
+json_leaves = json_scalars(70, 20)
 json_small = (
     json_leaves
     | st.lists(json_leaves, max_size=3)
@@ -1150,14 +1155,7 @@ KEYS = [
     "org.example.key",
 ]
 hostile_leaves = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**64), 2**64)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=30)
-    | labels
-    | addresses(cidr=True)
-    | hardware_addresses((6, 8, 20))
+    json_scalars(64, 30) | labels | addresses(cidr=True) | hardware_addresses((6, 8, 20))
 )
 hostile_json = st.recursive(
     hostile_leaves,
