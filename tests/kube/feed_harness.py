@@ -87,6 +87,18 @@ def feed_for(
     )
 
 
+@contextlib.asynccontextmanager
+async def feed_with_api_down(
+    api: KubeApi, kubeconfig: Path
+) -> AsyncIterator[tuple[kube.KubeFeed, Callable[[], float]]]:
+    """A feed (`feed_for`) whose API server has just stopped, and the seconds since it stopped."""
+    async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
+        api.stop()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        yield feed, lambda: loop.time() - started
+
+
 def names(view: store.ClusterStore, kind: str, namespace: str) -> set[str]:
     """The names of the objects of `kind` in `namespace` the view holds."""
     return {

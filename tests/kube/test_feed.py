@@ -20,7 +20,7 @@ from tests.kube.api import KubeApi
 from tests.kube.feed_harness import (
     FAST,
     eventually,
-    feed_for,
+    feed_with_api_down,
     names,
     node_name,
     run_bounded,
@@ -366,13 +366,10 @@ def test_a_direct_read_is_bounded_and_says_try_again_when_the_api_is_down(
     fake_api: KubeApi, kubeconfig: Path
 ) -> None:
     async def body() -> None:
-        async with contextlib.aclosing(feed_for(kubeconfig)) as feed:
-            fake_api.stop()
-            loop = asyncio.get_running_loop()
-            started = loop.time()
+        async with feed_with_api_down(fake_api, kubeconfig) as (feed, elapsed):
             with pytest.raises(errors.TryAgainLaterError, match="cannot read pod default/web"):
                 await feed.fetch_pod("default", "web")
-            assert loop.time() - started <= FAST.fetch_timeout + 0.5
+            assert elapsed() <= FAST.fetch_timeout + 0.5
 
     run_bounded(body())
 
