@@ -29,6 +29,11 @@ def _sel(interface: str = "", *, namespace: str = POD_NS, name: str = "net") -> 
     return selection.Selection(namespace=namespace, name=name, interface=interface)
 
 
+def _refs(*refs: str) -> list[selection.Selection]:
+    """A selection of each "namespace/name" of `refs`."""
+    return [_sel(namespace=ref.split("/")[0], name=ref.split("/")[1]) for ref in refs]
+
+
 # ---------------------------------------------------------------------------------------------
 # choose_ifnames: SEL-TUPLE, SEL-IFACE
 
@@ -135,22 +140,13 @@ def _cfg(
 
 @pytest.mark.req("RT-RESTRICT")
 def test_isolation_allows_the_pods_own_namespace_and_global_ones() -> None:
-    selections = [
-        _sel(namespace=POD_NS, name="a"),
-        _sel(namespace="default", name="b"),
-        _sel(namespace="shared", name="c"),
-    ]
+    selections = _refs(f"{POD_NS}/a", "default/b", "shared/c")
     plan.check_isolation(POD_NS, selections, _cfg(global_namespaces=("default", "shared")))
 
 
 @pytest.mark.req("RT-RESTRICT")
 def test_isolation_refuses_other_namespaces_naming_each_refused_reference() -> None:
-    selections = [
-        _sel(namespace=POD_NS, name="a"),
-        _sel(namespace="other", name="b"),
-        _sel(namespace="default", name="c"),
-        _sel(namespace="third", name="d"),
-    ]
+    selections = _refs(f"{POD_NS}/a", "other/b", "default/c", "third/d")
     with pytest.raises(errors.InvalidSelectionError) as caught:
         plan.check_isolation(POD_NS, selections, _cfg())
     assert caught.value.code == 102
@@ -252,11 +248,15 @@ def _build(
     )
 
 
-def _name_cfg(networks_dir: Path, name: str = "cluster-net") -> network_settings.NetworkSettings:
+def _default_cfg(networks_dir: Path, **ref: Any) -> network_settings.NetworkSettings:
+    """Settings whose cluster default network is the reference `ref`."""
     return _cfg(
-        cluster_network=network_settings.ClusterNetworkRef(kind="name", name=name),
-        networks_dir=networks_dir,
+        cluster_network=network_settings.ClusterNetworkRef(**ref), networks_dir=networks_dir
     )
+
+
+def _name_cfg(networks_dir: Path, name: str = "cluster-net") -> network_settings.NetworkSettings:
+    return _default_cfg(networks_dir, kind="name", name=name)
 
 
 @pytest.mark.req("DEF-ATTACH", "SEL-TUPLE")
@@ -286,20 +286,23 @@ def test_a_pod_without_selections_gets_the_default_network_only(tmp_path: Path) 
     assert planned[0].status_name == "cluster-net"
 
 
+# A selected network "a" that declares portMappings too.
+WITH_PORTMAP = {
+    "cniVersion": "1.0.0",
+    "name": "a",
+    "plugins": [
+        {"type": "macvlan", "master": "eth0"},
+        {"type": "portmap", "capabilities": {"portMappings": True}},
+    ],
+}
+
+
 @pytest.mark.req("SEL-CAPS")
 def test_kubelet_runtime_capabilities_apply_to_the_default_network_only(tmp_path: Path) -> None:
     """SEL-CAPS, the "runtime capabilities apply to the default network only" half (§7.5)."""
     _write_default(tmp_path)
     # The selected network declares portMappings too: it still must not get the kubelet's.
-    with_portmap = {
-        "cniVersion": "1.0.0",
-        "name": "a",
-        "plugins": [
-            {"type": "macvlan", "master": "eth0"},
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-        ],
-    }
-    view = _view(_pod([{"name": "a"}]), _nad(POD_NS, "a", with_portmap))
+    view = _view(_pod([{"name": "a"}]), _nad(POD_NS, "a", WITH_PORTMAP))
     planned = _build(view, _name_cfg(tmp_path))
 
     assert dict(planned[0].capability_args) == KUBELET_RUNTIME_CONFIG
@@ -310,16 +313,8 @@ def test_kubelet_runtime_capabilities_apply_to_the_default_network_only(tmp_path
 @pytest.mark.req("SEL-CAPS")
 def test_a_selections_own_capability_request_reaches_only_its_network(tmp_path: Path) -> None:
     _write_default(tmp_path)
-    with_portmap = {
-        "cniVersion": "1.0.0",
-        "name": "a",
-        "plugins": [
-            {"type": "macvlan", "master": "eth0"},
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-        ],
-    }
     request = [{"hostPort": 9090, "containerPort": 90, "protocol": "UDP"}]
-    view = _view(_pod([{"name": "a", "portMappings": request}]), _nad(POD_NS, "a", with_portmap))
+    view = _view(_pod([{"name": "a", "portMappings": request}]), _nad(POD_NS, "a", WITH_PORTMAP))
     planned = _build(view, _name_cfg(tmp_path))
 
     assert dict(planned[0].capability_args) == KUBELET_RUNTIME_CONFIG
@@ -438,12 +433,7 @@ def test_build_plan_refuses_a_foreign_namespace_before_looking_anything_up(
 
 @pytest.mark.req("DEF-ATTACH")
 def test_the_cluster_default_as_a_nad_reference(tmp_path: Path) -> None:
-    cfg = _cfg(
-        cluster_network=network_settings.ClusterNetworkRef(
-            kind="nad", namespace="kube-system", name="cluster"
-        ),
-        networks_dir=tmp_path,
-    )
+    cfg = _default_cfg(tmp_path, kind="nad", namespace="kube-system", name="cluster")
     view = _view(_pod(None), _nad("kube-system", "cluster", _macvlan("cluster")))
     planned = _build(view, cfg)
     assert len(planned) == 1
@@ -455,12 +445,7 @@ def test_the_cluster_default_as_a_nad_reference(tmp_path: Path) -> None:
 
 @pytest.mark.req("DEF-ATTACH")
 def test_the_cluster_default_as_a_missing_nad_is_101_naming_it(tmp_path: Path) -> None:
-    cfg = _cfg(
-        cluster_network=network_settings.ClusterNetworkRef(
-            kind="nad", namespace="kube-system", name="cluster"
-        ),
-        networks_dir=tmp_path,
-    )
+    cfg = _default_cfg(tmp_path, kind="nad", namespace="kube-system", name="cluster")
     with pytest.raises(errors.AttachmentNotFoundError) as caught:
         _build(_view(_pod(None)), cfg)
     assert "kube-system/cluster" in caught.value.msg
@@ -480,10 +465,8 @@ def test_the_cluster_default_as_a_file_path(tmp_path: Path) -> None:
     conf_path = tmp_path / "elsewhere" / "default.conf"
     conf_path.parent.mkdir()
     conf_path.write_text(json.dumps(_macvlan("from-file")), encoding="utf-8")
-    cfg = _cfg(
-        cluster_network=network_settings.ClusterNetworkRef(kind="file", path=conf_path),
-        networks_dir=tmp_path,  # holds nothing: the path is used, not the directory
-    )
+    # tmp_path holds nothing: the path is used, not the directory
+    cfg = _default_cfg(tmp_path, kind="file", path=conf_path)
     planned = _build(_view(_pod(None)), cfg)
     assert planned[0].status_name == "from-file"
     assert planned[0].network.source == str(conf_path)
@@ -493,10 +476,7 @@ def test_the_cluster_default_as_a_file_path(tmp_path: Path) -> None:
 @pytest.mark.req("DEF-ATTACH")
 def test_a_missing_default_file_fails_naming_the_file(tmp_path: Path) -> None:
     missing = tmp_path / "gone.conflist"
-    cfg = _cfg(
-        cluster_network=network_settings.ClusterNetworkRef(kind="file", path=missing),
-        networks_dir=tmp_path,
-    )
+    cfg = _default_cfg(tmp_path, kind="file", path=missing)
     with pytest.raises(errors.CNIError) as caught:
         _build(_view(_pod(None)), cfg)
     assert repr(str(missing)) in caught.value.msg
