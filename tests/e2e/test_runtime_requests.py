@@ -45,6 +45,37 @@ def in_node(cluster: Cluster, *argv: str) -> str:
     return proc.stdout.decode()
 
 
+INVALID_SELECTION = "[blue/web/uid-web] invalid network selection annotation of pod blue/web"
+
+
+def refused_before_anything_ran(
+    cluster: Cluster, pod: Pod, log: Path, msg: str, details: str | None = None
+) -> None:
+    """The pod's ADD is refused with 102, `msg` (and `details`), before any plugin ran."""
+    reply = cluster.add(pod)
+
+    assert reply.rc == 1
+    assert reply.code == 102
+    assert reply.out["msg"] == msg
+    if details is not None:
+        assert reply.out["details"] == details
+    cluster.nothing_ran()
+    assert recorded(log) == []
+
+
+def add_capable_nad(
+    cluster: Cluster, nad: str, plugin: str, capability: str, log: Path | None = None
+) -> None:
+    """The NAD blue/`nad`: bridge and host-local, then `plugin` declaring `capability`; its
+    calls recorded to `log` (a tee in front of it) where given."""
+    if log is not None:
+        tee(cluster, plugin, log)
+    chained = {"type": plugin, "capabilities": {capability: True}}
+    cluster.add_nad(
+        "blue", nad, bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"), chained)
+    )
+
+
 def attachment_ip(cluster: Cluster, pod: Pod, ifname: str) -> str:
     """The bare IPv4 address the status gives the pod's interface `ifname`."""
     status = cluster.status(pod.ns, pod.name)
@@ -80,12 +111,8 @@ def test_port_mapping_reaches_portmap_and_the_node_firewall(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     log = tmp_path / "portmap.calls"
-    tee(cluster, "portmap", log)
     grant_portmap(cluster)
-    portmap = {"type": "portmap", "capabilities": {"portMappings": True}}
-    cluster.add_nad(
-        "blue", "net-p", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"), portmap)
-    )
+    add_capable_nad(cluster, "net-p", "portmap", "portMappings", log)
     pod = cluster.pod("blue", "web", [{"name": "net-p", "portMappings": [MAPPING]}])
     # The kubelet's own portMappings; the default network has no portmap to carry them.
     config = cluster.config(runtimeConfig={"portMappings": [KUBELET_MAPPING]})
@@ -139,12 +166,8 @@ def test_port_mapping_reaches_portmap_and_the_node_firewall(
 @pytest.mark.req("SEL-PORTMAP")
 def test_port_mapping_defaults_and_host_ip_reach_portmap(cluster: Cluster, tmp_path: Path) -> None:
     log = tmp_path / "portmap.calls"
-    tee(cluster, "portmap", log)
     grant_portmap(cluster)
-    portmap = {"type": "portmap", "capabilities": {"portMappings": True}}
-    cluster.add_nad(
-        "blue", "net-p", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"), portmap)
-    )
+    add_capable_nad(cluster, "net-p", "portmap", "portMappings", log)
     mappings = [
         {"hostPort": 18083, "containerPort": 53, "protocol": "Udp", "hostIP": "10.99.0.1"},
         {"hostPort": 18084, "containerPort": 443},  # protocol defaults to TCP
@@ -185,12 +208,8 @@ def test_kubelet_port_mappings_never_reach_a_selected_network(
     """A NAD whose portmap declares the capability, selected without portMappings: the
     kubelet's own mappings (for the default network) do not reach it."""
     log = tmp_path / "portmap.calls"
-    tee(cluster, "portmap", log)
     grant_portmap(cluster)
-    portmap = {"type": "portmap", "capabilities": {"portMappings": True}}
-    cluster.add_nad(
-        "blue", "net-p", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"), portmap)
-    )
+    add_capable_nad(cluster, "net-p", "portmap", "portMappings", log)
     pod = cluster.pod("blue", "web", "net-p")
     config = cluster.config(runtimeConfig={"portMappings": [KUBELET_MAPPING]})
 
@@ -229,11 +248,7 @@ def test_bandwidth_request_shapes_the_host_veth_and_the_ifb(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     log = tmp_path / "bandwidth.calls"
-    tee(cluster, "bandwidth", log)
-    bandwidth = {"type": "bandwidth", "capabilities": {"bandwidth": True}}
-    cluster.add_nad(
-        "blue", "net-b", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"), bandwidth)
-    )
+    add_capable_nad(cluster, "net-b", "bandwidth", "bandwidth", log)
     pod = cluster.pod("blue", "web", [{"name": "net-b", "bandwidth": BANDWIDTH}])
     # The kubelet's own bandwidth request is the default network's, which cannot carry it.
     kubelet = {"ingressRate": 10_000_000, "ingressBurst": 1_000_000}
@@ -286,27 +301,18 @@ def test_burst_without_its_rate_is_refused_before_anything_runs(
     cluster: Cluster, tmp_path: Path, direction: str
 ) -> None:
     log = tmp_path / "bandwidth.calls"
-    tee(cluster, "bandwidth", log)
-    bandwidth = {"type": "bandwidth", "capabilities": {"bandwidth": True}}
-    cluster.add_nad(
-        "blue", "net-b", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"), bandwidth)
-    )
+    add_capable_nad(cluster, "net-b", "bandwidth", "bandwidth", log)
     other = "egress" if direction == "ingress" else "ingress"
     request = {f"{direction}Burst": 400_000, f"{other}Rate": 1_000_000, f"{other}Burst": 1000}
     pod = cluster.pod("blue", "web", [{"name": "net-b", "bandwidth": request}])
 
-    reply = cluster.add(pod)
-
-    assert reply.rc == 1
-    assert reply.code == 102
-    assert reply.out["msg"] == (
-        "[blue/web/uid-web] invalid network selection annotation of pod blue/web"
+    refused_before_anything_ran(
+        cluster,
+        pod,
+        log,
+        INVALID_SELECTION,
+        details=f"networks[0].bandwidth: '{direction}Burst' is given without '{direction}Rate'",
     )
-    assert reply.out["details"] == (
-        f"networks[0].bandwidth: '{direction}Burst' is given without '{direction}Rate'"
-    )
-    cluster.nothing_ran()
-    assert recorded(log) == []
 
 
 @pytest.mark.req("SEL-BANDWIDTH", "RT-ADDFAIL", "RT-DEL")
@@ -322,10 +328,7 @@ def test_burst_without_its_rate_is_refused_before_anything_runs(
 def test_bandwidth_the_plugin_refuses_leaks_nothing(
     cluster: Cluster, request_: dict[str, int]
 ) -> None:
-    bandwidth = {"type": "bandwidth", "capabilities": {"bandwidth": True}}
-    cluster.add_nad(
-        "blue", "net-b", bridge_list(None, host_local(cluster.ipam, "10.81.0.0/24"), bandwidth)
-    )
+    add_capable_nad(cluster, "net-b", "bandwidth", "bandwidth")
     pod = cluster.pod("blue", "web", [{"name": "net-b", "bandwidth": request_}])
 
     reply = cluster.add(pod)
@@ -385,16 +388,15 @@ def test_infiniband_guid_without_the_capability_is_refused(
     )
     pod = cluster.pod("blue", "web", [{"name": "net-i", "infiniband-guid": GUID}])
 
-    reply = cluster.add(pod)
-
-    assert reply.rc == 1
-    assert reply.code == 102
-    assert reply.out["msg"] == (
-        "[blue/web/uid-web] network 'net-i' cannot carry the requested 'infinibandGUID': "
-        "no plugin of its config list declares the capability (declared: none)"
+    refused_before_anything_ran(
+        cluster,
+        pod,
+        log,
+        (
+            "[blue/web/uid-web] network 'net-i' cannot carry the requested 'infinibandGUID': "
+            "no plugin of its config list declares the capability (declared: none)"
+        ),
     )
-    cluster.nothing_ran()
-    assert recorded(log) == []
 
 
 # -- SEL-CLAIM --------------------------------------------------------------------------------
@@ -461,18 +463,13 @@ def test_ipam_claim_reference_with_ips_is_refused(cluster: Cluster, tmp_path: Pa
     selection = {"name": "net-c", "ips": ["10.81.0.7/24"], CLAIM_KEY: "claim-a"}
     pod = cluster.pod("blue", "web", [selection])
 
-    reply = cluster.add(pod)
-
-    assert reply.rc == 1
-    assert reply.code == 102
-    assert reply.out["msg"] == (
-        "[blue/web/uid-web] invalid network selection annotation of pod blue/web"
+    refused_before_anything_ran(
+        cluster,
+        pod,
+        log,
+        INVALID_SELECTION,
+        details="networks[0]: 'ips' and 'ipam-claim-reference' cannot both be given",
     )
-    assert reply.out["details"] == (
-        "networks[0]: 'ips' and 'ipam-claim-reference' cannot both be given"
-    )
-    cluster.nothing_ran()
-    assert recorded(log) == []
 
 
 # -- NAD-NAMEWARN -----------------------------------------------------------------------------
