@@ -119,6 +119,14 @@ class Reply:
         return f"{self.out.get('msg', '')} {self.out.get('details', '')}"
 
 
+def assert_refused(reply: Reply, msg: str, code: int = 102) -> Reply:
+    """`reply`, asserted to be a refusal with the CNI error `code` and the message `msg`."""
+    assert reply.rc == 1, reply
+    assert reply.code == code, reply
+    assert reply.out["msg"] == msg, reply
+    return reply
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class PodProbe:
     """One log line of the probe plugin."""

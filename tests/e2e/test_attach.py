@@ -15,6 +15,7 @@ from tests.e2e.harness import (
     DEFAULT_SUBNET,
     NOTHING,
     Cluster,
+    assert_refused,
     bridge_list,
     host_local,
     net_a,
@@ -169,13 +170,10 @@ def test_capability_no_plugin_declares_fails_before_anything_runs(cluster: Clust
     mapping = {"hostPort": 8080, "containerPort": 80}
     pod = cluster.pod("blue", "web", [{"name": "net-a", "portMappings": [mapping]}])
 
-    reply = cluster.add(pod)
-
-    assert reply.rc == 1
-    assert reply.code == 102
-    assert reply.out["msg"] == (
+    assert_refused(
+        cluster.add(pod),
         "[blue/web/uid-web] network 'net-a' cannot carry the requested 'portMappings': "
-        "no plugin of its config list declares the capability (declared: none)"
+        "no plugin of its config list declares the capability (declared: none)",
     )
     cluster.nothing_ran()
 
@@ -215,13 +213,10 @@ def test_interface_used_twice_fails_and_undoes_the_earlier_attachments(
     twice = [{"name": "net-a", "interface": "net5"}, {"name": "net-a", "interface": "net5"}]
     pod = cluster.pod("blue", "web", twice)
 
-    reply = cluster.add(pod)
-
-    assert reply.rc == 1
-    assert reply.code == 102
-    assert reply.out["msg"] == (
+    assert_refused(
+        cluster.add(pod),
         "[blue/web/uid-web:blue/net-a] interface 'net5' is already used by an earlier "
-        "attachment of the pod"
+        "attachment of the pod",
     )
     assert cluster.leftovers() == NOTHING
     assert cluster.status("blue", "web") is None

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import NOTHING, Cluster, bridge_list, host_local, net_a
+from tests.e2e.harness import NOTHING, Cluster, assert_refused, bridge_list, host_local, net_a
 
 pytestmark = pytest.mark.netns
 
@@ -69,12 +69,8 @@ def test_invalid_selection_is_refused_before_anything_runs(
     net_a(cluster)
     pod = cluster.pod("blue", "web", networks)
 
-    reply = cluster.add(pod)
-
-    assert reply.rc == 1
-    assert reply.code == 102
-    assert reply.out["msg"] == (
-        "[blue/web/uid-web] invalid network selection annotation of pod blue/web"
+    reply = assert_refused(
+        cluster.add(pod), "[blue/web/uid-web] invalid network selection annotation of pod blue/web"
     )
     assert quoted in reply.out["details"]
     cluster.nothing_ran()
@@ -227,12 +223,8 @@ def test_namespace_isolation_refuses_other_namespaces(cluster: Cluster) -> None:
     cluster.add_nad("red", "net-x", bridge_list(None, host_local(cluster.ipam, "10.86.0.0/24")))
     pod = cluster.pod("blue", "web", "red/net-x")
 
-    reply = cluster.add(pod)
-
-    assert reply.rc == 1
-    assert reply.code == 102
-    assert reply.out["msg"] == (
-        "[blue/web/uid-web] pod in namespace 'blue' may not select red/net-x"
+    reply = assert_refused(
+        cluster.add(pod), "[blue/web/uid-web] pod in namespace 'blue' may not select red/net-x"
     )
     assert reply.out["details"] == ("namespace isolation allows the pod's own namespace and other")
     cluster.nothing_ran()

@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 
 from netattach.netns import links
-from tests.e2e.harness import DEFAULT_NETWORK, NOTHING, Cluster, Pod, bridge_list, host_local, net_a
+from tests.e2e.harness import (
+    DEFAULT_NETWORK,
+    NOTHING,
+    Cluster,
+    Pod,
+    assert_refused,
+    bridge_list,
+    host_local,
+    net_a,
+)
 from tests.e2e.recorder_harness import (
     RECORDER,
     cache_record,
@@ -52,11 +61,7 @@ def refused_before_anything_ran(
     cluster: Cluster, pod: Pod, log: Path, msg: str, details: str | None = None
 ) -> None:
     """The pod's ADD is refused with 102, `msg` (and `details`), before any plugin ran."""
-    reply = cluster.add(pod)
-
-    assert reply.rc == 1
-    assert reply.code == 102
-    assert reply.out["msg"] == msg
+    reply = assert_refused(cluster.add(pod), msg)
     if details is not None:
         assert reply.out["details"] == details
     cluster.nothing_ran()
@@ -392,10 +397,8 @@ def test_infiniband_guid_without_the_capability_is_refused(
         cluster,
         pod,
         log,
-        (
-            "[blue/web/uid-web] network 'net-i' cannot carry the requested 'infinibandGUID': "
-            "no plugin of its config list declares the capability (declared: none)"
-        ),
+        "[blue/web/uid-web] network 'net-i' cannot carry the requested 'infinibandGUID': "
+        "no plugin of its config list declares the capability (declared: none)",
     )
 
 
