@@ -303,6 +303,43 @@ def blocked(src: LabPod, dst: str, *probes: str) -> list[Expect]:
     return [Expect(src, dst, *_parse(p), passes=False) for p in probes]
 
 
+def selecting(**labels: str) -> dict[str, Any]:
+    return {"matchLabels": labels}
+
+
+def relabel_scene(
+    lab: PolicyLab, network: str, near_labels: Mapping[str, str]
+) -> tuple[LabPod, LabPod, LabPod, LabPod]:
+    """In namespace "relabel", by-pod (admitting pods labelled access=yes) and by-ns (admitting
+    namespaces labelled trust=yes), each isolated on `network`; near (`near_labels`) beside them
+    and far in "relabel-far", neither admitted yet. The four pods, in that order."""
+    lab.namespace("relabel")
+    lab.namespace("relabel-far")
+    by_pod = lab.pod("relabel", "by-pod", network, labels={"role": "by-pod"})
+    by_ns = lab.pod("relabel", "by-ns", network, labels={"role": "by-ns"})
+    near = lab.pod("relabel", "near", network, labels=near_labels)
+    far = lab.pod("relabel-far", "far", network)
+    lab.policy(
+        "relabel",
+        "by-pod",
+        {
+            "podSelector": selecting(role="by-pod"),
+            "ingress": [{"from": [{"podSelector": selecting(access="yes")}]}],
+        },
+        network,
+    )
+    lab.policy(
+        "relabel",
+        "by-ns",
+        {
+            "podSelector": selecting(role="by-ns"),
+            "ingress": [{"from": [{"namespaceSelector": selecting(trust="yes")}]}],
+        },
+        network,
+    )
+    return by_pod, by_ns, near, far
+
+
 def _names(table: str, word: str) -> bool:
     """Whether `word` (an address, a UID) appears in `table` as a whole word."""
     return re.search(rf"(?<![\w.:-]){re.escape(word)}(?![\w.:-])", table) is not None

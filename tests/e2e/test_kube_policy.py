@@ -28,7 +28,9 @@ from tests.e2e.policy_harness import (
     node_and_pods,
     passes,
     policy_daemon,
+    relabel_scene,
     restart_reconciles,
+    selecting,
     table_interfaces,
 )
 from tests.kube import objects
@@ -74,10 +76,6 @@ def lab(api_lab: tuple[PolicyLab, RemoteKubeApi]) -> PolicyLab:
 @pytest.fixture
 def kube_api(api_lab: tuple[PolicyLab, RemoteKubeApi]) -> RemoteKubeApi:
     return api_lab[1]
-
-
-def selecting(**labels: str) -> dict[str, Any]:
-    return {"matchLabels": labels}
 
 
 @pytest.mark.req("POL-CRD", "POL-SELECT", "POL-UPDATE")
@@ -177,30 +175,7 @@ def test_pod_namespace_and_expression_selectors_from_the_api(lab: PolicyLab) -> 
 
 @pytest.mark.req("POL-UPDATE", "POL-PEERS")
 def test_patching_pod_and_namespace_labels_flips_traffic(lab: PolicyLab) -> None:
-    lab.namespace("relabel")
-    lab.namespace("relabel-far")
-    by_pod = lab.pod("relabel", "by-pod", NET, labels={"role": "by-pod"})
-    by_ns = lab.pod("relabel", "by-ns", NET, labels={"role": "by-ns"})
-    near = lab.pod("relabel", "near", NET, labels={"keep": "me"})
-    far = lab.pod("relabel-far", "far", NET)
-    lab.policy(
-        "relabel",
-        "by-pod",
-        {
-            "podSelector": selecting(role="by-pod"),
-            "ingress": [{"from": [{"podSelector": selecting(access="yes")}]}],
-        },
-        NET,
-    )
-    lab.policy(
-        "relabel",
-        "by-ns",
-        {
-            "podSelector": selecting(role="by-ns"),
-            "ingress": [{"from": [{"namespaceSelector": selecting(trust="yes")}]}],
-        },
-        NET,
-    )
+    by_pod, by_ns, near, far = relabel_scene(lab, NET, {"keep": "me"})
     lab.converge(
         blocked(near, by_pod.ip(), "tcp:8080"),
         blocked(far, by_ns.ip(), "tcp:8080"),

@@ -28,7 +28,9 @@ from tests.e2e.policy_harness import (
     node_and_pods,
     passes,
     policy_daemon,
+    relabel_scene,
     restart_reconciles,
+    selecting,
     table_interfaces,
 )
 
@@ -57,10 +59,6 @@ def lab(native_shim: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         lab.static_network("ipnet")
         daemon.start()
         yield lab
-
-
-def selecting(**labels: str) -> dict[str, Any]:
-    return {"matchLabels": labels}
 
 
 def at(ip: str) -> str:
@@ -464,30 +462,7 @@ def test_ipv6_deny_then_allow_by_pod_then_by_ip_block(lab: PolicyLab) -> None:
 
 @pytest.mark.req("POL-UPDATE", "POL-PEERS")
 def test_relabelling_pods_and_namespaces_flips_traffic(lab: PolicyLab) -> None:
-    lab.namespace("relabel")
-    lab.namespace("relabel-far")
-    by_pod = lab.pod("relabel", "by-pod", NET, labels={"role": "by-pod"})
-    by_ns = lab.pod("relabel", "by-ns", NET, labels={"role": "by-ns"})
-    near = lab.pod("relabel", "near", NET)
-    far = lab.pod("relabel-far", "far", NET)
-    lab.policy(
-        "relabel",
-        "by-pod",
-        {
-            "podSelector": selecting(role="by-pod"),
-            "ingress": [{"from": [{"podSelector": selecting(access="yes")}]}],
-        },
-        NET,
-    )
-    lab.policy(
-        "relabel",
-        "by-ns",
-        {
-            "podSelector": selecting(role="by-ns"),
-            "ingress": [{"from": [{"namespaceSelector": selecting(trust="yes")}]}],
-        },
-        NET,
-    )
+    by_pod, by_ns, near, far = relabel_scene(lab, NET, {})
     lab.converge(
         blocked(near, by_pod.ip(), "tcp:8080"),
         blocked(far, by_ns.ip(), "tcp:8080"),
