@@ -456,6 +456,12 @@ class Cluster:
         assert isinstance(raw, list)
         return raw
 
+    def written_status(self, ns: str, pod: str) -> list[dict[str, Any]]:
+        """The pod's status, asserted to be written."""
+        status = self.status(ns, pod)
+        assert status is not None, f"no status of {ns}/{pod}"
+        return status
+
     def interfaces(self, pod_netns: str) -> dict[str, links.InterfaceState]:
         """The pod's interfaces other than `lo`."""
         found = links.read_interfaces(pod_netns)

@@ -54,8 +54,7 @@ def test_comma_form_attaches_default_then_each_selection_in_order(cluster: Clust
     reply = cluster.add(pod)
     assert reply.rc == 0, reply
 
-    status = cluster.status("blue", "web")
-    assert status is not None
+    status = cluster.written_status("blue", "web")
     assert [(e["name"], e["interface"], e["default"]) for e in status] == [
         (DEFAULT_NETWORK, "eth0", True),
         ("blue/net-a", "net1", False),
@@ -124,8 +123,7 @@ def test_json_form_ips_and_mac_reach_the_plugins_and_the_pod(
     net1 = cluster.interfaces(pod.netns)["net1"]
     assert net1.mac == "02:11:22:33:44:55"
     assert ipv4(net1.addresses) == ["10.90.0.7/24"]
-    status = cluster.status("blue", "web")
-    assert status is not None
+    status = cluster.written_status("blue", "web")
     assert status[1] == {
         "name": "blue/net-s",
         "interface": "net1",
@@ -197,8 +195,7 @@ def test_requested_interfaces_are_honoured_and_generated_ones_avoid_them(
     reply = cluster.add(pod)
     assert reply.rc == 0, reply
 
-    status = cluster.status("blue", "web")
-    assert status is not None
+    status = cluster.written_status("blue", "web")
     assert [e["interface"] for e in status] == ["eth0", "net2", "net1", "data0"]
     assert sorted(cluster.interfaces(pod.netns)) == ["data0", "eth0", "net1", "net2"]
     assert cluster.delete(pod).rc == 0
@@ -222,10 +219,15 @@ def test_interface_used_twice_fails_and_undoes_the_earlier_attachments(
     assert cluster.status("blue", "web") is None
 
 
-@pytest.mark.req("SEL-DEFROUTE", "STAT-COMPAT")
-def test_default_route_moves_to_the_selected_attachment(cluster: Cluster) -> None:
+def net_a_with_gateway(cluster: Cluster) -> None:
+    """The NAD blue/net-a, whose host-local gives the gateway 10.81.0.1."""
     ipam = host_local(cluster.ipam, "10.81.0.0/24", gateway="10.81.0.1")
     cluster.add_nad("blue", "net-a", bridge_list(None, ipam))
+
+
+@pytest.mark.req("SEL-DEFROUTE", "STAT-COMPAT")
+def test_default_route_moves_to_the_selected_attachment(cluster: Cluster) -> None:
+    net_a_with_gateway(cluster)
     pod = cluster.pod("blue", "web", [{"name": "net-a", "default-route": ["10.81.0.1"]}])
 
     reply = cluster.add(pod)
@@ -235,8 +237,7 @@ def test_default_route_moves_to_the_selected_attachment(cluster: Cluster) -> Non
     assert [(r["dst"], r["gateway"], r["dev"]) for r in defaults] == [
         ("default", "10.81.0.1", "net1")
     ]
-    status = cluster.status("blue", "web")
-    assert status is not None
+    status = cluster.written_status("blue", "web")
     assert "gateway" not in status[0]
     assert "default-route" not in status[0]
     assert status[1]["gateway"] == ["10.81.0.1"]
@@ -247,8 +248,7 @@ def test_default_route_moves_to_the_selected_attachment(cluster: Cluster) -> Non
 
 @pytest.mark.req("SEL-DEFROUTE")
 def test_without_default_route_the_default_network_keeps_it(cluster: Cluster) -> None:
-    ipam = host_local(cluster.ipam, "10.81.0.0/24", gateway="10.81.0.1")
-    cluster.add_nad("blue", "net-a", bridge_list(None, ipam))
+    net_a_with_gateway(cluster)
     pod = cluster.pod("blue", "web", "net-a")
 
     assert cluster.add(pod).rc == 0
@@ -262,8 +262,7 @@ def test_without_default_route_the_default_network_keeps_it(cluster: Cluster) ->
 
 @pytest.mark.req("SEL-DEFROUTE", "RT-ADDFAIL")
 def test_unreachable_default_route_gateway_fails_and_undoes_everything(cluster: Cluster) -> None:
-    ipam = host_local(cluster.ipam, "10.81.0.0/24", gateway="10.81.0.1")
-    cluster.add_nad("blue", "net-a", bridge_list(None, ipam))
+    net_a_with_gateway(cluster)
     # 10.99.0.1 is on no subnet of net1: the kernel refuses the route (ENETUNREACH).
     pod = cluster.pod("blue", "web", [{"name": "net-a", "default-route": ["10.99.0.1"]}])
 

@@ -49,8 +49,7 @@ def test_shim_to_daemon_attaches_checks_and_deletes_with_real_plugins(
     reply = daemon.shim("ADD", pod)
     assert reply.rc == 0, (reply, daemon.log_text())
 
-    status = cluster.status("blue", "web")
-    assert status is not None
+    status = cluster.written_status("blue", "web")
     assert [(e["name"], e["interface"], e["default"]) for e in status] == [
         (DEFAULT_NETWORK, "eth0", True),
         ("blue/net-a", "net1", False),

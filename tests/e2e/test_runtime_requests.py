@@ -83,8 +83,7 @@ def add_capable_nad(
 
 def attachment_ip(cluster: Cluster, pod: Pod, ifname: str) -> str:
     """The bare IPv4 address the status gives the pod's interface `ifname`."""
-    status = cluster.status(pod.ns, pod.name)
-    assert status is not None
+    status = cluster.written_status(pod.ns, pod.name)
     (entry,) = [e for e in status if e["interface"] == ifname]
     (address,) = entry["ips"]
     return str(ipaddress.ip_interface(address).ip)
@@ -370,8 +369,7 @@ def test_infiniband_guid_reaches_the_plugin_declaring_it(cluster: Cluster, tmp_p
     assert add["stdin"]["runtimeConfig"] == {"infinibandGUID": GUID}
     assert [i["name"] for i in add["stdin"]["prevResult"]["interfaces"]][2] == "net1"
     assert cache_record(cluster, "net-i", pod, "net1")["capabilityArgs"] == {"infinibandGUID": GUID}
-    status = cluster.status("blue", "web")
-    assert status is not None
+    status = cluster.written_status("blue", "web")
     assert [e["interface"] for e in status] == ["eth0", "net1"]
 
     assert cluster.delete(pod).rc == 0
@@ -488,8 +486,7 @@ def test_config_named_unlike_its_nad_proceeds_with_a_warning(cluster: Cluster) -
     reply = cluster.add(pod)
     assert reply.rc == 0, reply
 
-    status = cluster.status("blue", "web")
-    assert status is not None
+    status = cluster.written_status("blue", "web")
     assert [(e["name"], e["interface"]) for e in status] == [
         (DEFAULT_NETWORK, "eth0"),
         ("blue/net-a", "net1"),
