@@ -23,7 +23,8 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,18 @@ def build_decoder() -> Decoder:
             if stale != binary and not stale.name.endswith(".partial"):
                 stale.unlink(missing_ok=True)
     return Decoder(binary, go)
+
+
+def checked_mix(
+    total_of: Sequence[str], least: int, healthy: Callable[[Counter[str], int], None]
+) -> Iterator[Counter[str]]:
+    """For an oracle property's fixture to yield from: a counter of what its examples were.
+    After the property, unless an example failed (counted as "failed"), the sum of the counts
+    `total_of` is at least `least`, and `healthy(counter, that sum)` checks the mix."""
+    seen: Counter[str] = Counter()
+    yield seen
+    if seen["failed"]:
+        return
+    total = sum(seen[kind] for kind in total_of)
+    assert total >= least, seen
+    healthy(seen, total)

@@ -366,15 +366,13 @@ NAME_BATCHES = 50  # 3,000 spellings, 9,000 configs a run
 @pytest.fixture
 def mix() -> Iterator[Counter[str]]:
     """How the spellings fared: after the property, checked to be a healthy mix."""
-    seen: Counter[str] = Counter()
-    yield seen
-    if seen["failed"]:
-        return
-    total = seen["found"] + seen["not found"]
-    assert total >= NAME_BATCH * NAME_BATCHES, seen
-    for kind in ("found", "not found", "found as another name", "accepted", "refused"):
-        assert seen[kind] >= total // 20, seen
-    assert seen["resolves to a protected link"] >= total // 20, seen
+
+    def healthy(seen: Counter[str], total: int) -> None:
+        for kind in ("found", "not found", "found as another name", "accepted", "refused"):
+            assert seen[kind] >= total // 20, seen
+        assert seen["resolves to a protected link"] >= total // 20, seen
+
+    yield from go_decoder.checked_mix(("found", "not found"), NAME_BATCH * NAME_BATCHES, healthy)
 
 
 @settings(

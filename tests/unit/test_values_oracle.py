@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from netattach.guard import check, delegate_policy, goaddr, node_rules, node_state, refusal
 from netattach.pods import node_guard
-from tests.go_decoder import AddrQuery, Decoder, Reading
+from tests.go_decoder import AddrQuery, Decoder, Reading, checked_mix
 
 pytestmark = pytest.mark.req("SEC-VALUES")
 
@@ -425,14 +425,13 @@ VALUE_BATCHES = 25  # 5,000 texts a run
 @pytest.fixture
 def value_mix() -> Iterator[Counter[str]]:
     """What the generated texts were, checked after the property to be a healthy mix."""
-    seen: Counter[str] = Counter()
-    yield seen
-    if seen["failed"]:
-        return
-    total = seen["go reads"] + seen["go refuses"]
-    assert total >= VALUE_BATCH * VALUE_BATCHES, seen
-    for kind in ("go reads", "go refuses", "mapped ip", "mapped cidr", "v6 read", "v4 cidr read"):
-        assert seen[kind] >= total // 50, seen
+
+    def healthy(seen: Counter[str], total: int) -> None:
+        kinds = ("go reads", "go refuses", "mapped ip", "mapped cidr", "v6 read", "v4 cidr read")
+        for kind in kinds:
+            assert seen[kind] >= total // 50, seen
+
+    yield from checked_mix(("go reads", "go refuses"), VALUE_BATCH * VALUE_BATCHES, healthy)
 
 
 @settings(
@@ -710,17 +709,14 @@ CONFIG_BATCHES = 40  # 1,600 configs a run
 
 @pytest.fixture
 def config_mix() -> Iterator[Counter[str]]:
-    seen: Counter[str] = Counter()
-    yield seen
-    if seen["failed"]:
-        return
-    total = seen["accepted"] + seen["refused"]
-    assert total >= CONFIG_BATCH * CONFIG_BATCHES, seen
-    assert seen["accepted"] >= total // 20, seen
-    assert seen["Go reads a protected address"] >= total // 10, seen
-    assert seen["accepted with a spelling Go reads otherwise"] > 0, seen
-    for template in ("static-macvlan", "static-ptp", "host-local-ptp", "bridge-gateway", "ips"):
-        assert seen[f"accepted {template}"] > 0, seen
+    def healthy(seen: Counter[str], total: int) -> None:
+        assert seen["accepted"] >= total // 20, seen
+        assert seen["Go reads a protected address"] >= total // 10, seen
+        assert seen["accepted with a spelling Go reads otherwise"] > 0, seen
+        for template in ("static-macvlan", "static-ptp", "host-local-ptp", "bridge-gateway", "ips"):
+            assert seen[f"accepted {template}"] > 0, seen
+
+    yield from checked_mix(("accepted", "refused"), CONFIG_BATCH * CONFIG_BATCHES, healthy)
 
 
 @settings(
