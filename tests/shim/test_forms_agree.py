@@ -109,27 +109,35 @@ def config_texts(draw: st.DrawFn) -> str:
     return space + "{" + body + space + "}" + space
 
 
-@st.composite
-def config_bytes(draw: st.DrawFn) -> bytes:
-    text = draw(config_texts())
-    data = text.encode("utf-8", errors="surrogatepass")
-    mutation = draw(st.sampled_from(["none", "none", "none", "cut", "insert", "replace"]))
-    if mutation != "none" and data:
-        at = draw(st.integers(0, len(data) - 1))
-        if mutation == "cut":
-            data = data[:at]
-        elif mutation == "insert":
-            data = data[:at] + draw(st.binary(min_size=1, max_size=3)) + data[at:]
-        else:
-            data = data[:at] + draw(st.binary(min_size=1, max_size=1)) + data[at + 1 :]
-    return data
-
-
-@settings(
+FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+
+
+def mutated(draw: st.DrawFn, data: bytes, *, unchanged: int) -> bytes:
+    """`data` cut short, with 1-3 bytes inserted, or with a byte replaced, at a drawn place; or
+    as it is, `unchanged` times in `unchanged` + 3."""
+    mutation = draw(st.sampled_from(["none"] * unchanged + ["cut", "insert", "replace"]))
+    if mutation == "none" or not data:
+        return data
+    at = draw(st.integers(0, len(data) - 1))
+    if mutation == "cut":
+        return data[:at]
+    if mutation == "insert":
+        return data[:at] + draw(st.binary(min_size=1, max_size=3)) + data[at:]
+    return data[:at] + draw(st.binary(min_size=1, max_size=1)) + data[at + 1 :]
+
+
+@st.composite
+def config_bytes(draw: st.DrawFn) -> bytes:
+    text = draw(config_texts())
+    data = text.encode("utf-8", errors="surrogatepass")
+    return mutated(draw, data, unchanged=3)
+
+
+@FUZZ
 @given(stdin=config_bytes())
 def test_both_forms_read_the_same_socket_and_version_from_any_config(
     pair: tuple[Shim, Shim], stdin: bytes
@@ -190,23 +198,10 @@ def replies(draw: st.DrawFn) -> bytes:
     body = draw(WIRE_BODIES)
     status = draw(st.sampled_from(["200 OK", "503 Service Unavailable", "2000 OK", "x"]))
     raw = http_reply(body, status, chunked=draw(st.booleans()))
-    mutation = draw(st.sampled_from(["none", "none", "cut", "insert", "replace"]))
-    if mutation != "none":
-        at = draw(st.integers(0, len(raw) - 1))
-        if mutation == "cut":
-            raw = raw[:at]
-        elif mutation == "insert":
-            raw = raw[:at] + draw(st.binary(min_size=1, max_size=3)) + raw[at:]
-        else:
-            raw = raw[:at] + draw(st.binary(min_size=1, max_size=1)) + raw[at + 1 :]
-    return raw
+    return mutated(draw, raw, unchanged=2)
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@FUZZ
 @given(answer=replies())
 def test_both_forms_print_the_same_for_any_reply(
     pair: tuple[Shim, Shim], stub: StubDaemon, answer: bytes
