@@ -76,6 +76,16 @@ class Node:
     path: str
 
 
+def ip_in(netns: str, *args: str) -> None:
+    """`ip ARGS` in the network namespace at the path `netns`."""
+    subprocess.run(
+        ["nsenter", f"--net={netns}", "--", "ip", *args],
+        check=True,
+        capture_output=True,
+        timeout=10,
+    )
+
+
 @pytest.fixture
 def netns_ready() -> None:
     reason = netns_unavailable_reason()

@@ -8,12 +8,11 @@ default route through a gateway on its link is its uplink; other veth ends stand
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 from netattach.netns import links
 from tests.e2e.harness import NOTHING, Cluster, Pod, Reply, host_local
-from tests.netns_fixtures import unique
+from tests.netns_fixtures import ip_in, unique
 
 NS = "blue"
 
@@ -60,12 +59,7 @@ def nothing_attached(cluster: Cluster, pod: Pod, node_links: list[str]) -> None:
 
 def ip(cluster: Cluster, *args: str) -> None:
     """`ip ARGS` in the test's node namespace (never the host's)."""
-    subprocess.run(
-        ["nsenter", f"--net={cluster.node.path}", "--", "ip", *args],
-        check=True,
-        capture_output=True,
-        timeout=10,
-    )
+    ip_in(str(cluster.node.path), *args)
 
 
 def uplink(cluster: Cluster, address: str, gateway: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from netattach.netns import links
-from tests.netns_fixtures import Node
+from tests.netns_fixtures import Node, ip_in
 
 pytestmark = [pytest.mark.netns, pytest.mark.req("SEC-NODE")]
 
@@ -20,12 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def ip(node: Node, *args: str) -> None:
-    subprocess.run(
-        ["nsenter", f"--net={node.path}", "--", "ip", *args],
-        check=True,
-        capture_output=True,
-        timeout=10,
-    )
+    ip_in(node.path, *args)
 
 
 def read_in(node: Node) -> tuple[list[tuple[str, str]], list[str]]:
