@@ -44,6 +44,10 @@ class WatchEvent:
         return str(self.object.get("metadata", {}).get("name", ""))
 
     @property
+    def namespace(self) -> str:
+        return str(self.object.get("metadata", {}).get("namespace", ""))
+
+    @property
     def resource_version(self) -> str:
         return str(self.object.get("metadata", {}).get("resourceVersion", ""))
 
