@@ -378,8 +378,8 @@ def create_deployment(cluster: RealCluster, name: str, replicas: int, networks: 
 def running_replicas(
     cluster: RealCluster, name: str, count: int, *, not_on: str = ""
 ) -> list[dict[str, Any]]:
-    """The Deployment's `count` pods Running (none on node `not_on`), each attached to
-    LOCAL_NET as its netns shows; waited for."""
+    """The Deployment's `count` pods Running (none on node `not_on`), each with the default
+    network and LOCAL_NET, its network-status what its netns holds; waited for."""
 
     def running() -> list[dict[str, Any]] | None:
         pods = [
@@ -398,9 +398,7 @@ def running_replicas(
     for pod in pods:
         status = network_status(cluster, pod["metadata"]["name"])
         assert [entry["name"] for entry in status] == ["cluster-default", f"{NS}/{LOCAL_NET}"]
-        kernel = cluster.node_of(pod).pod_interfaces(pod)
-        (local,) = [entry for entry in status if entry["name"] == f"{NS}/{LOCAL_NET}"]
-        assert set(local["ips"]) <= set(kernel[local["interface"]].addresses)
+        cluster.node_of(pod).check_network_status(pod, status)
     return pods
 
 
@@ -498,8 +496,7 @@ def test_pods_made_and_deleted_while_the_api_server_restarts_attach_and_leave_no
         pod = first.wait_running(NS, name, timeout=180.0)
         status = network_status(cluster, name)
         assert [entry["name"] for entry in status] == ["cluster-default", f"{NS}/{LOCAL_NET}"]
-        kernel = cluster.node_of(pod).pod_interfaces(pod)
-        assert sorted(kernel) == sorted(entry["interface"] for entry in status)
+        cluster.node_of(pod).check_network_status(pod, status)
 
     def gone() -> bool:
         return all(first.pod(NS, name) is None for name in deleted)
