@@ -13,6 +13,7 @@ import pytest
 
 from netattach.cni import conf
 from netattach.guard import delegate_policy, node_rules, node_state
+from netattach.netns.host import Link
 from netattach.pods import delegate_guard, node_guard, plan, records
 from netattach.settings import settings
 from tests import builders
@@ -425,6 +426,44 @@ def test_two_adds_at_once_cannot_both_claim_one_address(tmp_path: Path) -> None:
     with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
         asyncio.run(guard.check_plan(second, policy, "c-second"))
     assert "held by the live attachment blue/net-a of pod blue/web" in caught.value.msg
+
+
+@pytest.mark.req("SEC-VALUES")
+def test_a_bridge_another_add_is_making_is_not_judged_half_made(tmp_path: Path) -> None:
+    """Twenty pods of one bridge NAD at once: the first one's plugin makes the bridge, and sets
+    it up and its accept_ra to 0 one step after another. An ADD that reads the node in between
+    (or within `NODE_FACTS_TTL` of it) sees a bridge of the node's taking router adverts. The CI
+    run on record refused two of twenty that way (tests/e2e/test_concurrency.py)."""
+    half_made = node_state.NodeFacts(
+        links=(Link(name="na-br", kind="bridge", mtu=1500, up=False),), accept_ra=(("na-br", "1"),)
+    )
+    made = node_state.NodeFacts(
+        links=(Link(name="na-br", kind="bridge", mtu=1500, up=True),), accept_ra=(("na-br", "0"),)
+    )
+    reads: list[node_state.NodeFacts] = [half_made]
+    store_ = records.PodRecords(tmp_path)
+    guard = node_guard.NodeGuard(view=None, records=store_, read=lambda: reads[0])
+    policy = delegate_policy.DelegatePolicy(rules=rules(reservedRanges=[]))
+    config = {"type": "bridge", "bridge": "na-br", "mtu": 1500}
+
+    # The maker's record is on disk with no result yet: its bridge is not judged.
+    making = records.AttachmentRecord(
+        status_name="blue/net-a", ifname="net1", is_default=False, config=config, capability_args={}
+    )
+    store_.save(builders.pod_record("c-maker", making))
+    asyncio.run(guard.check_plan([planned("blue/net-a", config)], policy, "c-second"))
+
+    # The maker is done, the facts read in between are still cached: read again, and pass.
+    store_.save(builders.pod_record("c-maker", making._replace(result={"cniVersion": "1.0.0"})))
+    reads[0] = made
+    asyncio.run(guard.check_plan([planned("blue/net-a", config)], policy, "c-third"))
+
+    # A bridge of the node's that nobody is making is judged as it is.
+    guard = node_guard.NodeGuard(view=None, records=store_, read=lambda: half_made)
+    with pytest.raises(delegate_guard.DelegateRefusedError) as caught:
+        asyncio.run(guard.check_plan([planned("blue/net-a", config)], policy, "c-fourth"))
+    assert "sets the node's bridge 'na-br' up; it is down" in caught.value.msg
+    assert "(and 1 more)" in caught.value.msg  # its accept_ra
 
 
 def test_an_address_given_back_by_del_is_free_for_the_next_pod(tmp_path: Path) -> None:

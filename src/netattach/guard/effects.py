@@ -17,6 +17,8 @@
                         `mtu`, else 1500) lowers the bridge's (kernel MTU auto-adjust), which
                         stays lowered when the bridge was made with its MTU by the plugin
 A bridge the plugin creates is the NAD's own: what it does to that one is no change to the node.
+Nor is what a bridge in `building` shows: one that an ADD under way names, whose plugin may be
+making it (up, accept_ra and MTU are written one after another); that ADD was judged for it.
 """
 
 from __future__ import annotations
@@ -44,10 +46,11 @@ def refusals(
     rules: delegate_policy.DelegateRules,
     facts: NodeFacts,
     families: frozenset[int],
+    building: frozenset[str] = frozenset(),
 ) -> list[refusal.Refusal]:
     """The refusals of `raw` that the node's `facts` show: names that are another link's, and
     changes that outlive the pod. `families`: the IP families the config hands out (both when
-    it cannot be told: a dhcp or third-party IPAM)."""
+    it cannot be told: a dhcp or third-party IPAM); `building`: the bridges ADDs under way name."""
     found: list[refusal.Refusal] = []
     links = {link.name: link for link in facts.links}
     aliases = {alt: link.name for link in facts.links for alt in link.altnames}
@@ -62,7 +65,7 @@ def refusals(
         if kind == node_rules.BRIDGE:
             name = obj.get(node_rules.BRIDGE) or keys.DEFAULT_BRIDGE_NAME
             link = links.get(name) if isinstance(name, str) else None
-            if link is not None and link.kind == node_rules.BRIDGE:
+            if link is not None and link.kind == node_rules.BRIDGE and link.name not in building:
                 found.extend(_bridge(obj, path, link, rules, facts))
     return found
 
@@ -144,3 +147,12 @@ def families_of(claims: list[node_rules.Claim]) -> frozenset[int]:
         c.first.version for c in claims if c.kind in (node_rules.POD, node_rules.SPAN)
     )
     return found or frozenset((4, 6))
+
+
+def bridges_named(raw: Mapping[str, Any]) -> Iterator[str]:
+    """The node bridges the bridge plugins of `raw` use (or make)."""
+    for _, obj in node_rules.objects(raw):
+        if obj.get("type") == node_rules.BRIDGE:
+            name = obj.get(node_rules.BRIDGE) or keys.DEFAULT_BRIDGE_NAME
+            if isinstance(name, str):
+                yield name

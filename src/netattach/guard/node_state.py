@@ -29,8 +29,10 @@ class NodeFacts(NamedTuple):
 
 
 class LiveAttachments(NamedTuple):
-    """What the node's other live attachments hold: their pods' addresses (by whom), and the
-    host-side interfaces (bridges, host veths) they use."""
+    """What the node's other live attachments hold: their pods' addresses (by whom), the
+    host-side interfaces (bridges, host veths) they use, and the bridges that attachments still
+    being added name (their plugin may be making one: up, accept_ra and MTU are not settled)."""
 
     addresses: Mapping[Address, str] = {}
     host_interfaces: frozenset[str] = frozenset()
+    building: frozenset[str] = frozenset()

@@ -39,11 +39,12 @@ from netattach.guard import delegate_policy, effects, keys, node_rules, node_sta
 from netattach.pods import delegate_guard
 from netattach.pods import plan as plan_mod
 from netattach.pods import records as records_mod
+from netattach.values import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Final
+    from typing import Any, Final
 
     from netattach.guard.node_rules import Address
 
@@ -100,6 +101,7 @@ def live_attachments(
     network's name has no '/'), and its host side is a NAD's like a selection's."""
     held: dict[Address, str] = {}
     host_interfaces: set[str] = set()
+    building: set[str] = set()
     recorded: set[str] = set()
     for other in records.container_ids():
         recorded.add(other)
@@ -120,6 +122,8 @@ def live_attachments(
                     held.setdefault(address, who)
             # An attachment still running has no result yet: the addresses its config claims.
             claims, _ = node_rules.claims(attachment.config) if result == {} else ([], [])
+            if result == {}:
+                building.update(effects.bridges_named(attachment.config))
             for claim in claims:
                 if claim.kind == node_rules.POD:
                     held.setdefault(claim.first, who)
@@ -131,7 +135,9 @@ def live_attachments(
     if pending is not None:
         for address, who in pending.held(recorded, container_id).items():
             held.setdefault(address, who)
-    return node_state.LiveAttachments(addresses=held, host_interfaces=frozenset(host_interfaces))
+    return node_state.LiveAttachments(
+        addresses=held, host_interfaces=frozenset(host_interfaces), building=frozenset(building)
+    )
 
 
 def _operators(attachment: records_mod.AttachmentRecord, cluster_nad: str) -> bool:
@@ -207,8 +213,9 @@ def judge_config(
     and `netattach validate --node` all come here."""
     claims, _ = node_rules.claims(raw, requested)
     node = facts if delegate_policy.NODE_RANGE in rules.reserved_ranges else None
-    found = refusals(claims, rules, node, live or node_state.LiveAttachments())
-    found.extend(effects.refusals(raw, rules, facts, effects.families_of(claims)))
+    live = live or node_state.LiveAttachments()
+    found = refusals(claims, rules, node, live)
+    found.extend(effects.refusals(raw, rules, facts, effects.families_of(claims), live.building))
     return found
 
 
@@ -249,11 +256,12 @@ class NodeGuard:
         """`container_id`'s ADD is over: what it claimed is in its record now, or was given up."""
         self._pending.claims.pop(container_id, None)
 
-    async def node_facts(self) -> node_state.NodeFacts:
-        """The node's facts, read at most once per `NODE_FACTS_TTL` (a blocking netlink dump: in
-        a worker thread under the daemon's event loop, inline in the thin plugin)."""
+    async def node_facts(self, *, fresh: bool = False) -> node_state.NodeFacts:
+        """The node's facts, read at most once per `NODE_FACTS_TTL` unless `fresh` (a blocking
+        netlink dump: in a worker thread under the daemon's event loop, inline in the thin
+        plugin)."""
         now = time.monotonic()
-        if now - self._read_at >= NODE_FACTS_TTL:
+        if fresh or now - self._read_at >= NODE_FACTS_TTL:
             self._facts = await offload.to_thread(self._read or read_node_facts)
             self._read_at = time.monotonic()
         return self._facts
@@ -268,7 +276,12 @@ class NodeGuard:
     ) -> None:
         """Raise `DelegateRefusedError` for the first NAD of `plan` that takes what is the node's
         or another attachment's. Before anything of the plan is recorded or run. `cluster_nad`:
-        the cluster default network's `namespace/name` when it is a NAD (`live_attachments`)."""
+        the cluster default network's `namespace/name` when it is a NAD (`live_attachments`).
+
+        A refusal of a plan with a bridge NAD is judged twice before it stands: the second time
+        with the node read afresh and every record loaded. The first look may have caught the
+        bridge while another ADD's plugin was making it (up, accept_ra, MTU not yet written), in
+        facts up to `NODE_FACTS_TTL` old."""
         if not policy.enabled:
             return
         judged = []
@@ -281,21 +294,39 @@ class NodeGuard:
             raw = planned.network.raw
             claims, _ = node_rules.claims(raw)  # unreadable: refused before
             if claims or touches_node(raw):
-                judged.append((planned.status_name, rules, claims, raw))
+                judged.append(_Judged(planned.status_name, rules, claims, raw))
         if not judged:
             return
         wanted = any(
-            (claims and delegate_policy.NODE_RANGE in rules.reserved_ranges) or touches_node(raw)
-            for _, rules, claims, raw in judged
+            (j.claims and delegate_policy.NODE_RANGE in j.rules.reserved_ranges)
+            or touches_node(j.raw)
+            for j in judged
         )
         facts = await self.node_facts() if wanted else None
-        # From here on nothing awaits: under the daemon's event loop, no other ADD can claim an
-        # address between this check and the claims noted as pending below.
+        refused = self._judge(judged, facts, container_id, cluster_nad, every_record=False)
+        if refused is not None and facts is not None and _bridges(judged):
+            facts = await self.node_facts(fresh=True)
+            refused = self._judge(judged, facts, container_id, cluster_nad, every_record=True)
+        if refused is not None:
+            raise delegate_guard.refused(*refused)
+
+    def _judge(
+        self,
+        judged: Sequence[_Judged],
+        facts: node_state.NodeFacts | None,
+        container_id: str,
+        cluster_nad: str,
+        *,
+        every_record: bool,
+    ) -> tuple[str, list[refusal.Refusal]] | None:
+        """The first NAD of `judged` refused, with its refusals; None when all pass, and then
+        their claims are pending. Nothing awaits here: under the daemon's event loop, no other
+        ADD can claim an address between this check and the claims noted as pending."""
         # Every record is read from disk for it: only when a claim is one that live attachments
         # can refuse (a pod or host address) or excuse (a host address or subnet beside the
-        # node's).
-        kinds = {claim.kind for _, _, claims, _ in judged for claim in claims}
-        needs_live = node_rules.POD in kinds or node_rules.HOST in kinds
+        # node's), or `every_record` (a second look).
+        kinds = {claim.kind for j in judged for claim in j.claims}
+        needs_live = every_record or node_rules.POD in kinds or node_rules.HOST in kinds
         needs_live = needs_live or (facts is not None and node_rules.SUBNET in kinds)
         live = (
             live_attachments(
@@ -304,16 +335,28 @@ class NodeGuard:
             if needs_live
             else node_state.LiveAttachments()
         )
-        for name, rules, claims, raw in judged:
+        for j in judged:
             if facts is None:
-                found = refusals(claims, rules, None, live)
+                found = refusals(j.claims, j.rules, None, live)
             else:
-                found = judge_config(raw, rules, facts, live)
+                found = judge_config(j.raw, j.rules, facts, live)
             if found:
-                raise delegate_guard.refused(name, found)
-        self._pending.note(
-            container_id, [(name, rules, claims) for name, rules, claims, _ in judged]
-        )
+                return j.name, found
+        self._pending.note(container_id, [(j.name, j.rules, j.claims) for j in judged])
+        return None
+
+
+def _bridges(judged: Sequence[_Judged]) -> bool:
+    return any(next(effects.bridges_named(j.raw), None) is not None for j in judged)
+
+
+class _Judged(NamedTuple):
+    """One NAD of a plan that the node's rules judge."""
+
+    name: str
+    rules: delegate_policy.DelegateRules
+    claims: list[node_rules.Claim]
+    raw: Mapping[str, Any]
 
 
 class PendingClaims:
