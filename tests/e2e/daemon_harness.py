@@ -64,6 +64,9 @@ CONFLIST_NAME = "00-netattach.conflist"
 RUNTIME_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # The shim's whole exchange with the daemon, bounded well below the call timeout.
 SHIM_TIMEOUT = "45"
+# No wait for an absent daemon (the shim's default is 30 s): the tests of a daemon that is down
+# want the shim's answer at once; `DaemonNode.shim(daemon_wait=None)` is the default's test.
+SHIM_DAEMON_WAIT = "0"
 START_TIMEOUT = 20.0
 STOP_GRACE = 10.0
 POLL = 0.05
@@ -265,15 +268,19 @@ class DaemonNode:
         ifname: str = "eth0",
         program: Path | None = None,
         config: Mapping[str, Any] | None = None,
+        daemon_wait: str | None = SHIM_DAEMON_WAIT,
     ) -> Reply:
         """One CNI call of the shim `program` (the installed one by default) in the node
-        namespace; its stdin is `config`, else the installed conflist's plugin config."""
+        namespace; its stdin is `config`, else the installed conflist's plugin config.
+        `daemon_wait`: its NETATTACH_SHIM_DAEMON_WAIT (None: the shim's default, 30 s)."""
         environ = {
             "PATH": RUNTIME_PATH,
             "CNI_COMMAND": command,
             "CNI_PATH": str(self.bin_dir),
             "NETATTACH_SHIM_TIMEOUT": SHIM_TIMEOUT,
         }
+        if daemon_wait is not None:
+            environ["NETATTACH_SHIM_DAEMON_WAIT"] = daemon_wait
         if pod is not None:
             environ["CNI_CONTAINERID"] = pod.container_id
             environ["CNI_NETNS"] = pod.netns

@@ -7,6 +7,7 @@ import ipaddress
 import json
 import stat
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -166,6 +167,30 @@ def test_with_the_daemon_down_the_shim_answers_11_and_a_later_del_frees_everythi
     for pod in (first, second):
         reply = daemon.shim("DEL", pod)
         assert (reply.rc, reply.out) == (0, None), reply
+    assert cluster.leftovers() == NOTHING
+
+
+@pytest.mark.req("CLU-NODES", "RT-DELERR")
+def test_a_call_while_the_daemon_restarts_waits_for_the_new_one(daemon: DaemonNode) -> None:
+    """A rolling update of the DaemonSet: the old daemon has exited (its socket removed) and the
+    new one is starting. The installed shim, with its default wait, is answered by the new one:
+    the ADD does not fail, and its DEL frees everything."""
+    cluster = daemon.cluster
+    pod = cluster.pod("blue", "web", None)
+    daemon.start()
+    assert daemon.stop() == 0
+    assert not daemon.socket.exists()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        adding = pool.submit(daemon.shim, "ADD", pod, daemon_wait=None)
+        time.sleep(1.0)  # the shim is waiting for a socket
+        assert not adding.done()
+        daemon.start()
+        reply = adding.result()
+
+    assert reply.rc == 0, reply
+    assert cluster.leftovers()["sandbox interfaces"] == [f"{pod.netns}:eth0"]
+    assert daemon.shim("DEL", pod).rc == 0
     assert cluster.leftovers() == NOTHING
 
 

@@ -87,6 +87,8 @@ class Containerd:
         # nsenter's namespace options: where containerd runs (a real node's mount namespace too)
         self.enter = [f"--net={netns}"]
         self.proc: subprocess.Popen[bytes] | None = None
+        # containerd's environment, which the CNI plugins it runs (the shim) inherit
+        self.environ = {"PATH": RUNTIME_PATH}
         # containerd 1.6 puts shim sockets in /run/containerd/s whatever its config says: made
         # by us when missing, removed again at close when empty
         self.made_default_state = not DEFAULT_STATE.exists()
@@ -163,7 +165,7 @@ class Containerd:
                 stdin=subprocess.DEVNULL,
                 stdout=stream,
                 stderr=subprocess.STDOUT,
-                env={"PATH": RUNTIME_PATH},
+                env=self.environ,
                 cwd=self.base,
                 start_new_session=True,
             )

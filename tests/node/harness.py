@@ -108,6 +108,10 @@ def node_host() -> Iterator[NodeHost]:
         pause = sandbox_image.build_pause(base / "pause")
         image = sandbox_image.write_image_archive(pause, base / "pause-image.tar")
         containerd = Containerd(base / "containerd", path, image)
+        # The shim waits 1 s for a daemon that is not there, not its default 30: the lifecycle
+        # tests stop the daemon and want containerd's failure soon. The real-node and cluster
+        # tiers run the default (a rolling update's gap is waited out).
+        containerd.environ["NETATTACH_SHIM_DAEMON_WAIT"] = "1"
         containerd.start()
         containerd.import_image(base / "pause-image.tar")
         (base / "run").mkdir()

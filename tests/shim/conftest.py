@@ -31,6 +31,9 @@ FORMS = ("source", "zipapp", "native", "sanitized")
 # The exchange timeout the shim is given in tests, so that a test of a hanging daemon is quick
 # and a broken shim cannot hang the suite for the shim's default 300 s.
 TEST_TIMEOUT = "20"
+# No wait for a daemon that is not there (the default is 30 s): the tests of an absent daemon
+# want its answer at once; tests/shim/test_pipe.py sets it where the wait is what is tested.
+TEST_DAEMON_WAIT = "0"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Shim:
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "CNI_COMMAND": command,
             "NETATTACH_SHIM_TIMEOUT": TEST_TIMEOUT,
+            "NETATTACH_SHIM_DAEMON_WAIT": TEST_DAEMON_WAIT,
             **self.base_env,
             **(env or {}),
         }

@@ -142,6 +142,57 @@ def test_a_socket_nobody_listens_on_is_try_again_later(shim: Shim, socket_dir: P
     try_again_later(done, path)
 
 
+@pytest.mark.req("CLU-NODES")
+@pytest.mark.parametrize("left", ["no socket", "a socket nobody listens on"])
+def test_a_daemon_restarting_is_waited_for(shim: Shim, socket_dir: Path, left: str) -> None:
+    """A rolling update of the DaemonSet: the old daemon is gone (SIGTERM removes its socket;
+    SIGKILL leaves it with nobody listening) and the new one binds the socket a moment later.
+    A call in between waits for it, and is answered by it."""
+    path = socket_dir / "netattach.sock"
+    old = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if left != "no socket":
+        old.bind(str(path))
+    started: list[StubDaemon] = []
+
+    def restart() -> None:
+        time.sleep(0.4)
+        old.close()
+        path.unlink(missing_ok=True)
+        started.append(StubDaemon(path))
+
+    restarting = threading.Thread(target=restart)
+    restarting.start()
+    try:
+        done = shim.run("ADD", config(path), {**CNI_ENV, "NETATTACH_SHIM_DAEMON_WAIT": "10"})
+    finally:
+        restarting.join()
+    (daemon,) = started
+    try:
+        assert (done.returncode, done.stdout) == (0, b"{}"), done.stdout + done.stderr
+        [request] = daemon.requests
+        assert request.decoded()[0]["CNI_COMMAND"] == "ADD"
+    finally:
+        daemon.close()
+
+
+@pytest.mark.parametrize(
+    ("wait", "why"),
+    [
+        ("0.3", "connect failed: No such file or directory"),  # waited, then the reason
+        # Not a wait: the default (30 s), cut by the exchange's 0.5 s timeout.
+        ("soon", "connect failed: timed out"),
+        ("-1", "connect failed: timed out"),
+    ],
+)
+def test_the_wait_for_a_daemon_is_bounded(
+    shim: Shim, socket_dir: Path, wait: str, why: str
+) -> None:
+    missing = socket_dir / "netattach.sock"
+    env = {**CNI_ENV, "NETATTACH_SHIM_DAEMON_WAIT": wait, "NETATTACH_SHIM_TIMEOUT": "0.5"}
+    error = try_again_later(shim.run("DEL", config(missing), env), missing)
+    assert why in str(error["msg"]), error
+
+
 @pytest.mark.parametrize("behaviour", ["close", "close-at-accept"])
 def test_daemon_closing_without_a_reply_is_try_again_later(
     shim: Shim, daemon: StubDaemon, behaviour: Behaviour

@@ -10,6 +10,8 @@ It owns no CNI logic, and answers only what the daemon cannot:
   * the daemon being unreachable or unreadable (no socket, refused, closed early, timed out,
     garbage) → CNI error 11 "try again later" naming the socket — for DEL too: the runtime retries
     a failed DEL, and a DEL reported as done when nothing was deleted would leak the attachments.
+    No socket, or nobody listening on it, is first waited out for `NETATTACH_SHIM_DAEMON_WAIT`
+    seconds (default 30): the daemon is restarting (a rolling update of the DaemonSet).
 A config that names no usable socket is error 7, and so is one larger than the daemon accepts; a
 config that is not JSON cannot name the socket, so it goes to the default one and the daemon
 reports it (error 6).
@@ -46,6 +48,14 @@ SUN_PATH_MAX_BYTES = 107
 # A full accept queue: the first pause, and the longest, between connect attempts (seconds).
 CONNECT_RETRY_FIRST = 0.005
 CONNECT_RETRY_MAX = 0.2
+# No daemon (no socket, or nobody listening on it): how long the shim waits for one to come
+# (seconds; 0: not at all), within the exchange's timeout. The DaemonSet's rolling update leaves a
+# node without a daemon for the seconds between the old pod's exit and the new one's socket; a
+# call in that gap waits it out instead of failing (CLU-NODES). Its pauses, first and longest.
+DEFAULT_DAEMON_WAIT = 30.0
+DAEMON_WAIT_ENV = "NETATTACH_SHIM_DAEMON_WAIT"
+DAEMON_RETRY_FIRST = 0.05
+DAEMON_RETRY_MAX = 0.5
 _RECV_BYTES = 65536
 # The most the shim reads of a reply: far above any CNI result, and a bound on its memory.
 MAX_REPLY_BYTES = 16 * 1024 * 1024
@@ -131,6 +141,14 @@ def read_timeout() -> float:
     return timeout if 0 < timeout < float("inf") else DEFAULT_TIMEOUT
 
 
+def read_daemon_wait() -> float:
+    try:
+        wait = float(os.environ.get(DAEMON_WAIT_ENV, DEFAULT_DAEMON_WAIT))
+    except ValueError:
+        return DEFAULT_DAEMON_WAIT
+    return wait if 0 <= wait < float("inf") else DEFAULT_DAEMON_WAIT
+
+
 def fetch_reply(path: str, body: bytes) -> tuple[int, bytes]:
     """The daemon's (exitCode, stdout) for one request; `TryAgainLaterError` if there is none."""
     try:
@@ -187,17 +205,26 @@ def exchange(path: str, body: bytes, timeout: float) -> tuple[int, bytes]:
 def connect(sock: _socket.socket, path: str, deadline: float) -> None:
     """Connect, waiting while the daemon's accept queue is full: a UNIX socket refuses a
     connection to a full queue at once (EAGAIN) instead of waiting, so a burst of pods would
-    fail with "try again" though the daemon is only busy. Growing pauses, until the deadline."""
-    pause = CONNECT_RETRY_FIRST
+    fail with "try again" though the daemon is only busy. Growing pauses, until the deadline.
+    No daemon (no socket file, or nobody listening) is waited for `read_daemon_wait()` seconds."""
+    busy = CONNECT_RETRY_FIRST
+    absent = DAEMON_RETRY_FIRST
+    absent_until = min(deadline, time.monotonic() + read_daemon_wait())
     while True:
         try:
             sock.connect(path)
             return
         except BlockingIOError:
-            if time.monotonic() + pause > deadline:
+            if time.monotonic() + busy > deadline:
                 raise
-            time.sleep(pause)
-            pause = min(pause * 2, CONNECT_RETRY_MAX)
+            time.sleep(busy)
+            busy = min(busy * 2, CONNECT_RETRY_MAX)
+        except (FileNotFoundError, ConnectionRefusedError):
+            left = absent_until - time.monotonic()
+            if left <= 0:
+                raise
+            time.sleep(min(absent, left))
+            absent = min(absent * 2, DAEMON_RETRY_MAX)
 
 
 def receive_all(sock: _socket.socket, deadline: float) -> bytes:

@@ -53,11 +53,16 @@
 #define DEFAULT_TIMEOUT 300.0
 #define CONNECT_RETRY_FIRST 0.005
 #define CONNECT_RETRY_MAX 0.2
+/* No daemon (no socket, or nobody listening): how long to wait for one, and the pauses. */
+#define DEFAULT_DAEMON_WAIT 30.0
+#define DAEMON_RETRY_FIRST 0.05
+#define DAEMON_RETRY_MAX 0.5
 
 static const char DEFAULT_SOCKET[] = "/run/netattach/netattach.sock";
 static const char SOCKET_KEY[] = "daemonSocket";
 static const char VERSION_KEY[] = "cniVersion";
 static const char TIMEOUT_ENV[] = "NETATTACH_SHIM_TIMEOUT";
+static const char DAEMON_WAIT_ENV[] = "NETATTACH_SHIM_DAEMON_WAIT";
 static const char CURRENT_VERSION_JSON[] = "\"1.1.0\"";
 static const char SUPPORTED_VERSIONS_JSON[] =
     "[\"0.1.0\", \"0.2.0\", \"0.3.0\", \"0.3.1\", \"0.4.0\", \"1.0.0\", \"1.1.0\"]";
@@ -768,25 +773,29 @@ static void pause_for(double seconds)
     }
 }
 
-static double read_timeout(void)
+/* Seconds from the variable `name`, as main.py reads them; `fallback` when it is unset or not
+ * a number, or not above 0 (at least 0 with `zero_ok`). */
+static double read_seconds(const char *name, double fallback, bool zero_ok)
 {
-    const char *text = getenv(TIMEOUT_ENV);
+    const char *text = getenv(name);
     char *end;
     if (text == NULL)
-        return DEFAULT_TIMEOUT;
+        return fallback;
     while (*text == ' ' || *text == '\t')
         text++;
     /* decimal only: what Python's float() reads of the values anyone sets */
     for (const char *c = text; *c && *c != ' ' && *c != '\t' && *c != '\n'; c++)
         if (!strchr("0123456789.eE+-", *c))
-            return DEFAULT_TIMEOUT;
+            return fallback;
     errno = 0;
-    double timeout = strtod(text, &end);
+    double seconds = strtod(text, &end);
     while (*end == ' ' || *end == '\t' || *end == '\n')
         end++;
-    if (end == text || *end != '\0' || errno == ERANGE || !(timeout > 0) || timeout > 1e9)
-        return DEFAULT_TIMEOUT;
-    return timeout;
+    if (end == text || *end != '\0' || errno == ERANGE || seconds > 1e9)
+        return fallback;
+    if (!(seconds > 0) && !(zero_ok && seconds == 0))
+        return fallback;
+    return seconds;
 }
 
 /* Waits until fd is ready for `events` or the deadline passes (then errno = ETIMEDOUT). */
@@ -818,19 +827,35 @@ static void describe(char *out, size_t size, const char *step, int error, double
 }
 
 /* Connects, waiting while the daemon's accept queue is full: a UNIX socket refuses a connection
- * to a full queue at once (EAGAIN) instead of waiting. Growing pauses, until the deadline. */
+ * to a full queue at once (EAGAIN) instead of waiting. Growing pauses, until the deadline. No
+ * daemon (no socket file, or nobody listening) is waited for NETATTACH_SHIM_DAEMON_WAIT. */
 static int connect_socket(int fd, const struct sockaddr_un *address, double deadline)
 {
-    double pause = CONNECT_RETRY_FIRST;
+    double busy = CONNECT_RETRY_FIRST;
+    double absent = DAEMON_RETRY_FIRST;
+    double absent_until = now() + read_seconds(DAEMON_WAIT_ENV, DEFAULT_DAEMON_WAIT, true);
+    if (absent_until > deadline)
+        absent_until = deadline;
     for (;;) {
         if (connect(fd, (const struct sockaddr *)address, sizeof *address) == 0)
             return 0;
-        if (errno == EINTR)
+        int error = errno;
+        if (error == EINTR)
             continue;
-        if (errno != EAGAIN || now() + pause > deadline)
-            return errno;
-        pause_for(pause);
-        pause = pause * 2 > CONNECT_RETRY_MAX ? CONNECT_RETRY_MAX : pause * 2;
+        if (error == EAGAIN) {
+            if (now() + busy > deadline)
+                return error;
+            pause_for(busy);
+            busy = busy * 2 > CONNECT_RETRY_MAX ? CONNECT_RETRY_MAX : busy * 2;
+        } else if (error == ENOENT || error == ECONNREFUSED) {
+            double left = absent_until - now();
+            if (left <= 0)
+                return error;
+            pause_for(absent < left ? absent : left);
+            absent = absent * 2 > DAEMON_RETRY_MAX ? DAEMON_RETRY_MAX : absent * 2;
+        } else {
+            return error;
+        }
     }
 }
 
@@ -1114,7 +1139,7 @@ static bool decode_reply(const struct bytes *body, int *exit_code, struct bytes 
 static bool fetch_reply(const char *path, const struct bytes *body, int *exit_code,
                         struct bytes *out, struct failure *f)
 {
-    double deadline = now() + read_timeout();
+    double deadline = now() + read_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT, false);
     char why[MSG_MAX];
     struct sockaddr_un address = {.sun_family = AF_UNIX};
     memcpy(address.sun_path, path, strlen(path) + 1);
