@@ -509,3 +509,94 @@ def test_pods_made_and_deleted_while_the_api_server_restarts_attach_and_leave_no
         assert first.network_status(NS, name) == statuses[name]
     for node in cluster.nodes:
         node.wait_daemon_ready()
+
+
+def daemon_ready_on(cluster: RealCluster) -> dict[str, bool]:
+    """Each node's name: whether a netattach pod not being deleted is Ready on it."""
+    ready = {node.name: False for node in cluster.nodes}
+    for pod in cluster.nodes[0].daemon_pods():
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if not pod["metadata"].get("deletionTimestamp") and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in conditions
+        ):
+            ready[pod["spec"].get("nodeName", "")] = True
+    return ready
+
+
+def test_a_rolling_update_of_the_daemonset_under_pod_creation_fails_no_add(
+    clean_cluster: RealCluster,
+) -> None:
+    """The DaemonSet moved to a new image tag while pods are made on every node: the old daemon
+    of each node exits and the new one starts, one node at a time. A pod made on a node while it
+    has no daemon waits for the new one (the shim waits for the socket): no sandbox fails, and
+    every pod runs with its networks."""
+    cluster = clean_cluster
+    first = cluster.nodes[0]
+    daemonset = json.loads(
+        cluster.kubectl("-n", "kube-system", "get", "daemonset", "netattach", "-o", "json")
+    )
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    old_image = container["image"]
+    new_image = f"{old_image.rpartition(':')[0]}:rollout"
+    for node in cluster.nodes:  # the new tag is on every node: nothing to pull
+        node.containerd.ctr("images", "tag", "--force", old_image, new_image)
+
+    made: list[str] = []
+    in_gap: dict[str, str] = {}  # node -> the pod made there while it had no daemon
+    stop = threading.Event()
+
+    def make(node: str) -> str:
+        name = f"roll-{len(made)}"
+        cluster.api.create(first.pod_object(NS, name, LOCAL_NET, node_name=node))
+        made.append(name)
+        return name
+
+    def churn() -> None:
+        """A pod on each node in turn, and one on each node as soon as it has no daemon."""
+        for turn in itertools.count():
+            if stop.is_set():
+                return
+            for node, ready in daemon_ready_on(cluster).items():
+                if not ready and node not in in_gap:
+                    in_gap[node] = make(node)
+            if turn % 2 == 0:
+                make(cluster.nodes[turn // 2 % len(cluster.nodes)].name)
+            time.sleep(0.5)
+
+    worker = threading.Thread(target=churn, name="na-rollout-churn")
+    worker.start()
+    try:
+        time.sleep(2)
+        cluster.kubectl(
+            "-n", "kube-system", "set", "image", "daemonset/netattach", f"netattach={new_image}"
+        )
+        cluster.kubectl(
+            "-n", "kube-system", "rollout", "status", "daemonset/netattach", "--timeout=300s",
+            timeout=330,
+        )  # fmt: skip
+        time.sleep(2)
+    finally:
+        stop.set()
+        worker.join(60)
+
+    # every node went without a daemon for a while, and had a pod made then
+    assert sorted(in_gap) == sorted(node.name for node in cluster.nodes), in_gap
+    for node in cluster.nodes:
+        node.wait_daemon_ready()
+    images = {
+        pod["spec"]["nodeName"]: pod["spec"]["containers"][0]["image"]
+        for pod in first.daemon_pods()
+    }
+    assert images == {node.name: new_image for node in cluster.nodes}
+
+    for name in made:
+        pod = first.wait_running(NS, name, timeout=180.0)
+        status = network_status(cluster, name)
+        assert [entry["name"] for entry in status] == ["cluster-default", f"{NS}/{LOCAL_NET}"]
+        cluster.node_of(pod).check_network_status(pod, status)
+        failed = [
+            event["message"]
+            for event in cluster.api.events_for(NS, name)
+            if event.get("reason") == "FailedCreatePodSandBox"
+        ]
+        assert failed == [], (name, pod["spec"]["nodeName"], failed)

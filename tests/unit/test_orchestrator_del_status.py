@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from netattach.pods import orchestrator, status_removals
-from tests.builders import CALL, Sink, nad, orchestrated, pod, view_of
+from tests import builders
+from tests.builders import CALL, Sink, call, nad, orchestrated, pod, view_of
 
 DEL = CALL._replace(command="DEL")
 
@@ -109,5 +110,39 @@ def test_a_quick_removal_is_done_when_del_returns(tmp_path: Path) -> None:
         await orch.add(CALL, {"cniVersion": "1.0.0"})
         await orch.delete(DEL)
         assert sink.removals == ["started", "done"]
+
+    asyncio.run(body())
+
+
+@pytest.mark.req("STAT-ANNOT", "RT-DEL")
+def test_the_del_of_an_older_sandbox_leaves_the_status_of_the_pods_live_one(
+    tmp_path: Path,
+) -> None:
+    """Kubelet tears a pod's failed sandbox down after the next one attached (the first ADD
+    found no daemon; the retry, once the daemon was back, attached). That DEL is of the pod, but
+    the status is the live sandbox's: it stays. The cluster tier's rolling update showed a pod
+    Running with no network-status for want of this."""
+    view = view_of(pod("net-a"), nad("net-a", {"cniVersion": "1.0.0", "type": "macvlan"}))
+    orch, sink, _ = orchestrated(tmp_path, view)
+    failed, live = call("DEL", container_id="c-failed"), call(container_id="c-live")
+
+    async def body() -> None:
+        await orch.add(live, {"cniVersion": "1.0.0"})
+        published = sink.status[("blue", "web")]
+        await orch.delete(failed)  # no record: its ADD never ran
+        assert sink.status[("blue", "web")] == published
+        # a sandbox with a record of its own, torn down after the live one attached
+        await orch.add(call(container_id="c-old"), {"cniVersion": "1.0.0"})
+        published = sink.status[("blue", "web")]
+        await orch.delete(call("DEL", container_id="c-old"))
+        assert sink.status[("blue", "web")] == published
+        # the live one's DEL: the pod has no sandbox left
+        await orch.delete(live._replace(command="DEL"))
+        assert ("blue", "web") not in sink.status
+        # a sandbox of another pod of that name (a UID of its own) is no sandbox of this one
+        await orch.add(live, {"cniVersion": "1.0.0"})
+        orch.records.save(builders.pod_record("c-next", uid="u2"))
+        await orch.delete(live._replace(command="DEL"))
+        assert ("blue", "web") not in sink.status
 
     asyncio.run(body())

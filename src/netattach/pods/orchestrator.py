@@ -359,14 +359,15 @@ class Orchestrator:
                 await self.runtime.del_container(call.container_id)
                 self.records.delete(call.container_id)
                 lock.discard()  # nothing of this container is left: neither is its lock file
-                if ref is not None and ref.name:
+                if ref is not None and self._status_is_ours(ref, call.container_id):
                     await self.removals.settle(self.removals.start(ref))
                 return
             call_log.note_record(record)
             ref = refs_mod.PodRef(namespace=record.namespace, name=record.pod, uid=record.uid)
             # The status goes while the delegates run, not after them (an API round trip off
             # the DEL's path); Multus too clears it before its delegates' DEL.
-            clearing = self.removals.start(ref) if ref.name else None
+            ours = self._status_is_ours(ref, call.container_id)
+            clearing = self.removals.start(ref) if ours else None
             try:
                 failures = await self._delete_attachments(call, record)
             finally:
@@ -378,6 +379,21 @@ class Orchestrator:
                 await self.policy.discard(record)
             self.records.delete(call.container_id)
             lock.discard()
+
+    def _status_is_ours(self, ref: refs_mod.PodRef, container_id: str) -> bool:
+        """Is the pod's network-status the DEL of `container_id` removes? Not when another
+        sandbox of the pod has a record: the status is that one's. Kubelet tears a pod's failed
+        or dead sandbox down after its next one attached (a sandbox whose ADD found no daemon,
+        retried once the daemon was back); that DEL would leave a running pod with no status."""
+        if not ref.name:
+            return False
+        others = self.records.sandboxes_of(ref.namespace, ref.name, ref.uid, but=container_id)
+        if others:
+            log.debug(
+                "%s DEL of %s keeps the network-status: it is sandbox %s's",
+                ref.prefix(), container_id[:12], others[0][:12],
+            )  # fmt: skip
+        return not others
 
     async def check(self, call: env.Environment) -> None:
         async with self.locks.hold(call.container_id):

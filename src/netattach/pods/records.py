@@ -217,6 +217,23 @@ class PodRecords:
                 f"cannot remove the record of container {container_id}", str(exc)
             ) from exc
 
+    def sandboxes_of(self, namespace: str, pod: str, uid: str, *, but: str) -> list[str]:
+        """The recorded containers of the pod `namespace/pod` (of its `uid`, when both know
+        it) other than `but`; an unreadable record is of no pod."""
+        found = []
+        for container_id in self.container_ids():
+            if container_id == but:
+                continue
+            try:
+                record = self.load(container_id)
+            except CorruptPodRecordError:
+                continue
+            if record is None or (record.namespace, record.pod) != (namespace, pod):
+                continue
+            if not uid or not record.uid or record.uid == uid:
+                found.append(container_id)
+        return found
+
     def container_ids(self) -> Iterator[str]:
         """Every recorded container, readable or not (from the file names)."""
         try:
