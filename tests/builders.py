@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from netattach.cluster import model, store
 from netattach.cni import env
 from netattach.guard import delegate_policy
-from netattach.pods import locks, orchestrator, records
+from netattach.pods import locks, orchestrator, ports, records
 from netattach.runtime import chain
 from netattach.settings import network as network_settings
 from netattach.settings import settings
@@ -239,6 +239,7 @@ def orchestrated(
     policy: Mapping[str, Any] | None = None,
     sink: Sink | None = None,
     pod_records: records.PodRecords | None = None,
+    addresses: ports.AddressPools | None = None,
 ) -> Orchestrated:
     """The daemon's orchestrator on `view` with everything under `tmp_path`: the plugins
     `plugins` played by `FakePlugins`, and a cluster default network of type bridge (the
@@ -259,6 +260,7 @@ def orchestrated(
         ),
         records=records.PodRecords(tmp_path / "state") if pod_records is None else pod_records,
         locks=locks.ContainerLocks(tmp_path / "state"),
+        addresses=addresses,
     )
     return Orchestrated(orch, sink, fake)
 

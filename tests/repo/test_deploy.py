@@ -45,6 +45,10 @@ def test_rbac_is_least_privilege() -> None:
         ("", "events", "patch"),
         ("events.k8s.io", "events", "create"),
         ("events.k8s.io", "events", "patch"),
+        # IPAM-UNIQUE: the blocks of netattach's IPAM, its own kind, nothing else's
+        ("ipam.netattach.io", "ipblocks", "create"),
+        ("ipam.netattach.io", "ipblocks", "patch"),
+        ("ipam.netattach.io", "ipblocks", "delete"),
     }
     binding = one("ClusterRoleBinding")
     account = one("ServiceAccount")

@@ -23,6 +23,7 @@ KUSTOMIZATION = DEPLOY / "kustomization.yaml"
 WANTED_KINDS = [
     "CustomResourceDefinition",
     "CustomResourceDefinition",
+    "CustomResourceDefinition",
     "ServiceAccount",
     "ClusterRole",
     "ClusterRoleBinding",
@@ -60,12 +61,13 @@ def test_the_kustomization_lists_every_manifest_in_deploy_and_nothing_else() -> 
 def test_it_renders_the_crds_rbac_configmap_and_daemonset_crds_first() -> None:
     docs = render()
     assert [doc["kind"] for doc in docs] == WANTED_KINDS
-    names = sorted(doc["metadata"]["name"] for doc in docs[:2])
+    names = sorted(doc["metadata"]["name"] for doc in docs[:3])
     assert names == [
+        "ipblocks.ipam.netattach.io",
         "multi-networkpolicies.k8s.cni.cncf.io",
         "network-attachment-definitions.k8s.cni.cncf.io",
     ]
-    assert {doc["metadata"]["name"] for doc in docs[2:-2]} == {"netattach"}
+    assert {doc["metadata"]["name"] for doc in docs[3:-2]} == {"netattach"}
     assert {doc["metadata"]["name"] for doc in docs[-2:]} == {"netattach-delegate-policy"}
     namespaced = {"ServiceAccount", "ConfigMap", "DaemonSet"}
     assert {d["metadata"]["namespace"] for d in docs if d["kind"] in namespaced} == {"kube-system"}

@@ -285,6 +285,19 @@ def with_device(
     return given, args
 
 
+def with_ipam(
+    network: conf.NetworkConfigList, ipams: Mapping[int, Mapping[str, Any]]
+) -> conf.NetworkConfigList:
+    """`network` with plugin `index`'s `ipam` replaced by `ipams[index]` (netattach's IPAM
+    turned into the addresses it gave: ipam/service.py). The input is never mutated."""
+
+    def give(index: int, plugin: conf.NetworkConfig, raw: dict[str, Any]) -> None:
+        if index in ipams:
+            raw["ipam"] = copy.deepcopy(dict(ipams[index]))
+
+    return _each_plugin(network, give)
+
+
 def _each_plugin(
     network: conf.NetworkConfigList,
     change: Callable[[int, conf.NetworkConfig, dict[str, Any]], None],

@@ -16,6 +16,7 @@ verb lives in a module of its own:
     kube_events       record_event: core/v1 Events on the pod, sent in order by one background
                       worker, repeats folded into `count` as client-go's recorder does
                       (KUBE-EVENTS)
+    kube_blocks       the IPBlocks of netattach's IPAM (`blocks`, for ipam/kube_source.py)
 
 Errors raised (publish_status, remove_status, fetch_pod, fetch_nad, read_status); everything
 else is logged and retried:
@@ -30,6 +31,7 @@ import asyncio
 from pathlib import Path
 
 from netattach.cluster import (
+    kube_blocks,
     kube_client,
     kube_events,
     kube_objects,
@@ -87,6 +89,8 @@ class KubeFeed:
         self._events = kube_events.Recorder(
             self._api, self.store, node_name=node_name, timing=self.timing, idle=idle
         )
+        # IPAM-UNIQUE: the IPBlocks of netattach's IPAM (ipam/kube_source.py).
+        self.blocks = kube_blocks.BlockObjects(self._api.writes)
 
     # -- list + watch (KUBE-CACHE) --------------------------------------------------------------
 

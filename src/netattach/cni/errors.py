@@ -151,6 +151,13 @@ class PolicyApplyError(CNIError):
     code = 104
 
 
+class AddressesExhaustedError(CNIError):
+    """The pool of a network with netattach's IPAM has no free address (IPAM-BAD)."""
+
+    code = 105
+    event_reason = "AddressesExhausted"
+
+
 class PluginError(CNIError):
     """An error a delegate plugin returned; its own code is kept as it was."""
 
@@ -181,6 +188,7 @@ BY_CODE: dict[int, type[CNIError]] = {
         InvalidSelectionError,
         DelegateFailedError,
         PolicyApplyError,
+        AddressesExhaustedError,
     )
 }
 

@@ -19,6 +19,8 @@ from netattach import atomic
 from netattach.cluster import feeds, files, kube
 from netattach.cni import errors, spec
 from netattach.daemon import hotplug, introspect, metrics, policy_sync, server, shim_install
+from netattach.ipam import kube_source, sources
+from netattach.ipam import service as ipam_service
 from netattach.pods import delegate_guard, devices, dispatch, locks, orchestrator, plan, records
 from netattach.runtime import chain
 from netattach.settings import feed as feed_settings
@@ -67,6 +69,11 @@ class Daemon:
                 events=self.feed,
                 status_file=self.feed.read_status,
             )
+        # IPAM-UNIQUE: netattach's own IPAM, its blocks the node's alone (the directory feed)
+        # or the cluster's, kept in the API (the Kubernetes feed).
+        self.addresses = ipam_service.Addresses(
+            cfg.runtime.state_dir / "ipam", self._build_block_source()
+        )
         self.orchestrator = orchestrator.Orchestrator(
             settings=cfg,
             view=self.view,
@@ -75,6 +82,7 @@ class Daemon:
             records=pod_records,
             locks=locks.ContainerLocks(cfg.runtime.state_dir),
             policy=self.policy,
+            addresses=self.addresses,
         )
         self.hotplug: hotplug.HotPlug | None = None
         if cfg.daemon.hotplug.enabled:
@@ -103,6 +111,11 @@ class Daemon:
                     raise errors.InvalidNetworkConfigError(
                         f"{self.cfg.source}: feed.kubernetes: {exc.msg}", exc.details
                     ) from exc
+
+    def _build_block_source(self) -> sources.BlockSource:
+        if isinstance(self.feed, kube.KubeFeed):
+            return kube_source.KubeBlockSource(self.feed.blocks, node=self.cfg.daemon.node_name)
+        return sources.LocalSource()
 
     # -- readiness (standard §6.1) --------------------------------------------------------------
 
@@ -253,6 +266,7 @@ class Daemon:
         await self.feed.start()
         # The view kept current in the background; ADDs wait (bounded) for the first sync.
         tasks = [asyncio.create_task(self.feed.run())]
+        await self.addresses.start()
         if self.policy is not None:
             tasks.append(asyncio.create_task(self._enforce_policies(self.policy)))
         await self.server.start(self.cfg.daemon.socket)
@@ -286,6 +300,7 @@ class Daemon:
                 task.cancel()
             await self.health.close()
             await asyncio.gather(*tasks, return_exceptions=True)  # the watches end first
+            await self.addresses.close()  # the allocations not yet in the API, written
             await self.feed.aclose()  # then queued Events go out, within a bound
             if self.cfg.daemon.cleanup_on_exit:
                 self.uninstall()

@@ -63,6 +63,8 @@ DEFAULT_TYPES: Final = (
     "bandwidth",
     "sbr",
     "vrf",
+    # netattach's own IPAM (ipam/): never exec'd, the daemon gives `static` its addresses
+    "netattach",
 )
 # Which host interface a macvlan/ipvlan/vlan hangs off depends on the node's NICs, which a
 # cluster-wide default cannot know: any, until the operator names them.

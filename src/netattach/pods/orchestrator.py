@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Mapping, Sequence
 
-from netattach import loggers, offload
+from netattach import ipam, loggers, offload
 from netattach.attach import delegate
 from netattach.cluster import model
 from netattach.cni import env, errors, result, spec
@@ -65,9 +65,11 @@ class Orchestrator:
         records: records_mod.PodRecords,
         locks: locks_mod.ContainerLocks,
         policy: ports.PolicyEnforcer | None = None,
+        addresses: ports.AddressPools | None = None,
     ) -> None:
         self.settings = settings
         self.policy = policy
+        self.addresses = addresses
         self.view = view
         self.sink = sink
         self.runtime = runtime
@@ -265,12 +267,32 @@ class Orchestrator:
                 container_id=call.container_id,
                 cfg=self.settings.networks,
             )
+            planned = await self._assign_addresses(planned, ref, call.container_id)
         except errors.CNIError as exc:
             raise exc.with_prefix(ref.prefix()) from exc
         log.debug(
             "%s plan: %s", ref.prefix(), ", ".join(f"{p.ifname} {p.status_name}" for p in planned)
         )
         return planned, pod
+
+    async def _assign_addresses(
+        self, plan: list[plan_mod.PlannedAttachment], ref: refs_mod.PodRef, container_id: str
+    ) -> list[plan_mod.PlannedAttachment]:
+        """IPAM-UNIQUE: the addresses of every attachment with netattach's IPAM, taken last (a
+        plan refused above holds none); all of them, or none."""
+        if not ipam.uses_netattach(p.network for p in plan):
+            return plan
+        if self.addresses is None:
+            raise errors.InvalidNetworkConfigError(
+                f"ipam of type {ipam.TYPE!r} is served by the netattach daemon (thick mode); "
+                "this node runs the thin plugin, which cannot give addresses that are the cluster's"
+            )
+        pod = f"{ref.namespace}/{ref.name}" if ref.name else ""
+        return await self.addresses.assign(plan, container_id=container_id, pod=pod, uid=ref.uid)
+
+    def _release_addresses(self, container_id: str) -> None:
+        if self.addresses is not None:
+            self.addresses.release(container_id)
 
     async def _build_plan(
         self, pod: model.KubeObject, ifname: str, runtime_config: Mapping[str, Any]
@@ -316,6 +338,7 @@ class Orchestrator:
             if failures:
                 raise failures[-1]
             self.records.delete(call.container_id)
+            self._release_addresses(call.container_id)
 
     def _entries(
         self, record: records_mod.PodRecord, parsed: Sequence[result.Result] | None = None
@@ -338,6 +361,7 @@ class Orchestrator:
         failed = await self._delete_attachments(call, record)
         if not failed:
             self.records.delete(record.container_id)
+            self._release_addresses(record.container_id)
 
     # -- DEL / CHECK ----------------------------------------------------------------------------
 
@@ -358,6 +382,8 @@ class Orchestrator:
                 log.debug("DEL of %s: no pod record (nothing attached, or gone)", call.container_id)
                 await self.runtime.del_container(call.container_id)
                 self.records.delete(call.container_id)
+                # An ADD that took addresses and stopped before its record was written.
+                self._release_addresses(call.container_id)
                 lock.discard()  # nothing of this container is left: neither is its lock file
                 if ref is not None and self._status_is_ours(ref, call.container_id):
                     await self.removals.settle(self.removals.start(ref))
@@ -378,6 +404,7 @@ class Orchestrator:
             if self.policy is not None:
                 await self.policy.discard(record)
             self.records.delete(call.container_id)
+            self._release_addresses(call.container_id)
             lock.discard()
 
     def _status_is_ours(self, ref: refs_mod.PodRef, container_id: str) -> bool:

@@ -6,6 +6,8 @@
     StatusSink       where a pod's network-status goes (an API patch, a status file)
     EventRecorder    a sink that can also record Kubernetes Events (KUBE-EVENTS)
     PolicyEnforcer   MultiNetworkPolicy on the pods of this node (daemon/policy_sync.py)
+    AddressPools     netattach's IPAM: a plan's addresses taken, a container's freed
+                     (ipam/service.py)
 
 The daemon gives its feed's store and the feed (cluster/feeds.py), the thin plugin the
 directory feed's; tests give fakes. `typing` stays off the thin plugin's path (netattach.values
@@ -18,9 +20,11 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Protocol
 
     from netattach.cluster import model
+    from netattach.pods import plan as plan_mod
     from netattach.pods import records as records_mod
 
     class ClusterView(Protocol):
@@ -61,6 +65,20 @@ if TYPE_CHECKING:
             self, record: records_mod.PodRecord, pod: model.KubeObject | None = None
         ) -> None: ...
         async def discard(self, record: records_mod.PodRecord) -> None: ...
+
+    class AddressPools(Protocol):
+        """netattach's IPAM (ipam/service.py): a plan's `"type": "netattach"` IPAM turned into
+        the addresses taken for it, all or none; a container's addresses freed."""
+
+        async def assign(
+            self,
+            plan: Sequence[plan_mod.PlannedAttachment],
+            *,
+            container_id: str,
+            pod: str = "",
+            uid: str = "",
+        ) -> list[plan_mod.PlannedAttachment]: ...
+        def release(self, container_id: str) -> None: ...
 
     class StatusSink(Protocol):
         # `uid`: the pod's, when known, so a status is never written on a recreated namesake.

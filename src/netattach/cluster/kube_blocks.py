@@ -1,0 +1,113 @@
+"""The IPBlock objects of netattach's IPAM in the API (`deploy/crds/ipblocks.yaml`): the verbs
+`ipam/kube_source.py` needs, as plain JSON (IPAM-UNIQUE).
+
+An IPBlock is cluster-scoped and named after its CIDR (`ipam/blocks.py`), so two nodes, or two
+pools, that want one block meet on one name: the API's create is the only arbiter (409 to the
+second), never a lock. Its holder writes `status` (the lease's renewal, who holds each address);
+another node deletes it only with the resourceVersion it saw unchanged for a whole lease.
+
+Errors raised: errors.TryAgainLaterError (no answer, 429, 5xx), errors.IOFailureError (a refusal
+for good: 403, 422, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+import httpx2
+
+from netattach.cluster import kube_client
+from netattach.cni import errors
+
+GROUP: Final = "ipam.netattach.io"
+VERSION: Final = "v1alpha1"
+KIND: Final = "IPBlock"
+PATH: Final = f"/apis/{GROUP}/{VERSION}/ipblocks"
+_TRANSIENT: Final = frozenset({429, 500, 502, 503, 504})
+
+
+class BlockObjects:
+    """The IPBlocks of the cluster, through `http` (the feed's writes client)."""
+
+    def __init__(self, http: httpx2.AsyncClient) -> None:
+        self._http = http
+
+    async def list(self) -> list[dict[str, Any]]:
+        reply = await self._send("GET", PATH)
+        items = reply.get("items") if reply else None
+        return [item for item in items or [] if isinstance(item, dict)]
+
+    async def get(self, name: str) -> dict[str, Any] | None:
+        return await self._send("GET", f"{PATH}/{name}", missing_ok=True)
+
+    async def create(self, name: str, spec: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The block made; None when it exists already (another node, or pool, was first)."""
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": KIND,
+            "metadata": {"name": name},
+            "spec": dict(spec),
+        }
+        return await self._send("POST", PATH, body, conflict_ok=True)
+
+    async def patch_status(
+        self, name: str, status: Mapping[str, Any], *, node: str
+    ) -> dict[str, Any] | None:
+        """`status` merged into the block, only while `node` holds it (a `test`-free merge patch
+        cannot say so: the spec's node is checked on the object the API returns); None when the
+        block is gone."""
+        body = {"status": dict(status)}
+        reply = await self._send(
+            "PATCH", f"{PATH}/{name}", body, missing_ok=True, content_type=kube_client.MERGE_PATCH
+        )
+        if reply is not None and (reply.get("spec") or {}).get("node") != node:
+            raise errors.IOFailureError(f"IPBlock {name} is not node {node}'s any more")
+        return reply
+
+    async def delete(self, name: str, resource_version: str) -> bool:
+        """The block deleted if it is still at `resource_version`; False when it changed or is
+        gone."""
+        body = {"preconditions": {"resourceVersion": resource_version}}
+        reply = await self._send(
+            "DELETE", f"{PATH}/{name}", body, missing_ok=True, conflict_ok=True
+        )
+        return reply is not None
+
+    async def node_exists(self, node: str) -> bool:
+        return await self._send("GET", f"/api/v1/nodes/{node}", missing_ok=True) is not None
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        missing_ok: bool = False,
+        conflict_ok: bool = False,
+        content_type: str = "application/json",
+    ) -> dict[str, Any] | None:
+        what = f"{method} {path}"
+        try:
+            response = await self._http.request(
+                method,
+                path,
+                content=None if body is None else json.dumps(body).encode(),
+                headers={"Content-Type": content_type} if body is not None else None,
+                params={"fieldManager": kube_client.COMPONENT} if method != "GET" else None,
+            )
+        except httpx2.HTTPError as exc:
+            raise errors.TryAgainLaterError(f"{what}: the API did not answer", str(exc)) from exc
+        code = response.status_code
+        if code == kube_client.NOT_FOUND and missing_ok:
+            return None
+        if code == kube_client.CONFLICT and conflict_ok:
+            return None
+        if code >= 300:
+            text = response.text[:300]
+            if code in _TRANSIENT:
+                raise errors.TryAgainLaterError(f"{what}: HTTP {code}", text)
+            raise errors.IOFailureError(f"{what}: HTTP {code}", text)
+        reply = response.json() if response.content else {}
+        return reply if isinstance(reply, dict) else {}

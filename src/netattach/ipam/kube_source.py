@@ -1,0 +1,270 @@
+"""Blocks kept in the Kubernetes API: each an IPBlock object, held by one node under a lease
+(IPAM-UNIQUE, IPAM-NOLEAK, IPAM-FAST).
+
+    claim           the first candidate block no object names yet, made with a create (the
+                    API's 409 tells the second node, or pool, it lost); a block held by another
+                    node or pool is passed over
+    changed         the ledger's allocations of those blocks, written to their objects by a
+                    background writer (who holds each address, for people and for a node whose
+                    disk is lost), never on the ADD's path
+    renewal         every `RENEW_EVERY` the writer writes each held block's `status.renewTime`,
+                    so another node can tell a live holder from a gone one
+    reclaim         a block whose node's Node object is gone, seen unchanged for a whole
+                    `LEASE` by this node's own clock (no clock is compared with another's), is
+                    deleted with that resourceVersion as precondition: its addresses go back to
+                    the pool (the node is gone, and so are its pods)
+    start           the node's ledgers checked against the API: a block the ledger holds and the
+                    API does not is made again; a block of this node's in the API that the
+                    ledger lacks (the node's disk lost) is taken back with its allocations; a
+                    block another node holds now is dropped from the ledger
+
+An ADD makes an API request only when the node's blocks of the pool are full (a claim).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final
+
+from netattach import loggers
+from netattach.cluster import kube_blocks
+from netattach.cni import errors
+from netattach.ipam import blocks as blocks_mod
+from netattach.ipam import ledger as ledger_mod
+from netattach.ipam.sources import Claimed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from netattach.ipam.config import Network
+
+log = loggers.get("netattach.ipam")
+
+LEASE: Final = 90.0
+RENEW_EVERY: Final = 20.0
+FLUSH_DELAY: Final = 0.5  # allocations gathered this long before one write per block
+
+
+class KubeBlockSource:
+    def __init__(
+        self,
+        objects: kube_blocks.BlockObjects,
+        *,
+        node: str,
+        lease: float = LEASE,
+        renew_every: float = RENEW_EVERY,
+    ) -> None:
+        self.objects = objects
+        self.node = node
+        self.lease = lease
+        self.renew_every = renew_every
+        self._ledgers: dict[str, ledger_mod.Ledger] = {}
+        self._dirty: dict[str, set[Network]] = {}
+        self._wake = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._seen: dict[str, tuple[str, float]] = {}  # block name -> (resourceVersion, since)
+        self._ledger_for: Callable[[str], ledger_mod.Ledger] = _no_ledger
+
+    # -- the port ---------------------------------------------------------------------------
+
+    async def start(
+        self,
+        ledgers: Iterable[ledger_mod.Ledger],
+        ledger_for: Callable[[str], ledger_mod.Ledger],
+    ) -> None:
+        self._ledgers = {ledger.pool: ledger for ledger in ledgers}
+        self._ledger_for = ledger_for
+        try:
+            await self._reconcile()
+        except errors.CNIError as exc:
+            log.warning("IPBlocks not checked against the API at start (%s); again later", exc)
+        self._writer = asyncio.create_task(self._write_forever(), name="ipam-blocks")
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.cancel()
+            await asyncio.gather(self._writer, return_exceptions=True)
+        try:
+            async with asyncio.timeout(5):
+                await self._flush()
+        except (TimeoutError, errors.CNIError) as exc:
+            log.warning("IPBlock allocations not all written at shutdown: %s", exc)
+
+    async def claim(self, pool: str, candidates: Sequence[Network]) -> Claimed:
+        others = 0
+        existing = {item["metadata"]["name"]: item for item in await self.objects.list()}
+        for block in candidates:
+            name = blocks_mod.name_of(block)
+            found = existing.get(name)
+            if found is None:
+                made = await self.objects.create(name, self._spec(pool, block))
+                if made is not None:
+                    return Claimed(block)
+                found = await self.objects.get(name)
+                if found is None:
+                    continue
+            spec = found.get("spec") or {}
+            if spec.get("pool") != pool:  # ranges of two networks overlap: refused
+                return Claimed(None, overlaps={name: str(spec.get("pool"))})
+            if spec.get("node") == self.node:
+                return Claimed(block)  # ours already (a ledger lost and not yet reconciled)
+            else:
+                others += 1
+        return Claimed(None, others=others)
+
+    async def claim_exact(self, pool: str, block: Network) -> Claimed:
+        return await self.claim(pool, [block])
+
+    def changed(self, ledger: ledger_mod.Ledger, blocks: Iterable[Network]) -> None:
+        self._ledgers[ledger.pool] = ledger
+        self._dirty.setdefault(ledger.pool, set()).update(blocks)
+        self._wake.set()
+
+    # -- the background writer ----------------------------------------------------------------
+
+    async def _write_forever(self) -> None:
+        renewed = time.monotonic()
+        while True:
+            try:
+                async with asyncio.timeout(self.renew_every):
+                    await self._wake.wait()
+                await asyncio.sleep(FLUSH_DELAY)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                if time.monotonic() - renewed >= self.renew_every:
+                    self._mark_all_dirty()
+                    renewed = time.monotonic()
+                    await self._reclaim()
+                await self._flush()
+            except errors.CNIError as exc:
+                log.warning("IPBlocks: %s; again in %gs", exc, self.renew_every)
+
+    def _mark_all_dirty(self) -> None:
+        for pool, ledger in self._ledgers.items():
+            self._dirty.setdefault(pool, set()).update(ledger.blocks)
+
+    async def _flush(self) -> None:
+        dirty, self._dirty = self._dirty, {}
+        try:
+            while dirty:
+                pool, blocks = dirty.popitem()
+                ledger = self._ledgers[pool]
+                while blocks:
+                    block = blocks.pop()
+                    if block in ledger.blocks:
+                        await self._write_block(ledger, block)
+        except BaseException:
+            for pool, blocks in dirty.items():
+                self._dirty.setdefault(pool, set()).update(blocks)
+            raise
+
+    async def _write_block(self, ledger: ledger_mod.Ledger, block: Network) -> None:
+        name = blocks_mod.name_of(block)
+        status = {
+            "renewTime": _now(),
+            "allocations": {
+                str(address): holder.to_raw()
+                for address, holder in ledger.holders_in(block).items()
+            },
+        }
+        try:
+            written = await self.objects.patch_status(name, status, node=self.node)
+        except errors.IOFailureError as exc:
+            log.error("IPBlock %s: %s; the block is dropped from pool %r", name, exc, ledger.pool)
+            self._drop(ledger, block)
+            return
+        if written is None:  # deleted (this node was thought gone): made again if still free
+            made = await self.objects.create(name, self._spec(ledger.pool, block))
+            if made is None:
+                log.error(
+                    "IPBlock %s is another node's now; dropped from pool %r", name, ledger.pool
+                )
+                self._drop(ledger, block)
+            else:
+                self._dirty.setdefault(ledger.pool, set()).add(block)
+
+    def _drop(self, ledger: ledger_mod.Ledger, block: Network) -> None:
+        ledger.blocks.discard(block)
+        for address in ledger.holders_in(block):
+            log.error(
+                "address %s of %s is in block %s, which this node lost",
+                address,
+                ledger.held[address].pod or ledger.held[address].container_id,
+                block,
+            )
+        ledger.save()
+
+    # -- reclaim and reconcile ----------------------------------------------------------------
+
+    async def _reclaim(self) -> None:
+        """Blocks of Nodes that are gone, unchanged for a whole lease, deleted."""
+        now = time.monotonic()
+        seen: dict[str, tuple[str, float]] = {}
+        gone_nodes: dict[str, bool] = {}
+        for item in await self.objects.list():
+            meta, spec = item.get("metadata") or {}, item.get("spec") or {}
+            node, name = str(spec.get("node", "")), str(meta.get("name", ""))
+            if node == self.node or not name:
+                continue
+            if node not in gone_nodes:
+                gone_nodes[node] = not await self.objects.node_exists(node)
+            if not gone_nodes[node]:
+                continue
+            version = str(meta.get("resourceVersion", ""))
+            first = self._seen.get(name)
+            since = first[1] if first is not None and first[0] == version else now
+            seen[name] = (version, since)
+            if now - since >= self.lease and await self.objects.delete(name, version):
+                log.info("IPBlock %s of node %s (gone) freed", name, node)
+                seen.pop(name)
+        self._seen = seen
+
+    async def _reconcile(self) -> None:
+        mine = {}
+        for item in await self.objects.list():
+            spec = item.get("spec") or {}
+            block = blocks_mod.parse_name(str((item.get("metadata") or {}).get("name", "")))
+            if block is not None and spec.get("node") == self.node:
+                mine[block] = item
+        for ledger in list(self._ledgers.values()):
+            for block in sorted(ledger.blocks - set(mine), key=str):
+                made = await self.objects.create(
+                    blocks_mod.name_of(block), self._spec(ledger.pool, block)
+                )
+                if made is None:
+                    log.error("IPBlock %s is another node's now", blocks_mod.name_of(block))
+                    self._drop(ledger, block)
+        for block, item in mine.items():
+            pool = str((item.get("spec") or {}).get("pool", ""))
+            ledger = self._ledgers.get(pool) or self._ledger_for(pool)
+            self._ledgers[pool] = ledger
+            if block in ledger.blocks:
+                continue
+            ledger.blocks.add(block)
+            for address, raw in ((item.get("status") or {}).get("allocations") or {}).items():
+                try:
+                    ledger.held.setdefault(
+                        ipaddress.ip_address(address), ledger_mod.Holder.from_raw(raw)
+                    )
+                except (ValueError, KeyError, TypeError):
+                    continue
+            ledger.save()
+            log.warning(
+                "IPBlock %s of pool %r taken back from the API (the ledger lacked it)", block, pool
+            )
+
+    def _spec(self, pool: str, block: Network) -> dict[str, Any]:
+        return {"pool": pool, "cidr": str(block), "node": self.node}
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _no_ledger(pool: str) -> ledger_mod.Ledger:
+    raise errors.InternalError(f"no ledger for pool {pool!r} before start")
