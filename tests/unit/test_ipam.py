@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from netattach.cluster import model
 from netattach.cni import errors
 from netattach.ipam import allocator, blocks, config, ledger, service, sources
 from tests.builders import call, nad, orchestrated, pod, view_of
@@ -124,7 +125,8 @@ def test_no_address_is_handed_out_twice_and_a_freed_one_waits(
     freed one is not handed out again before its reuse delay."""
     book = ledger.Ledger(tmp_path_factory.mktemp("l") / "p.json", POOL.pool)
     book.blocks = set(blocks.blocks_of(POOL.range_sets[0]))
-    now, freed_at = 0.0, {}
+    now = 0.0
+    freed_at: dict[config.Address, float] = {}
     for adding, container, wait in steps:
         now += wait
         holder = ledger.Holder(f"c{container}", "net1")
@@ -148,7 +150,7 @@ def test_no_address_is_handed_out_twice_and_a_freed_one_waits(
 # --- the service and the orchestrator -----------------------------------------------------
 
 
-def bridge_nad(name: str, ipam: dict[str, Any], **more: Any) -> dict[str, Any]:
+def bridge_nad(name: str, ipam: dict[str, Any], **more: Any) -> model.KubeObject:
     config = {"cniVersion": "1.0.0", "name": "data", "type": "bridge", "bridge": "na-x", **more}
     return nad(name, {**config, "ipam": {"type": "netattach", **ipam}})
 

@@ -111,8 +111,7 @@ class KubeBlockSource:
                 return Claimed(None, overlaps={name: str(spec.get("pool"))})
             if spec.get("node") == self.node:
                 return Claimed(block)  # ours already (a ledger lost and not yet reconciled)
-            else:
-                others += 1
+            others += 1
         return Claimed(None, others=others)
 
     async def claim_exact(self, pool: str, block: Network) -> Claimed:
