@@ -148,19 +148,19 @@ class KubeBlockSource:
             self._dirty.setdefault(pool, set()).update(ledger.blocks)
 
     async def _flush(self) -> None:
-        dirty, self._dirty = self._dirty, {}
-        try:
-            while dirty:
-                pool, blocks = dirty.popitem()
-                ledger = self._ledgers[pool]
-                while blocks:
-                    block = blocks.pop()
+        """Every dirty block written. A block is clean from the start of its write (a change
+        during the write marks it again); a write cut short, by an error or by shutdown, leaves
+        it dirty."""
+        for pool in list(self._dirty):
+            ledger = self._ledgers[pool]
+            pending = list(self._dirty.pop(pool, ()))
+            for index, block in enumerate(pending):
+                try:
                     if block in ledger.blocks:
                         await self._write_block(ledger, block)
-        except BaseException:
-            for pool, blocks in dirty.items():
-                self._dirty.setdefault(pool, set()).update(blocks)
-            raise
+                except BaseException:
+                    self._dirty.setdefault(pool, set()).update(pending[index:])
+                    raise
 
     async def _write_block(self, ledger: ledger_mod.Ledger, block: Network) -> None:
         name = blocks_mod.name_of(block)

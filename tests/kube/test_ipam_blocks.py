@@ -1,0 +1,221 @@
+"""netattach's IPAM on a real API server: node allocators, each with its own state directory,
+claim blocks of one pool as IPBlocks (deploy/crds/ipblocks.yaml) and hand out addresses; no
+address twice, whatever the order; a gone node's blocks come back; a node whose disk is lost
+takes its blocks and allocations back from the API (IPAM-UNIQUE, IPAM-NOLEAK, IPAM-BAD)."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from netattach.cluster import kube_blocks, kube_client
+from netattach.cni import errors
+from netattach.ipam import blocks, config, kube_source, ledger, service
+from tests.kube.kube_http import KubeHttp
+
+pytestmark = pytest.mark.req("IPAM-UNIQUE")
+
+BLOCKS = kube_blocks.PATH
+
+
+@pytest.fixture
+def clean_blocks(kube_http: KubeHttp) -> Iterator[list[str]]:
+    """The Nodes a test makes (listed in the fixture's value); every IPBlock and those Nodes
+    deleted afterwards."""
+    nodes: list[str] = []
+    yield nodes
+    kube_http.delete(BLOCKS)
+    for node in nodes:
+        kube_http.delete(f"/api/v1/nodes/{node}")
+
+
+def make_node(kube_http: KubeHttp, nodes: list[str], name: str) -> None:
+    response = kube_http.post(
+        "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+    )
+    assert response.status == 201, response.body
+    nodes.append(name)
+
+
+class Node:
+    """One node's allocator: its own API connection, block source and state directory."""
+
+    def __init__(self, kubeconfig: Path, state: Path, name: str, **timing: float) -> None:
+        self.api = kube_client.ApiClients(kubeconfig, kube_client.KubeTiming())
+        self.source = kube_source.KubeBlockSource(
+            kube_blocks.BlockObjects(self.api.writes), node=name, **timing
+        )
+        self.pools = service.Addresses(state, self.source)
+
+    async def __aenter__(self) -> Node:
+        await self.pools.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.pools.close()
+        await self.api.aclose()
+
+
+class Planned:
+    """What `Addresses.assign` reads of a planned attachment."""
+
+    def __init__(self, network: Any, ips: tuple[str, ...] = ()) -> None:
+        self.status_name = "blue/net-a"
+        self.ifname = "net1"
+        self.network = network
+        self.ips = ips
+
+    def _replace(self, *, network: Any) -> Planned:
+        return Planned(network, self.ips)
+
+
+def planned(pool: str, subnet: str) -> Planned:
+    from netattach.cni import conf
+
+    raw = {"cniVersion": "1.0.0", "name": pool, "type": "macvlan",
+           "ipam": {"type": "netattach", "subnet": subnet, "reuseDelay": 0}}  # fmt: skip
+    return Planned(conf.parse_any(raw, source="test"))
+
+
+def given(assigned: list[Planned]) -> str:
+    (one,) = assigned
+    return str(one.network.plugins[0].raw["ipam"]["addresses"][0]["address"])
+
+
+def api_blocks(kube_http: KubeHttp) -> list[dict[str, Any]]:
+    response = kube_http.get(BLOCKS)
+    assert response.status == 200, response.body
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items
+
+
+def test_ten_nodes_at_once_never_hand_out_one_address_twice(
+    kubeconfig: Path, kube_http: KubeHttp, clean_blocks: list[str], tmp_path: Path
+) -> None:
+    pool = f"na-{secrets.token_hex(3)}"
+    subnet = "10.201.0.0/23"  # 32 blocks; 10 nodes need 2 each for 20 addresses
+    names = [f"na-node-{i}" for i in range(10)]
+    for name in names:
+        make_node(kube_http, clean_blocks, name)
+
+    async def body() -> dict[str, list[str]]:
+        nodes = [Node(kubeconfig, tmp_path / name, name) for name in names]
+        taken: dict[str, list[str]] = {name: [] for name in names}
+        for node in nodes:
+            await node.pools.start()
+        try:
+
+            async def take(index: int, count: int) -> None:
+                for n in range(count):
+                    got = await nodes[index].pools.assign(
+                        [planned(pool, subnet)], container_id=f"c-{index}-{n}", pod=f"blue/p{n}"
+                    )
+                    taken[names[index]].append(given(got))
+
+            await asyncio.gather(*(take(i, 20) for i in range(10)))
+            for node in nodes:
+                await node.source.close()  # the allocations written
+        finally:
+            for node in nodes:
+                await node.api.aclose()
+        return taken
+
+    taken = asyncio.run(body())
+    everything = [a for addresses in taken.values() for a in addresses]
+    assert len(everything) == 200
+    assert len(set(everything)) == 200  # never twice
+    # each block is one node's, and holds only that node's addresses
+    by_block = {item["spec"]["cidr"]: item for item in api_blocks(kube_http)}
+    for name, addresses in taken.items():
+        for address in addresses:
+            block = str(blocks.block_of(ipaddress.ip_interface(address).ip))
+            assert by_block[block]["spec"]["node"] == name
+            assert (
+                str(ipaddress.ip_interface(address).ip) in by_block[block]["status"]["allocations"]
+            )
+    assert {item["spec"]["pool"] for item in by_block.values()} == {pool}
+
+
+@pytest.mark.req("IPAM-BAD", "IPAM-NOLEAK")
+def test_an_exhausted_pool_an_overlap_and_a_gone_nodes_blocks(
+    kubeconfig: Path, kube_http: KubeHttp, clean_blocks: list[str], tmp_path: Path
+) -> None:
+    pool = f"na-{secrets.token_hex(3)}"
+    subnet = "10.202.0.0/28"  # one block: 13 addresses (gateway, network, broadcast out)
+    make_node(kube_http, clean_blocks, "na-here")
+
+    async def body() -> None:
+        async with Node(kubeconfig, tmp_path / "gone", "na-gone") as gone:
+            for n in range(13):
+                await gone.pools.assign([planned(pool, subnet)], container_id=f"g{n}")
+        async with Node(kubeconfig, tmp_path / "here", "na-here", lease=0.5) as here:
+            with pytest.raises(errors.AddressesExhaustedError) as caught:
+                await here.pools.assign([planned(pool, subnet)], container_id="h0")
+            assert "0 held on this node, 1 blocks of 16 held by other nodes" in caught.value.details
+            # another network whose range meets this pool's: refused, naming it
+            with pytest.raises(errors.InvalidNetworkConfigError, match=f"network '{pool}'"):
+                await here.pools.assign([planned("na-other", "10.202.0.0/27")], container_id="h1")
+            # node na-gone has no Node object: once its block is seen unchanged for a lease,
+            # it goes back to the pool, and this node takes it
+            await here.source._reclaim()
+            await asyncio.sleep(0.6)
+            await here.source._reclaim()
+            got = await here.pools.assign([planned(pool, subnet)], container_id="h2")
+            assert given(got) == "10.202.0.2/28"
+
+    asyncio.run(body())
+    (block,) = api_blocks(kube_http)
+    assert block["spec"]["node"] == "na-here"
+
+
+@pytest.mark.req("IPAM-NOLEAK")
+def test_a_node_whose_disk_is_lost_takes_its_blocks_back_from_the_api(
+    kubeconfig: Path, kube_http: KubeHttp, clean_blocks: list[str], tmp_path: Path
+) -> None:
+    pool = f"na-{secrets.token_hex(3)}"
+    subnet = "10.203.0.0/24"
+    make_node(kube_http, clean_blocks, "na-disk")
+
+    async def body() -> None:
+        async with Node(kubeconfig, tmp_path / "before", "na-disk") as before:
+            first = [
+                given(await before.pools.assign([planned(pool, subnet)], container_id=f"c{n}"))
+                for n in range(3)
+            ]
+        # the same node, its state directory gone
+        async with Node(kubeconfig, tmp_path / "after", "na-disk") as after:
+            book = after.pools.ledgers[pool]
+            assert sorted(str(a) for a in book.held) == sorted(f.split("/")[0] for f in first)
+            got = given(await after.pools.assign([planned(pool, subnet)], container_id="c9"))
+            assert got not in first
+            assert (tmp_path / "after" / ledger.file_name(pool)).exists()
+
+    asyncio.run(body())
+
+
+def test_a_block_name_is_accepted_by_the_api_for_both_families(
+    kube_http: KubeHttp, clean_blocks: list[str]
+) -> None:
+    for text in ("10.204.0.37", "fd00:204::1:0:37"):
+        block = blocks.block_of(ipaddress.ip_address(text))
+        body = {
+            "apiVersion": f"{kube_blocks.GROUP}/{kube_blocks.VERSION}",
+            "kind": "IPBlock",
+            "metadata": {"name": blocks.name_of(block)},
+            "spec": {"pool": "p", "cidr": str(block), "node": "n"},
+        }
+        response = kube_http.post(BLOCKS, body)
+        assert response.status == 201, response.body
+    # a block's spec never changes: it is deleted and made again
+    name = blocks.name_of(blocks.block_of(ipaddress.ip_address("10.204.0.37")))
+    response = kube_http.patch(
+        f"{BLOCKS}/{name}", {"spec": {"node": "other"}}, "application/merge-patch+json"
+    )
+    assert response.status == 422, response.body
+    assert config.TYPE == "netattach"
