@@ -247,38 +247,59 @@ def test_pods_on_different_nodes_reach_each_other_over_each_secondary_network(
                 assert reply.stdout == "na-pong", (source, target, network, reply.stderr)
 
 
-@pytest.mark.req("IPAM-UNIQUE")
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="IPAM-UNIQUE (issue 37): host-local keeps its allocations per node, so a network "
-    "that spans nodes hands the same address on each of them",
-)
-def test_host_local_on_a_network_that_spans_nodes_gives_each_address_once(
+@pytest.mark.req("IPAM-UNIQUE", "IPAM-NOLEAK")
+def test_netattachs_ipam_on_a_network_that_spans_nodes_gives_each_address_once(
     clean_cluster: RealCluster,
 ) -> None:
+    """Where host-local gave the first pod of every node the same address (it keeps its
+    allocations on each node's disk: the expected failure of issue 36), netattach's IPAM gives
+    each pod of the spanning network its own, from blocks each node holds as IPBlocks; the pods
+    reach each other across nodes over it, and their DELs free every address."""
     cluster = clean_cluster
     first = cluster.nodes[0]
-    name = "data-hl"
-    hl_ipam = {"type": "host-local", "subnet": "10.72.0.0/24"}
-    create_nad(cluster, name, {"type": "bridge", "bridge": DATA_BRIDGE, "ipam": hl_ipam})
+    name = "data-na"
+    ipam = {"type": "netattach", "subnet": "10.72.0.0/24", "reuseDelay": 0}
+    create_nad(cluster, name, {"type": "bridge", "bridge": DATA_BRIDGE, "ipam": ipam})
+    pods = [f"na-{node.name}-{n}" for node in cluster.nodes for n in range(2)]
     try:
-        for node in cluster.nodes[:2]:
-            cluster.api.create(first.pod_object(NS, f"hl-{node.name}", name, node_name=node.name))
-        addresses = []
-        for node in cluster.nodes[:2]:
-            first.wait_running(NS, f"hl-{node.name}")
-            status = network_status(cluster, f"hl-{node.name}")
-            addresses.append(address_on(status, name))
-        assert len(addresses) == 2
-        assert held_twice(cluster) == {}  # what every scenario's teardown checks
+        for node in cluster.nodes:
+            for n in range(2):
+                pod = first.pod_object(NS, f"na-{node.name}-{n}", name, node_name=node.name)
+                cluster.api.create(pod)
+        addresses, netns = {}, {}
+        for pod_name in pods:
+            pod = first.wait_running(NS, pod_name)
+            status = network_status(cluster, pod_name)
+            cluster.node_of(pod).check_network_status(pod, status)
+            addresses[pod_name] = address_on(status, name)
+            netns[pod_name] = cluster.node_of(pod).pod_netns(pod)
+        assert len(set(addresses.values())) == len(pods), addresses
+        assert held_twice(cluster) == {}
+        blocks = json.loads(cluster.kubectl("get", "ipblocks", "-o", "json"))["items"]
+        held = {
+            address: block["spec"]["node"]
+            for block in blocks
+            for address in (block.get("status") or {}).get("allocations") or {}
+        }
+        for pod_name, address in addresses.items():
+            assert held.get(address) == first.pod(NS, pod_name)["spec"]["nodeName"]  # type: ignore[index]
+        for a, b in itertools.permutations(pods, 2):
+            if a.rsplit("-", 1)[0] != b.rsplit("-", 1)[0]:  # on different nodes
+                ping = in_netns(netns[a], "ping", "-c", "1", "-W", "3", addresses[b])
+                assert ping.returncode == 0, (a, b, ping.stdout, ping.stderr)
     finally:
-        for node in cluster.nodes[:2]:
-            first.delete_pod(NS, f"hl-{node.name}")
+        for pod_name in pods:
+            first.delete_pod(NS, pod_name)
         cluster.api.http.request(
             "DELETE",
             f"/apis/k8s.cni.cncf.io/v1/namespaces/{NS}/network-attachment-definitions/{name}",
         )
+
+    def all_freed() -> bool:
+        items = json.loads(cluster.kubectl("get", "ipblocks", "-o", "json"))["items"]
+        return not any((item.get("status") or {}).get("allocations") for item in items)
+
+    wait_until("every address of the DELs freed in the IPBlocks", all_freed, 60.0)
 
 
 @pytest.mark.req("POL-PEERS", "POL-SELECT")

@@ -112,7 +112,7 @@ class Daemon:
                         f"{self.cfg.source}: feed.kubernetes: {exc.msg}", exc.details
                     ) from exc
 
-    def _build_block_source(self) -> sources.BlockSource:
+    def _build_block_source(self) -> "sources.BlockSource":
         if isinstance(self.feed, kube.KubeFeed):
             return kube_source.KubeBlockSource(self.feed.blocks, node=self.cfg.daemon.node_name)
         return sources.LocalSource()
