@@ -13,7 +13,7 @@ for good: 403, 422, ...).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import httpx2
@@ -26,6 +26,7 @@ VERSION: Final = "v1alpha1"
 KIND: Final = "IPBlock"
 PATH: Final = f"/apis/{GROUP}/{VERSION}/ipblocks"
 _TRANSIENT: Final = frozenset({429, 500, 502, 503, 504})
+JSON_PATCH: Final = "application/json-patch+json"
 
 
 class BlockObjects:
@@ -55,16 +56,16 @@ class BlockObjects:
     async def patch_status(
         self, name: str, status: Mapping[str, Any], *, node: str
     ) -> dict[str, Any] | None:
-        """`status` merged into the block, only while `node` holds it (a `test`-free merge patch
-        cannot say so: the spec's node is checked on the object the API returns); None when the
-        block is gone."""
-        body = {"status": dict(status)}
-        reply = await self._send(
-            "PATCH", f"{PATH}/{name}", body, missing_ok=True, content_type=kube_client.MERGE_PATCH
+        """The block's whole `status` replaced by `status` (a JSON patch: a merge patch cannot
+        drop an address no longer held), only while `node` holds it (the patch's `test` op:
+        else IOFailureError); None when the block is gone."""
+        body = [
+            {"op": "test", "path": "/spec/node", "value": node},
+            {"op": "add", "path": "/status", "value": dict(status)},
+        ]
+        return await self._send(
+            "PATCH", f"{PATH}/{name}", body, missing_ok=True, content_type=JSON_PATCH
         )
-        if reply is not None and (reply.get("spec") or {}).get("node") != node:
-            raise errors.IOFailureError(f"IPBlock {name} is not node {node}'s any more")
-        return reply
 
     async def delete(self, name: str, resource_version: str) -> bool:
         """The block deleted if it is still at `resource_version`; False when it changed or is
@@ -82,7 +83,7 @@ class BlockObjects:
         self,
         method: str,
         path: str,
-        body: Mapping[str, Any] | None = None,
+        body: Mapping[str, Any] | Sequence[Any] | None = None,
         *,
         missing_ok: bool = False,
         conflict_ok: bool = False,
