@@ -5,9 +5,9 @@ nodes over their secondary networks.
 Pods are made and deleted through the API only; packets are sent from each pod's network
 namespace (the pods run a pause container, which has no shell), as the host reaches it.
 
-Until cluster-wide addresses exist (IPAM-UNIQUE), a network spanning nodes gets each pod's
-address through its selection's `ips` (the `static` IPAM plugin): pods are made one by one, not
-by a Deployment, whose pods would all ask for the same addresses.
+The spread and policy scenarios give each pod its address on the spanning networks through its
+selection's `ips` (the `static` IPAM plugin): their pods are made one by one. The IPAM scenario
+takes them from netattach's own IPAM (IPAM-UNIQUE).
 """
 
 from __future__ import annotations
