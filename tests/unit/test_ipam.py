@@ -311,3 +311,36 @@ def test_the_ledgers_are_read_back_after_a_restart(tmp_path: Path) -> None:
         assert again.ledgers["data"].held == {}
 
     asyncio.run(body())
+
+
+@pytest.mark.req("IPAM-BAD")
+def test_without_the_daemon_or_at_hot_plug_the_ipam_is_refused_by_name(tmp_path: Path) -> None:
+    """The thin plugin has no pools (addresses=None): error 7 naming why, nothing run. Hot-plug
+    does not take addresses from the pools yet: refused the same way, the pod left as it was."""
+    plain = nad("net-a", {"cniVersion": "1.0.0", "name": "plain", "type": "bridge"})
+    pooled = bridge_nad("net-b", {"subnet": "10.70.0.0/24"})
+    (tmp_path / "thin").mkdir()
+    thin, _, fake = orchestrated(tmp_path / "thin", view_of(pod("net-b"), plain, pooled))
+    with pytest.raises(errors.InvalidNetworkConfigError, match="served by the netattach daemon"):
+        asyncio.run(thin.add(call(), {}))
+    assert fake.calls == []
+
+    sandbox = tmp_path / "sandbox"
+    sandbox.write_text("")
+    view = view_of(pod("net-a"), plain, pooled)
+    pools = service.Addresses(tmp_path / "ipam", sources.LocalSource())
+    (tmp_path / "thick").mkdir()
+    orch, _, _ = orchestrated(tmp_path / "thick", view, addresses=pools)
+
+    async def body() -> None:
+        await pools.start()
+        await orch.add(call(netns=str(sandbox)), {})
+        view.upsert(pod("net-a,net-b"))
+        with pytest.raises(errors.InvalidNetworkConfigError, match="hot-plug does not take"):
+            await orch.replug("c1")
+        record = orch.records.load("c1")
+        assert record is not None
+        assert [a.status_name for a in record.attachments] == ["cluster-default", "blue/net-a"]
+        assert pools.ledgers == {}
+
+    asyncio.run(body())

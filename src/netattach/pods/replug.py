@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from netattach import loggers
+from netattach import ipam, loggers
 from netattach.attach import delegate
 from netattach.attach import selection as selection_mod
 from netattach.cluster import model
@@ -273,6 +273,11 @@ class Replug:
                 change = build_change(record, plan, chosen)
                 self._checks.check_plan(change.add)
                 await self._checks.check_node(change.add, container_id)
+                if ipam.uses_netattach(p.network for p in change.add):
+                    raise errors.InvalidNetworkConfigError(
+                        f"a network with ipam of type {ipam.TYPE!r} is attached at the pod's ADD "
+                        "only: hot-plug does not take addresses from netattach's IPAM yet"
+                    )
                 # The devices of the attachments about to go are free for the new ones.
                 change = await self._with_devices(change, record, pod, freed=change.remove)
             except errors.CNIError as exc:
