@@ -67,6 +67,7 @@ class KubeBlockSource:
         self._writer: asyncio.Task[None] | None = None
         self._seen: dict[str, tuple[str, float]] = {}  # block name -> (resourceVersion, since)
         self._ledger_for: Callable[[str], ledger_mod.Ledger] = _no_ledger
+        self._reconciled = False
 
     # -- the port ---------------------------------------------------------------------------
 
@@ -78,7 +79,7 @@ class KubeBlockSource:
         self._ledgers = {ledger.pool: ledger for ledger in ledgers}
         self._ledger_for = ledger_for
         try:
-            await self._reconcile()
+            await self._ensure_reconciled()
         except errors.CNIError as exc:
             log.warning("IPBlocks not checked against the API at start (%s); again later", exc)
         self._writer = asyncio.create_task(self._write_forever(), name="ipam-blocks")
@@ -94,6 +95,9 @@ class KubeBlockSource:
             log.warning("IPBlock allocations not all written at shutdown: %s", exc)
 
     async def claim(self, pool: str, candidates: Sequence[Network]) -> Claimed:
+        # Never a claim before the ledgers agree with the API: a node whose disk was lost would
+        # take back its own block empty, and hand out what its pods still hold.
+        await self._ensure_reconciled()
         others = 0
         existing = {item["metadata"]["name"]: item for item in await self.objects.list()}
         for block in candidates:
@@ -109,8 +113,9 @@ class KubeBlockSource:
             spec = found.get("spec") or {}
             if spec.get("pool") != pool:  # ranges of two networks overlap: refused
                 return Claimed(None, overlaps={name: str(spec.get("pool"))})
-            if spec.get("node") == self.node:
-                return Claimed(block)  # ours already (a ledger lost and not yet reconciled)
+            if spec.get("node") == self.node:  # ours already: with what the API says it holds
+                self._adopt(self._ledgers.get(pool) or self._ledger_for(pool), block, found)
+                return Claimed(block)
             others += 1
         return Claimed(None, others=others)
 
@@ -135,6 +140,7 @@ class KubeBlockSource:
                 pass
             self._wake.clear()
             try:
+                await self._ensure_reconciled()
                 if time.monotonic() - renewed >= self.renew_every:
                     self._mark_all_dirty()
                     renewed = time.monotonic()
@@ -242,20 +248,27 @@ class KubeBlockSource:
             pool = str((item.get("spec") or {}).get("pool", ""))
             ledger = self._ledgers.get(pool) or self._ledger_for(pool)
             self._ledgers[pool] = ledger
-            if block in ledger.blocks:
+            self._adopt(ledger, block, item)
+
+    async def _ensure_reconciled(self) -> None:
+        if not self._reconciled:
+            await self._reconcile()
+            self._reconciled = True
+
+    def _adopt(self, ledger: ledger_mod.Ledger, block: Network, item: dict[str, Any]) -> None:
+        """`block`, this node's in the API but not in the ledger (its disk lost), taken back
+        with the allocations its object shows."""
+        if block in ledger.blocks:
+            return
+        ledger.blocks.add(block)
+        for address, raw in ((item.get("status") or {}).get("allocations") or {}).items():
+            try:
+                holder = ledger_mod.Holder.from_raw(raw)
+                ledger.held.setdefault(ipaddress.ip_address(address), holder)
+            except (ValueError, KeyError, TypeError):
                 continue
-            ledger.blocks.add(block)
-            for address, raw in ((item.get("status") or {}).get("allocations") or {}).items():
-                try:
-                    ledger.held.setdefault(
-                        ipaddress.ip_address(address), ledger_mod.Holder.from_raw(raw)
-                    )
-                except (ValueError, KeyError, TypeError):
-                    continue
-            ledger.save()
-            log.warning(
-                "IPBlock %s of pool %r taken back from the API (the ledger lacked it)", block, pool
-            )
+        ledger.save()
+        log.warning("IPBlock %s of pool %r taken back from the API", block, ledger.pool)
 
     def _spec(self, pool: str, block: Network) -> dict[str, Any]:
         return {"pool": pool, "cidr": str(block), "node": self.node}
