@@ -344,3 +344,27 @@ def test_without_the_daemon_or_at_hot_plug_the_ipam_is_refused_by_name(tmp_path:
         assert pools.ledgers == {}
 
     asyncio.run(body())
+
+
+@pytest.mark.req("IPAM-NOLEAK")
+def test_the_sweep_frees_the_addresses_of_a_container_without_a_record(tmp_path: Path) -> None:
+    """An ADD took addresses and stopped before its record was written (the daemon killed in
+    between): the periodic sweep frees them; a container with a record keeps its own."""
+    view = view_of(pod("net-a"), bridge_nad("net-a", {"subnet": "10.70.0.0/24"}))
+    pools = service.Addresses(tmp_path / "ipam", sources.LocalSource())
+    orch, _, _ = orchestrated(tmp_path, view, addresses=pools)
+    sandbox = tmp_path / "sandbox"
+    sandbox.write_text("")
+
+    async def body() -> None:
+        await pools.start()
+        await orch.add(call(netns=str(sandbox)), {})
+        (planned,) = [
+            p for p in await orch._build_plan(pod("net-a"), "eth0", {}) if not p.is_default
+        ]
+        await pools.assign([planned], container_id="c-orphan", pod="blue/gone")
+        assert pools.containers() == {"c1", "c-orphan"}
+        assert await orch.sweep() == ["c-orphan"]
+        assert pools.containers() == {"c1"}
+
+    asyncio.run(body())

@@ -111,6 +111,10 @@ class Addresses:
                 self.source.changed(ledger, {blocks_mod.block_of(a) for a in gone})
                 log.debug("freed %s of container %s", ", ".join(map(str, gone)), container_id[:12])
 
+    def containers(self) -> set[str]:
+        """Every container that holds an address of a pool."""
+        return {h.container_id for ledger in self.ledgers.values() for h in ledger.held.values()}
+
     async def _take(
         self,
         pool: config.PoolConfig,

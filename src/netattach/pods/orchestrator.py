@@ -477,9 +477,27 @@ class Orchestrator:
                 failures.append(exc)
                 continue
             swept.append(container_id)
+        swept.extend(await self._sweep_addresses())
         if failures:
             raise failures[-1]
         return swept
+
+    async def _sweep_addresses(self) -> list[str]:
+        """IPAM-NOLEAK: the addresses of containers with no record (an ADD that took them and
+        stopped before its record was written, a record lost), freed. Under each container's
+        lock: an ADD under way holds it, and has its record once it lets go."""
+        if self.addresses is None:
+            return []
+        freed = []
+        for container_id in sorted(self.addresses.containers() - set(self.records.container_ids())):
+            async with self.locks.hold(container_id):
+                if self.records.load(container_id) is None:
+                    log.warning(
+                        "freeing the addresses of container %s: it has no record", container_id
+                    )
+                    self.addresses.release(container_id)
+                    freed.append(container_id)
+        return freed
 
     async def status(self) -> None:
         """CNI 1.1 STATUS: ready when the default network is and its plugins say so."""
