@@ -196,7 +196,12 @@ class Daemon:
     # -- serving --------------------------------------------------------------------------------
 
     async def _orchestrator_for(self, netconf: Mapping[str, Any]) -> orchestrator.Orchestrator:
-        if not self._ready:
+        # A daemon just started (a rolling update: the shim waited for its socket) has not
+        # listed the cluster yet, so it cannot tell whether the default network is there: the
+        # call waits for the first sync (bounded), then readiness is judged on what it shows.
+        if not self._ready and not (
+            await self.view.wait_synced(orchestrator.SYNC_TIMEOUT) and self._check_ready()
+        ):
             raise errors.TryAgainLaterError(
                 "netattach is not ready yet",
                 f"waiting for the cluster default network {self.cfg.networks.cluster_network}",
