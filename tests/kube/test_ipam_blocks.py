@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from netattach.cluster import kube_blocks, kube_client
@@ -222,3 +223,40 @@ def test_a_block_name_is_accepted_by_the_api_for_both_families(
     )
     assert response.status == 422, response.body
     assert config.TYPE == "netattach"
+
+
+def test_a_node_cut_off_from_the_api_stops_handing_out_once_its_lease_lapses(
+    kubeconfig: Path, kube_http: KubeHttp, clean_blocks: list[str], tmp_path: Path
+) -> None:
+    """Fencing: the node keeps allocating inside its block while its lease (renewed by its
+    writer) is current; cut off from the API it cannot renew, and once a lease has passed since
+    its last renewal began it hands out nothing more from the block, the time after which another
+    node could take the block (were its Node gone). Reconnected, it goes on."""
+    pool = f"na-{secrets.token_hex(3)}"
+    subnet = "10.205.0.0/24"
+    make_node(kube_http, clean_blocks, "na-cut")
+
+    async def body() -> None:
+        async with Node(kubeconfig, tmp_path / "cut", "na-cut", lease=1.5, renew_every=0.3) as cut:
+            await cut.pools.assign([planned(pool, subnet)], container_id="c0")
+            await asyncio.sleep(2.0)  # renewed all along: still the node's to hand out from
+            await cut.pools.assign([planned(pool, subnet)], container_id="c1")
+            reachable = cut.source.objects
+            dead = httpx2.AsyncClient(base_url="http://127.0.0.1:9")  # nothing listens
+            cut.source.objects = kube_blocks.BlockObjects(dead)
+            try:
+                await asyncio.sleep(2.0)  # a lease without a renewal
+                with pytest.raises(errors.TryAgainLaterError, match="did not answer"):
+                    await cut.pools.assign([planned(pool, subnet)], container_id="c2")
+                assert {h.container_id for h in cut.pools.ledgers[pool].held.values()} == {
+                    "c0",
+                    "c1",
+                }
+            finally:
+                cut.source.objects = reachable
+                await dead.aclose()
+            await asyncio.sleep(1.0)  # the writer renews again
+            got = await cut.pools.assign([planned(pool, subnet)], container_id="c3")
+            assert given(got) == "10.205.0.4/24"
+
+    asyncio.run(body())

@@ -10,7 +10,7 @@ asks for it by name.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from netattach.ipam import blocks as blocks_mod
 from netattach.ipam import config
@@ -26,13 +26,23 @@ if TYPE_CHECKING:
 CANDIDATES: Final = 64
 
 
+def _any_block(block: Network) -> bool:
+    return True
+
+
 def pick(
-    ledger: Ledger, pool: config.PoolConfig, set_index: int, holder: Holder, now: float
+    ledger: Ledger,
+    pool: config.PoolConfig,
+    set_index: int,
+    holder: Holder,
+    now: float,
+    *,
+    usable: Callable[[Network], bool] = _any_block,
 ) -> Address | None:
-    """An address of range set `set_index` from the ledger's blocks, now `holder`'s; None when
-    those blocks have no free address."""
+    """An address of range set `set_index` from the ledger's `usable` blocks, now `holder`'s;
+    None when those blocks have no free address."""
     forget_freed(ledger, pool, now)
-    for block in pool_blocks(ledger, pool, set_index):
+    for block in filter(usable, pool_blocks(ledger, pool, set_index)):
         for address in blocks_mod.given_in(block, pool):
             if address not in ledger.held and address not in ledger.freed:
                 ledger.held[address] = holder
@@ -96,12 +106,19 @@ def unheld_blocks(
     return list(itertools.islice(wanted, most))
 
 
-def free_count(ledger: Ledger, pool: config.PoolConfig, set_index: int, now: float) -> int:
-    """How many addresses the ledger's blocks of set `set_index` can still hand out."""
+def free_count(
+    ledger: Ledger,
+    pool: config.PoolConfig,
+    set_index: int,
+    now: float,
+    *,
+    usable: Callable[[Network], bool] = _any_block,
+) -> int:
+    """How many addresses the ledger's `usable` blocks of set `set_index` can still hand out."""
     forget_freed(ledger, pool, now)
     return sum(
         1
-        for block in pool_blocks(ledger, pool, set_index)
+        for block in filter(usable, pool_blocks(ledger, pool, set_index))
         for a in blocks_mod.given_in(block, pool)
         if a not in ledger.held and a not in ledger.freed
     )

@@ -68,6 +68,7 @@ class KubeBlockSource:
         self._seen: dict[str, tuple[str, float]] = {}  # block name -> (resourceVersion, since)
         self._ledger_for: Callable[[str], ledger_mod.Ledger] = _no_ledger
         self._reconciled = False
+        self._renewed: dict[Network, float] = {}  # block -> when its last renewal began
 
     # -- the port ---------------------------------------------------------------------------
 
@@ -80,6 +81,8 @@ class KubeBlockSource:
         self._ledger_for = ledger_for
         try:
             await self._ensure_reconciled()
+            self._mark_all_dirty()
+            await self._flush()  # every lease renewed before the first ADD
         except errors.CNIError as exc:
             log.warning("IPBlocks not checked against the API at start (%s); again later", exc)
         self._writer = asyncio.create_task(self._write_forever(), name="ipam-blocks")
@@ -104,8 +107,10 @@ class KubeBlockSource:
             name = blocks_mod.name_of(block)
             found = existing.get(name)
             if found is None:
+                started = time.monotonic()
                 made = await self.objects.create(name, self._spec(pool, block))
                 if made is not None:
+                    self._renewed[block] = started
                     return Claimed(block)
                 found = await self.objects.get(name)
                 if found is None:
@@ -121,6 +126,13 @@ class KubeBlockSource:
 
     async def claim_exact(self, pool: str, block: Network) -> Claimed:
         return await self.claim(pool, [block])
+
+    def usable(self, block: Network) -> bool:
+        """Fencing: a block is handed out from only while this node's last renewal of it began
+        less than a lease ago. Another node deletes a block only after seeing it unchanged for a
+        lease (and its Node gone), so a node cut off from the API stops before its block can
+        change hands."""
+        return time.monotonic() - self._renewed.get(block, float("-inf")) < self.lease
 
     def changed(self, ledger: ledger_mod.Ledger, blocks: Iterable[Network]) -> None:
         self._ledgers[ledger.pool] = ledger
@@ -177,21 +189,24 @@ class KubeBlockSource:
                 for address, holder in ledger.holders_in(block).items()
             },
         }
+        started = time.monotonic()
         try:
             written = await self.objects.patch_status(name, status, node=self.node)
         except errors.IOFailureError as exc:
             log.error("IPBlock %s: %s; the block is dropped from pool %r", name, exc, ledger.pool)
             self._drop(ledger, block)
             return
-        if written is None:  # deleted (this node was thought gone): made again if still free
-            made = await self.objects.create(name, self._spec(ledger.pool, block))
-            if made is None:
-                log.error(
-                    "IPBlock %s is another node's now; dropped from pool %r", name, ledger.pool
-                )
-                self._drop(ledger, block)
-            else:
-                self._dirty.setdefault(ledger.pool, set()).add(block)
+        if written is not None:
+            self._renewed[block] = started
+            return
+        # deleted (this node was thought gone): made again if still free
+        made = await self.objects.create(name, self._spec(ledger.pool, block))
+        if made is None:
+            log.error("IPBlock %s is another node's now; dropped from %r", name, ledger.pool)
+            self._drop(ledger, block)
+        else:
+            self._renewed[block] = started
+            self._dirty.setdefault(ledger.pool, set()).add(block)
 
     def _drop(self, ledger: ledger_mod.Ledger, block: Network) -> None:
         ledger.blocks.discard(block)

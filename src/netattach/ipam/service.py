@@ -147,12 +147,13 @@ class Addresses:
         source: str,
     ) -> Address:
         while True:
-            address = allocator.pick(ledger, pool, set_index, holder, self.clock())
+            usable = self.source.usable
+            address = allocator.pick(ledger, pool, set_index, holder, self.clock(), usable=usable)
             if address is not None:
                 return address
             async with self._lock(pool.pool):
                 # Another ADD may have claimed a block while this one waited.
-                if allocator.free_count(ledger, pool, set_index, self.clock()):
+                if allocator.free_count(ledger, pool, set_index, self.clock(), usable=usable):
                     continue
                 candidates = allocator.unheld_blocks(pool, set_index, ledger.blocks)
                 claimed = await self.source.claim(pool.pool, candidates) if candidates else None
@@ -185,6 +186,11 @@ class Addresses:
                             f"{source}: the requested address {address} cannot be given: {why}"
                         )
                     ledger.blocks.add(block)
+        if block in ledger.blocks and not self.source.usable(block):
+            raise errors.TryAgainLaterError(
+                f"{source}: the requested address {address} is in block {block}, whose lease "
+                "this node has not renewed in time (the API unreachable)"
+            )
         why = allocator.take(ledger, pool, address, holder)
         if why:
             raise errors.InvalidSelectionError(

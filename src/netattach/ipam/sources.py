@@ -1,7 +1,8 @@
 """Where a node's blocks come from: the port, and the source of one machine.
 
     BlockSource     claim a block among candidates, claim one block by name, hear of the
-                    allocations that changed (to publish them off the ADD path), start and stop
+                    allocations that changed (to publish them off the ADD path), say whether a
+                    block may still be handed out from (its lease), start and stop
     LocalSource     the embedded default (the directory feed, `netattach demo`): one machine,
                     so every block is this node's; the pools' ledgers say which pool has which
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
         async def claim(self, pool: str, candidates: Sequence[Network]) -> Claimed: ...
         async def claim_exact(self, pool: str, block: Network) -> Claimed: ...
         def changed(self, ledger: ledger_mod.Ledger, blocks: Iterable[Network]) -> None: ...
+        def usable(self, block: Network) -> bool: ...
         async def start(
             self,
             ledgers: Iterable[ledger_mod.Ledger],
@@ -75,6 +77,9 @@ class LocalSource:
 
     def changed(self, ledger: ledger_mod.Ledger, blocks: Iterable[Network]) -> None:
         """Nothing to publish: the ledger is all there is."""
+
+    def usable(self, block: Network) -> bool:
+        return True  # no lease: nobody else could take it
 
     async def close(self) -> None:
         return None
