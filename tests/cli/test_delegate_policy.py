@@ -42,7 +42,7 @@ def test_validate_refuses_a_nad_by_the_default_policy(tmp_path: Path) -> None:
     assert done.lines == [
         f"{path} NetworkAttachmentDefinition blue/uplink: refused by the delegate policy: "
         'plugins[0].type "host-device" is not allowed by delegatePolicy.types [bridge, macvlan, '
-        "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, bandwidth, sbr, vrf]",
+        "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, bandwidth, sbr, vrf, netattach]",
         f"{path} NetworkAttachmentDefinition blue/uplink: refused by the delegate policy: "
         'plugins[0].device "eth0" is not allowed by delegatePolicy.device []',
         "2 objects checked, 2 problems",
@@ -117,7 +117,7 @@ def test_status_from_the_daemon_lists_the_nads_its_policy_refuses(daemon: Daemon
     assert done.lines[-2] == (
         "problem: NetworkAttachmentDefinition blue/uplink: refused by the delegate policy: "
         'plugins[0].type "host-device" is not allowed by delegatePolicy.types [bridge, macvlan, '
-        "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, bandwidth, sbr, vrf, "
+        "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, bandwidth, sbr, vrf, netattach, "
         'na-*]; plugins[0].device "eth0" is not allowed by delegatePolicy.device []'
     )
     assert done.lines[-1] == f"1 pod, 1 problem (from the daemon at {daemon.socket})"

@@ -108,7 +108,7 @@ def test_the_default_types_are_the_reference_plugins_that_make_pod_interfaces() 
     assert refusals(conflist({"type": "host-device", "device": "eth0"})) == [
         'plugins[0].type "host-device" is not allowed by delegatePolicy.types '
         "[bridge, macvlan, ipvlan, ptp, vlan, host-local, static, dhcp, tuning, "
-        "bandwidth, sbr, vrf]",
+        "bandwidth, sbr, vrf, netattach]",
         'plugins[0].device "eth0" is not allowed by delegatePolicy.device []',
     ]
     allowed = conflist(
@@ -344,7 +344,8 @@ def test_a_refused_nad_fails_the_add_before_any_plugin_runs_with_an_event(tmp_pa
     assert refused.msg == (
         "[blue/web/u1] NetworkAttachmentDefinition blue/net-b refused by the delegate policy: "
         'plugins[0].type "host-device" is not allowed by delegatePolicy.types [bridge, macvlan, '
-        "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, bandwidth, sbr, vrf] (and 1 more)"
+        "ipvlan, ptp, vlan, host-local, static, dhcp, tuning, bandwidth, sbr, vrf, netattach] "
+        "(and 1 more)"
     )
     assert 'plugins[0].device "eth0" is not allowed by delegatePolicy.device []' in (
         refused.details

@@ -5,6 +5,7 @@ turning `"type": "netattach"` into `static` addresses, all or none (fake plugins
 from __future__ import annotations
 
 import asyncio
+import io
 import ipaddress
 import json
 from pathlib import Path
@@ -14,8 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from netattach.cli import cluster_pods, status
+from netattach.cli import sources as cli_sources
 from netattach.cluster import model
 from netattach.cni import errors
+from netattach.daemon import introspect
 from netattach.ipam import allocator, blocks, config, ledger, service, sources
 from tests.builders import call, nad, orchestrated, pod, view_of
 from tests.unit import fake_plugins
@@ -368,3 +372,41 @@ def test_the_sweep_frees_the_addresses_of_a_container_without_a_record(tmp_path:
         assert pools.containers() == {"c1"}
 
     asyncio.run(body())
+
+
+@pytest.mark.req("IPAM-NOLEAK")
+def test_status_shows_each_pools_use_and_an_address_no_recorded_container_holds(
+    tmp_path: Path,
+) -> None:
+    view = view_of(pod("net-a"), bridge_nad("net-a", {"subnet": "10.70.0.0/24"}))
+    pools = service.Addresses(tmp_path / "ipam", sources.LocalSource())
+    orch, _, _ = orchestrated(tmp_path, view, addresses=pools)
+
+    async def body() -> None:
+        await pools.start()
+        await orch.add(call(), {})
+        await orch.add(call(container_id="c2"), {})
+        await orch.delete(call("DEL", container_id="c2"))  # waits out reuseDelay 30 s
+
+    asyncio.run(body())
+    usage, problems = pools.usage({"c1"})
+    # one block, 10.70.0.0/28: .1 the gateway, .0 not in the range: 14 given
+    assert usage == [
+        {"pool": "data", "blocks": ["10.70.0.0/28"], "held": 1, "free": 12, "waiting": 1}
+    ]
+    assert problems == []
+    _, problems = pools.usage(set())  # c1's record gone
+    assert problems == [
+        "address 10.70.0.2 of pool 'data' is held by pod blue/web (container c1, net1), which "
+        "has no record: the daemon's sweep frees it"
+    ]
+    listing = cluster_pods.Listing(
+        pods=[], policies=[], problems=problems,
+        pools=[introspect.PoolReport.from_raw(u, "pool") for u in usage],
+    )  # fmt: skip
+    out = io.StringIO()
+    status.render(listing, cli_sources.Source(kind="daemon", path=Path("/s")), "table", out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].split() == ["POOL", "BLOCKS", "HELD", "FREE", "WAITING"]
+    assert lines[1].split() == ["data", "10.70.0.0/28", "1", "12", "1"]
+    assert lines[2].startswith("problem: address 10.70.0.2 of pool 'data'")

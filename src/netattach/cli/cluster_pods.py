@@ -45,6 +45,8 @@ class Listing:
     pods: list[introspect.PodReport]
     policies: list[policy_model.Policy]
     problems: list[str]  # of the listing as a whole (invalid policies)
+    # the daemon's source only: the node's pools of netattach's IPAM
+    pools: list[introspect.PoolReport] = dataclasses.field(default_factory=list)
 
 
 def status_from_annotation(pod: model.KubeObject) -> list[dict[str, object]] | None:

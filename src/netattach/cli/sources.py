@@ -82,8 +82,8 @@ def choose(
 def read(source: Source, *, namespace: str = "", name: str = "") -> cluster_pods.Listing:
     if source.kind == "daemon":
         assert source.path is not None
-        pods, problems = _from_daemon(source.path, namespace, name)
-        return cluster_pods.Listing(pods=pods, policies=[], problems=problems)
+        pods, problems, pools = _from_daemon(source.path, namespace, name)
+        return cluster_pods.Listing(pods=pods, policies=[], problems=problems, pools=pools)
     if source.kind == "directory":
         assert source.path is not None
         return _from_directory(source.path, namespace, name)
@@ -117,7 +117,7 @@ class _UnixConnection(http.client.HTTPConnection):
 
 def _from_daemon(
     path: Path, namespace: str, name: str
-) -> tuple[list[introspect.PodReport], list[str]]:
+) -> tuple[list[introspect.PodReport], list[str], list[introspect.PoolReport]]:
     query = urllib.parse.urlencode(
         {k: v for k, v in (("namespace", namespace), ("name", name)) if v}
     )
@@ -149,7 +149,11 @@ def _from_daemon(
             f"the daemon at {str(path)!r} refused {target!r} ({reply.status}): {_reason(raw)}"
         )
     try:
-        return introspect.parse_reply(raw), introspect.parse_problems(raw)
+        return (
+            introspect.parse_reply(raw),
+            introspect.parse_problems(raw),
+            introspect.parse_pools(raw),
+        )
     except introspect.ReportFormatError as exc:
         raise SourceError(f"the daemon at {str(path)!r} answered an unknown shape: {exc}") from exc
 

@@ -7,7 +7,10 @@ and, from the daemon, whether they are enforced: `applied: ns/p`, `not applied: 
 `governed: ns/p` when the source cannot tell; `-` when none governs it.
 
 Besides each pod's own problems, the listing's: two attachments on one network holding the same
-address (host-local state lost with a daemon's container, a static address given twice).
+address (host-local state lost with a daemon's container, a static address given twice), and,
+from the daemon, an address of netattach's IPAM that a container with no record holds. The
+daemon's listing ends with the node's pools of netattach's IPAM: blocks, addresses held, free
+and waiting out `reuseDelay` (IPAM-NOLEAK).
 
 Exit status: 0 when nothing is wrong, 1 when a pod or the listing has a problem (or the pod
 asked for is not there), 2 when the source cannot be read (the daemon unreachable, a kubeconfig
@@ -130,6 +133,8 @@ def render(listing: cluster_pods.Listing, source: sources.Source, output: str, o
             "problems": list(listing.problems),
             "problemCount": count,
         }
+        if listing.pools:
+            data["pools"] = [pool.to_raw() for pool in listing.pools]
         if output == "json":
             print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
         else:
@@ -139,6 +144,14 @@ def render(listing: cluster_pods.Listing, source: sources.Source, output: str, o
         if index:
             print(file=out)
         _print_pod(pod, out)
+    if listing.pools:
+        if listing.pods:
+            print(file=out)
+        rows = [["POOL", "BLOCKS", "HELD", "FREE", "WAITING"]] + [
+            [_cell(p.pool), ",".join(p.blocks) or "-", str(p.held), str(p.free), str(p.waiting)]
+            for p in listing.pools
+        ]
+        _table(rows, out, indent="")
     for problem in listing.problems:
         print(f"problem: {_cell(problem)}", file=out)
     pods = len(listing.pods)

@@ -122,6 +122,45 @@ class PodReport:
         )
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PoolReport:
+    """One pool of netattach's IPAM on this node (IPAM-NOLEAK): its blocks, the addresses held,
+    free, and freed but waiting out the pool's reuse delay."""
+
+    pool: str
+    blocks: tuple[str, ...]
+    held: int
+    free: int
+    waiting: int
+
+    def to_raw(self) -> dict[str, object]:
+        return {"pool": self.pool, "blocks": list(self.blocks), "held": self.held,
+                "free": self.free, "waiting": self.waiting}  # fmt: skip
+
+    @classmethod
+    def from_raw(cls, raw: object, where: str) -> "PoolReport":
+        fields = _mapping(raw, where)
+        counts = {}
+        for key in ("held", "free", "waiting"):
+            value = fields.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ReportFormatError(f"{where}.{key}: not a count, got {value!r:.80}")
+            counts[key] = value
+        return cls(
+            pool=_text(fields, "pool", where),
+            blocks=_texts(fields, "blocks", where),
+            **counts,
+        )
+
+
+def parse_pools(raw: object) -> list[PoolReport]:
+    """The pools of the daemon's answer; none from a daemon that does not send them."""
+    pools = _mapping(raw, "reply").get("pools", [])
+    if not isinstance(pools, list):
+        raise ReportFormatError(f"reply.pools: not a list, got {pools!r:.80}")
+    return [PoolReport.from_raw(item, f"reply.pools[{index}]") for index, item in enumerate(pools)]
+
+
 def parse_reply(raw: object) -> list[PodReport]:
     """The daemon's `GET /v1/pods` answer, checked field by field (`ReportFormatError`)."""
     fields = _mapping(raw, "reply")
@@ -319,6 +358,7 @@ async def pods_reply(
     policy_state: PolicyState,
     query: Mapping[str, str],
     problems: Sequence[str] = (),
+    pools: Sequence[PoolReport] = (),
 ) -> dict[str, object]:
     """The answer to `GET /v1/pods?namespace=&name=`: the records are read in a worker thread,
     the policy state on the caller's loop (it belongs to the loop's policy sync); `problems`
@@ -331,6 +371,8 @@ async def pods_reply(
     }
     if problems:  # a reply without them reads as before
         reply["problems"] = list(problems)
+    if pools:
+        reply["pools"] = [p.to_raw() for p in pools]
     return reply
 
 

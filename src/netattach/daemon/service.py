@@ -320,7 +320,14 @@ class Daemon:
             networks.networks_dir,
             namespace=query.get("namespace", ""),
         )
-        return await introspect.pods_reply(self.orchestrator.records, state, query, refused)
+        pools, orphans = self.addresses.usage(set(self.orchestrator.records.container_ids()))
+        return await introspect.pods_reply(
+            self.orchestrator.records,
+            state,
+            query,
+            [*refused, *orphans],
+            [introspect.PoolReport.from_raw(p, "pool") for p in pools],
+        )
 
 
 def _no_policy(_container_id: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ class Addresses:
         self.clock = clock
         self.ledgers: dict[str, ledger_mod.Ledger] = {}
         self._claiming: dict[str, asyncio.Lock] = {}
+        self._configs: dict[str, config.PoolConfig] = {}  # as the last ADD saw each pool
 
     async def start(self) -> None:
         self.ledgers = {ledger.pool: ledger for ledger in ledger_mod.load_all(self.directory)}
@@ -111,6 +112,35 @@ class Addresses:
                 self.source.changed(ledger, {blocks_mod.block_of(a) for a in gone})
                 log.debug("freed %s of container %s", ", ".join(map(str, gone)), container_id[:12])
 
+    def usage(self, recorded: Collection[str]) -> tuple[list[dict[str, Any]], list[str]]:
+        """Each pool's use on this node (`netattach status`): its blocks and how many addresses
+        are held, free and waiting out `reuseDelay` (free counted with the pool's config as the
+        last ADD saw it; before any, as 16 a block); and a problem for each address a container
+        with no record holds (`recorded`: the containers with one), which the sweep frees."""
+        pools, problems = [], []
+        for name, ledger in sorted(self.ledgers.items()):
+            cfg = self._configs.get(name)
+            given = sum(
+                len(blocks_mod.given_in(b, cfg)) if cfg else blocks_mod.BLOCK_ADDRESSES
+                for b in ledger.blocks
+            )
+            waiting = len(ledger.freed)
+            pools.append({
+                "pool": name,
+                "blocks": sorted(str(b) for b in ledger.blocks),
+                "held": len(ledger.held),
+                "free": max(0, given - len(ledger.held) - waiting),
+                "waiting": waiting,
+            })  # fmt: skip
+            for address, holder in sorted(ledger.held.items(), key=lambda i: int(i[0])):
+                if holder.container_id not in recorded:
+                    problems.append(
+                        f"address {address} of pool {name!r} is held by "
+                        f"{allocator.describe(holder)}, which has no record: the daemon's sweep "
+                        "frees it"
+                    )
+        return pools, problems
+
     def containers(self) -> set[str]:
         """Every container that holds an address of a pool."""
         return {h.container_id for ledger in self.ledgers.values() for h in ledger.held.values()}
@@ -125,6 +155,7 @@ class Addresses:
         """An address of each range set of `pool` (the one the selection asks for where it asks),
         noted in the ledger."""
         ledger = self._ledger(pool.pool)
+        self._configs[pool.pool] = pool
         requested = _requested(planned.ips, pool, source)
         taken: list[tuple[int, Address]] = []
         for set_index in range(len(pool.range_sets)):
