@@ -231,7 +231,7 @@ def schemas() -> dict[str, Obj]:
 
 
 def test_the_crds_of_deploy_are_loaded(schemas: dict[str, Obj]) -> None:
-    assert set(schemas) == {"NetworkAttachmentDefinition", "MultiNetworkPolicy"}
+    assert set(schemas) == {"NetworkAttachmentDefinition", "MultiNetworkPolicy", "IPBlock"}
 
 
 def test_pruning_and_defaulting(schemas: dict[str, Obj]) -> None:

@@ -13,7 +13,7 @@ from netattach.cni import errors
 
 pytestmark = pytest.mark.req("CNI-ERR")
 
-# The contract of each class: the CNI spec's well-known codes plus netattach's own 100-104.
+# The contract of each class: the CNI spec's well-known codes plus netattach's own 100-105.
 CODES: list[tuple[type[errors.CNIError], int]] = [
     (errors.IncompatibleVersionError, 1),
     (errors.UnsupportedFieldError, 2),
@@ -31,6 +31,7 @@ CODES: list[tuple[type[errors.CNIError], int]] = [
     (errors.InvalidSelectionError, 102),
     (errors.DelegateFailedError, 103),
     (errors.PolicyApplyError, 104),
+    (errors.AddressesExhaustedError, 105),
 ]
 KNOWN_CODES = {code for _, code in CODES}
 
@@ -83,7 +84,7 @@ def test_from_raw_gives_the_class_of_each_known_code(cls: type[errors.CNIError],
     assert (err.code, err.msg, err.details) == (code, "m", "d")
 
 
-@pytest.mark.parametrize("code", [0, 8, 12, 49, 52, 99, 105, 998, 1000, -1])
+@pytest.mark.parametrize("code", [0, 8, 12, 49, 52, 99, 106, 998, 1000, -1])
 def test_from_raw_gives_plugin_error_for_unknown_codes(code: int) -> None:
     err = errors.from_raw({"cniVersion": "1.0.0", "code": code, "msg": "m"})
     assert type(err) is errors.PluginError
@@ -101,7 +102,7 @@ def test_from_raw_stringifies_non_string_details() -> None:
     assert err.details == "17"
 
 
-@pytest.mark.parametrize("code", [1, 4, 7, 50, 100, 101, 102, 103, 104, 999, 12345])
+@pytest.mark.parametrize("code", [1, 4, 7, 50, 100, 101, 102, 103, 104, 105, 999, 12345])
 def test_from_plugin_raw_is_always_a_plugin_error_keeping_the_code(code: int) -> None:
     err = errors.from_plugin_raw({"cniVersion": "1.0.0", "code": code, "msg": "m", "details": "d"})
     assert type(err) is errors.PluginError
@@ -247,6 +248,7 @@ REASONS = {
     errors.InvalidNetworkConfigError: "InvalidNetworkConfig",
     errors.UnknownContainerError: "PodNotFound",
     errors.TryAgainLaterError: "NetworkNotReady",
+    errors.AddressesExhaustedError: "AddressesExhausted",
 }
 
 

@@ -17,6 +17,7 @@
     ├── InvalidSelectionError                102
     ├── DelegateFailedError                  103  delegate failed without a parseable error
     ├── PolicyApplyError                     104
+    ├── AddressesExhaustedError              105  a pool of netattach's IPAM has no free address
     └── PluginError                          any  a delegate's own error, its code passed through
 
 Codes 100+ are "plugin specific" in the CNI spec, so a delegate may use 101 for something of its
