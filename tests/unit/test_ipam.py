@@ -21,6 +21,7 @@ from netattach.cluster import model
 from netattach.cni import errors
 from netattach.daemon import introspect
 from netattach.ipam import allocator, blocks, config, ledger, service, sources
+from netattach.pods import orchestrator
 from tests.builders import call, nad, orchestrated, pod, view_of
 from tests.unit import fake_plugins
 
@@ -157,6 +158,15 @@ def test_no_address_is_handed_out_twice_and_a_freed_one_waits(
 def bridge_nad(name: str, ipam: dict[str, Any], **more: Any) -> model.KubeObject:
     config = {"cniVersion": "1.0.0", "name": "data", "type": "bridge", "bridge": "na-x", **more}
     return nad(name, {**config, "ipam": {"type": "netattach", **ipam}})
+
+
+def one_pool(tmp_path: Path) -> tuple[orchestrator.Orchestrator, service.Addresses]:
+    """The orchestrator on pod blue/web selecting net-a, a bridge network of pool `data`
+    (10.70.0.0/24), with the pools of one machine."""
+    view = view_of(pod("net-a"), bridge_nad("net-a", {"subnet": "10.70.0.0/24"}))
+    pools = service.Addresses(tmp_path / "ipam", sources.LocalSource())
+    orch, _, _ = orchestrated(tmp_path, view, addresses=pools)
+    return orch, pools
 
 
 def static_behaviour(fake_call: Any) -> Any:
@@ -301,9 +311,7 @@ def test_networks_of_other_names_whose_ranges_overlap_are_refused(tmp_path: Path
 
 @pytest.mark.req("IPAM-NOLEAK")
 def test_the_ledgers_are_read_back_after_a_restart(tmp_path: Path) -> None:
-    view = view_of(pod("net-a"), bridge_nad("net-a", {"subnet": "10.70.0.0/24"}))
-    pools = service.Addresses(tmp_path / "ipam", sources.LocalSource())
-    orch, _, _ = orchestrated(tmp_path, view, addresses=pools)
+    orch, pools = one_pool(tmp_path)
 
     async def body() -> None:
         await pools.start()
@@ -354,9 +362,7 @@ def test_without_the_daemon_or_at_hot_plug_the_ipam_is_refused_by_name(tmp_path:
 def test_the_sweep_frees_the_addresses_of_a_container_without_a_record(tmp_path: Path) -> None:
     """An ADD took addresses and stopped before its record was written (the daemon killed in
     between): the periodic sweep frees them; a container with a record keeps its own."""
-    view = view_of(pod("net-a"), bridge_nad("net-a", {"subnet": "10.70.0.0/24"}))
-    pools = service.Addresses(tmp_path / "ipam", sources.LocalSource())
-    orch, _, _ = orchestrated(tmp_path, view, addresses=pools)
+    orch, pools = one_pool(tmp_path)
     sandbox = tmp_path / "sandbox"
     sandbox.write_text("")
 
@@ -378,9 +384,7 @@ def test_the_sweep_frees_the_addresses_of_a_container_without_a_record(tmp_path:
 def test_status_shows_each_pools_use_and_an_address_no_recorded_container_holds(
     tmp_path: Path,
 ) -> None:
-    view = view_of(pod("net-a"), bridge_nad("net-a", {"subnet": "10.70.0.0/24"}))
-    pools = service.Addresses(tmp_path / "ipam", sources.LocalSource())
-    orch, _, _ = orchestrated(tmp_path, view, addresses=pools)
+    orch, pools = one_pool(tmp_path)
 
     async def body() -> None:
         await pools.start()

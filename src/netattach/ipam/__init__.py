@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 TYPE: Final = "netattach"
 
 
+def is_netattach(ipam: object) -> bool:
+    """Is `ipam` (a plugin's `ipam` value) netattach's IPAM?"""
+    return isinstance(ipam, Mapping) and ipam.get("type") == TYPE
+
+
 def uses_netattach(networks: Iterable[conf.NetworkConfigList]) -> bool:
     """Does a plugin of `networks` take its addresses from netattach's IPAM?"""
-    return any(
-        isinstance(ipam := plugin.raw.get("ipam"), Mapping) and ipam.get("type") == TYPE
-        for network in networks
-        for plugin in network.plugins
-    )
+    return any(is_netattach(p.raw.get("ipam")) for network in networks for p in network.plugins)

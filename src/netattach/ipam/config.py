@@ -95,10 +95,6 @@ class PoolConfig(NamedTuple):
         return None
 
 
-def is_netattach(ipam: object) -> bool:
-    return isinstance(ipam, Mapping) and ipam.get("type") == TYPE
-
-
 def parse_pool(ipam: Mapping[str, Any], pool: str, *, source: str) -> PoolConfig:
     """`ipam` checked whole; `errors.InvalidNetworkConfigError` naming `source` (the NAD) and
     listing every problem, each bad value quoted."""

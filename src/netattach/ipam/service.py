@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from netattach import loggers
+from netattach import ipam, loggers
 from netattach.attach import delegate
 from netattach.cni import errors
 from netattach.ipam import allocator, config
@@ -243,7 +243,7 @@ def _netattach_plugins(planned: Planned) -> list[int]:
     return [
         index
         for index, plugin in enumerate(planned.network.plugins)
-        if config.is_netattach(plugin.raw.get("ipam"))
+        if ipam.is_netattach(plugin.raw.get("ipam"))
     ]
 
 
