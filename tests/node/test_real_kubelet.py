@@ -128,7 +128,9 @@ def test_the_netattach_pod_deleted_and_recreated_while_pods_exist_and_one_is_cre
             events = node.api.events_for(NS, "during")
             return [e for e in events if e.get("reason") == "FailedCreatePodSandBox"]
 
-        (event, *_) = wait_until("the sandbox refused for want of a daemon", failed_sandbox, 60.0)
+        # the shim waits NETATTACH_SHIM_DAEMON_WAIT (30 s here, the default) at the ADD, and
+        # again at the DEL containerd runs after a failed ADD: a minute, and then the event
+        (event, *_) = wait_until("the sandbox refused for want of a daemon", failed_sandbox, 150.0)
         assert "connect failed" in event["message"]
         during = node.pod(NS, "during")
         assert during is not None
