@@ -1,0 +1,109 @@
+"""One node's allocator of netattach's IPAM as a process of its own, for the simulation in
+tests/kube/test_ipam_simulation.py: the daemon's `ipam.service.Addresses` over the real API
+(`KubeBlockSource`), driven by JSON lines on stdin, answering JSON lines on stdout.
+
+    python -m tests.kube.ipam_allocator KUBECONFIG STATE_DIR NODE LEASE RENEW_EVERY
+
+Requests (each with an `id`, answered with the same `id`, in any order):
+    {"op": "assign", "cid": ..., "pool": ..., "subnet": ...}   -> {"address": "10.0.0.2/24"}
+    {"op": "release", "cid": ...}                              -> {"ok": true}
+    {"op": "sync"}      every change written to the API, then  -> {"held": {address: cid},
+                                                                    "blocks": [cidr, ...]}
+A refusal answers {"error": "..."}. The first line out is {"ready": true}, after the start (the
+ledgers loaded and checked against the API). SIGKILL is how the simulation ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from netattach.cluster import kube_blocks, kube_client
+from netattach.cni import conf, errors
+from netattach.ipam import kube_source, service
+
+
+class Planned:
+    """An attachment of a plan as `Addresses.assign` reads it."""
+
+    def __init__(self, network: conf.NetworkConfigList) -> None:
+        self.status_name = "sim/net"
+        self.ifname = "net1"
+        self.network = network
+        self.ips: tuple[str, ...] = ()
+
+    def _replace(self, *, network: conf.NetworkConfigList) -> Planned:
+        return Planned(network)
+
+
+def network(pool: str, subnet: str) -> conf.NetworkConfigList:
+    raw = {"cniVersion": "1.0.0", "name": pool, "type": "macvlan",
+           "ipam": {"type": "netattach", "subnet": subnet, "reuseDelay": 1}}  # fmt: skip
+    return conf.parse_any(raw, source="simulation")
+
+
+class Allocator:
+    def __init__(self, kubeconfig: Path, state: Path, node: str, lease: float, renew: float):
+        self.api = kube_client.ApiClients(kubeconfig, kube_client.KubeTiming(request_timeout=3.0))
+        self.source = kube_source.KubeBlockSource(
+            kube_blocks.BlockObjects(self.api.writes), node=node, lease=lease, renew_every=renew
+        )
+        self.pools = service.Addresses(state, self.source)
+        self.out = sys.stdout
+
+    def answer(self, reply: dict[str, Any]) -> None:
+        self.out.write(json.dumps(reply) + "\n")
+        self.out.flush()
+
+    async def handle(self, request: dict[str, Any]) -> None:
+        reply: dict[str, Any] = {"id": request.get("id")}
+        try:
+            op = request["op"]
+            if op == "assign":
+                plan = [Planned(network(request["pool"], request["subnet"]))]
+                (got,) = await self.pools.assign(plan, container_id=request["cid"])
+                ipam = got.network.plugins[0].raw["ipam"]
+                reply["address"] = ipam["addresses"][0]["address"]
+            elif op == "release":
+                self.pools.release(request["cid"])
+                reply["ok"] = True
+            elif op == "sync":
+                await self.source._flush()
+                reply["held"] = {
+                    str(address): holder.container_id
+                    for ledger in self.pools.ledgers.values()
+                    for address, holder in ledger.held.items()
+                }
+                reply["blocks"] = sorted(
+                    str(b) for ledger in self.pools.ledgers.values() for b in ledger.blocks
+                )
+            else:
+                reply["error"] = f"unknown op {op!r}"
+        except errors.CNIError as exc:
+            reply["error"] = f"{type(exc).__name__}: {exc}"
+        self.answer(reply)
+
+    async def run(self) -> None:
+        await self.pools.start()
+        self.answer({"ready": True})
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        tasks: set[asyncio.Task[None]] = set()
+        while line := await reader.readline():
+            task = asyncio.create_task(self.handle(json.loads(line)))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+
+def main(argv: list[str]) -> None:
+    kubeconfig, state, node, lease, renew = argv
+    allocator = Allocator(Path(kubeconfig), Path(state), node, float(lease), float(renew))
+    asyncio.run(allocator.run())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
