@@ -88,7 +88,7 @@ demo: deps-demo $(DEMO_STAMP) $(NATIVE_SHIM)
 
 .PHONY: cni-plugins pytest-cni-current bench-side-by-side bench-kubelet
 .PHONY: bench-quick bench-breakdown bench-policy bench-policy-latency bench-policy-churn \
-	bench-api-writes
+	bench-api-writes bench-ipam
 
 bench-runtime: venv
 	$(BIN)/python -m bench.runtime_latency
@@ -135,6 +135,11 @@ bench-policy-latency: venv
 # A pod's status PATCH through httpx and through the daemon's lean writes (api_writes), after idle gaps.
 bench-api-writes: venv
 	$(BIN)/python -m bench.api_writes
+
+# netattach's IPAM (root): ADD beside host-local on one node; 1,000 pods over 10 simulated nodes
+# on the real API server (`make k8s`): total time, claims, API requests per allocation.
+bench-ipam: venv shim k8s
+	$(BIN)/python -m bench.ipam
 
 # The daemon's memory on the Kubernetes feed, idle and with 5,000 pods + 1,000 NADs cached (root).
 bench-memory: venv

@@ -6,6 +6,8 @@ first N of its kind, after the cluster default network every pod gets first):
     bridge    bridge + host-local, a bridge and a /16 of its own per network
     macvlan   macvlan (bridge mode) on a veth end of the node as master + static IPAM
     ptp       ptp + host-local, a /16 per network
+    ipam      bridge + netattach's own IPAM, a bridge and a /16 of its own per network (only
+              the daemons can run it: bench/ipam_node.py measures it beside `bridge`)
 
 The cluster default network is bridge + host-local on disk (`networksDir`). All host-side links
 (bridges, veths) live in the benchmark's node namespace; all host-local state in one dataDir of
@@ -63,6 +65,7 @@ class Topology:
         self.default = Network(
             DEFAULT_NETWORK, self._bridge_list(DEFAULT_NETWORK, name("b0"), "10.100.0.0/16")
         )
+        ipam = "netattach"
         self.networks: dict[str, list[Network]] = {
             "bridge": [
                 Network(
@@ -79,6 +82,14 @@ class Topology:
                 Network(f"ptp-{k}", self._ptp_list(f"ptp-{k}", f"10.{110 + k}.0.0/16"))
                 for k in range(1, MAX_ATTACHMENTS + 1)
             ],
+            # bench/ipam_node.py's: the bridge kind with netattach's IPAM instead of host-local
+            "ipam": [
+                Network(
+                    f"ipam-{k}",
+                    self._bridge_list(f"ipam-{k}", name(f"i{k}"), f"10.{130 + k}.0.0/16", ipam),
+                )
+                for k in range(1, MAX_ATTACHMENTS + 1)
+            ],
         }
         (self.networks_dir / "00-default.conflist").write_text(json.dumps(self.default.config))
 
@@ -87,8 +98,15 @@ class Topology:
     def _host_local(self, subnet: str) -> dict[str, Any]:
         return {"type": "host-local", "dataDir": str(self.ipam), "ranges": [[{"subnet": subnet}]]}
 
-    def _bridge_list(self, name: str, bridge: str, subnet: str) -> dict[str, Any]:
-        plugin = {"type": "bridge", "bridge": bridge, "ipam": self._host_local(subnet)}
+    def _bridge_list(
+        self, name: str, bridge: str, subnet: str, ipam: str = "host-local"
+    ) -> dict[str, Any]:
+        given = (
+            self._host_local(subnet)
+            if ipam == "host-local"
+            else {"type": ipam, "subnet": subnet, "reuseDelay": 0}
+        )
+        plugin = {"type": "bridge", "bridge": bridge, "ipam": given}
         return {"cniVersion": CNI_VERSION, "name": name, "plugins": [plugin]}
 
     def _macvlan_list(self, name: str, k: int) -> dict[str, Any]:

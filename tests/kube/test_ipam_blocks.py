@@ -238,7 +238,7 @@ def test_a_node_cut_off_from_the_api_stops_handing_out_once_its_lease_lapses(
 
     async def body() -> None:
         async with Node(kubeconfig, tmp_path / "cut", "na-cut", lease=1.5, renew_every=0.3) as cut:
-            await cut.pools.assign([planned(pool, subnet)], container_id="c0")
+            first = given(await cut.pools.assign([planned(pool, subnet)], container_id="c0"))
             await asyncio.sleep(2.0)  # renewed all along: still the node's to hand out from
             await cut.pools.assign([planned(pool, subnet)], container_id="c1")
             reachable = cut.source.objects
@@ -256,7 +256,10 @@ def test_a_node_cut_off_from_the_api_stops_handing_out_once_its_lease_lapses(
                 cut.source.objects = reachable
                 await dead.aclose()
             await asyncio.sleep(1.0)  # the writer renews again
-            got = await cut.pools.assign([planned(pool, subnet)], container_id="c3")
-            assert given(got) == "10.205.0.4/24"
+            got = given(await cut.pools.assign([planned(pool, subnet)], container_id="c3"))
+            # from the block it held all along, two on from the first
+            first_ip = ipaddress.ip_interface(first).ip
+            assert ipaddress.ip_interface(got).ip == first_ip + 2
+            assert len(cut.pools.ledgers[pool].blocks) == 1
 
     asyncio.run(body())

@@ -9,8 +9,7 @@ asks for it by name.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from netattach.ipam import blocks as blocks_mod
 from netattach.ipam import config
@@ -18,12 +17,7 @@ from netattach.ipam.ledger import Holder, Ledger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Final
-
     from netattach.ipam.config import Address, Network
-
-# The blocks one claim offers the source, in order: it takes the first no other node holds.
-CANDIDATES: Final = 64
 
 
 def _any_block(block: Network) -> bool:
@@ -92,18 +86,17 @@ def pool_blocks(ledger: Ledger, pool: config.PoolConfig, set_index: int) -> list
 
 
 def unheld_blocks(
-    pool: config.PoolConfig, set_index: int, held: Iterable[Network], most: int = CANDIDATES
-) -> list[Network]:
-    """The first `most` blocks of range set `set_index` that hand out addresses and that `held`
-    lacks, in address order: the ones to ask for next (an IPv6 /64 has 2**60 blocks: never
-    listed whole)."""
+    pool: config.PoolConfig, set_index: int, held: Iterable[Network]
+) -> Iterator[Network]:
+    """The blocks of range set `set_index` that hand out addresses and that `held` lacks, in
+    address order, lazily: the ones to ask for next (an IPv6 /64 has 2**60 blocks: never
+    listed whole; the source reads on until it has one)."""
     taken = set(held)
-    wanted = (
+    return (
         b
         for b in blocks_mod.blocks_of(pool.range_sets[set_index])
         if b not in taken and blocks_mod.given_in(b, pool)
     )
-    return list(itertools.islice(wanted, most))
 
 
 def free_count(

@@ -1,9 +1,11 @@
 """Blocks kept in the Kubernetes API: each an IPBlock object, held by one node under a lease
 (IPAM-UNIQUE, IPAM-NOLEAK, IPAM-FAST).
 
-    claim           the first candidate block no object names yet, made with a create (the
-                    API's 409 tells the second node, or pool, it lost); a block held by another
-                    node or pool is passed over
+    claim           a candidate block no object names yet, made with a create (the API's 409
+                    tells the second node, or pool, it lost); a block held by another node is
+                    passed over, one of another pool's refused (overlapping ranges); nodes
+                    claiming at once start at different free blocks (of the first SPREAD, by a
+                    hash of the node's name), so they seldom meet on one
     changed         the ledger's allocations of those blocks, written to their objects by a
                     background writer (who holds each address, for people and for a node whose
                     disk is lost), never on the ADD's path
@@ -27,7 +29,8 @@ import asyncio
 import datetime
 import ipaddress
 import time
-from collections.abc import Callable, Iterable, Sequence
+import zlib
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from netattach import loggers
@@ -46,6 +49,8 @@ log = loggers.get("netattach.ipam")
 LEASE: Final = 90.0
 RENEW_EVERY: Final = 20.0
 FLUSH_DELAY: Final = 0.5  # allocations gathered this long before one write per block
+# A claim tries the first SPREAD free blocks starting at one its node's name picks
+SPREAD: Final = 16
 
 
 class KubeBlockSource:
@@ -97,32 +102,57 @@ class KubeBlockSource:
         except (TimeoutError, errors.CNIError) as exc:
             log.warning("IPBlock allocations not all written at shutdown: %s", exc)
 
-    async def claim(self, pool: str, candidates: Sequence[Network]) -> Claimed:
+    async def claim(self, pool: str, candidates: Iterable[Network]) -> Claimed:
         # Never a claim before the ledgers agree with the API: a node whose disk was lost would
         # take back its own block empty, and hand out what its pods still hold.
         await self._ensure_reconciled()
-        others = 0
         existing = {item["metadata"]["name"]: item for item in await self.objects.list()}
-        for block in candidates:
-            name = blocks_mod.name_of(block)
-            found = existing.get(name)
-            if found is None:
-                started = time.monotonic()
-                made = await self.objects.create(name, self._spec(pool, block))
-                if made is not None:
-                    self._renewed[block] = started
+        others = 0
+        free: list[Network] = []
+        pending = iter(candidates)
+        while True:
+            # The next blocks no object names, SPREAD at most; those held are judged on the way
+            for block in pending:
+                found = existing.get(blocks_mod.name_of(block))
+                if found is None:
+                    free.append(block)
+                    if len(free) == SPREAD:
+                        break
+                    continue
+                verdict = self._judge(pool, block, found)
+                if verdict is not None:
+                    return verdict
+                others += 1
+            if not free:
+                return Claimed(None, others=others)
+            # Nodes that need a block at once start at different ones of those: few meet on one
+            start = zlib.crc32(self.node.encode()) % len(free)
+            for block in free[start:] + free[:start]:
+                name = blocks_mod.name_of(block)
+                began = time.monotonic()
+                if await self.objects.create(name, self._spec(pool, block)) is not None:
+                    self._renewed[block] = began
                     return Claimed(block)
-                found = await self.objects.get(name)
+                found = await self.objects.get(name)  # another node, or pool, was first
                 if found is None:
                     continue
-            spec = found.get("spec") or {}
-            if spec.get("pool") != pool:  # ranges of two networks overlap: refused
-                return Claimed(None, overlaps={name: str(spec.get("pool"))})
-            if spec.get("node") == self.node:  # ours already: with what the API says it holds
-                self._adopt(self._ledgers.get(pool) or self._ledger_for(pool), block, found)
-                return Claimed(block)
-            others += 1
-        return Claimed(None, others=others)
+                verdict = self._judge(pool, block, found)
+                if verdict is not None:
+                    return verdict
+                others += 1
+            free = []
+
+    def _judge(self, pool: str, block: Network, found: dict[str, Any]) -> Claimed | None:
+        """What an object of `block` means for a claim of `pool`: another pool's (overlapping
+        ranges: refused), this node's already (taken back with what the API says it holds), or
+        another node's (None: on to the next)."""
+        spec = found.get("spec") or {}
+        if spec.get("pool") != pool:
+            return Claimed(None, overlaps={blocks_mod.name_of(block): str(spec.get("pool"))})
+        if spec.get("node") == self.node:
+            self._adopt(self._ledgers.get(pool) or self._ledger_for(pool), block, found)
+            return Claimed(block)
+        return None
 
     async def claim_exact(self, pool: str, block: Network) -> Claimed:
         return await self.claim(pool, [block])

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from netattach.cni import conf
     from netattach.ipam.config import Address
-    from netattach.ipam.sources import BlockSource
+    from netattach.ipam.sources import BlockSource, Claimed
 
     class Planned(Protocol):
         """An attachment of a plan, as this module reads it (pods/plan.py's PlannedAttachment)."""
@@ -187,8 +187,8 @@ class Addresses:
                 if allocator.free_count(ledger, pool, set_index, self.clock(), usable=usable):
                     continue
                 candidates = allocator.unheld_blocks(pool, set_index, ledger.blocks)
-                claimed = await self.source.claim(pool.pool, candidates) if candidates else None
-                if claimed is None or claimed.block is None:
+                claimed = await self.source.claim(pool.pool, candidates)
+                if claimed.block is None:
                     raise _exhausted(ledger, pool, set_index, source, claimed)
                 ledger.blocks.add(claimed.block)
                 ledger.save()
@@ -290,12 +290,11 @@ def _exhausted(
     pool: config.PoolConfig,
     set_index: int,
     source: str,
-    claimed: object,
+    claimed: Claimed,
 ) -> errors.CNIError:
     ranges = "; ".join(str(r) for r in pool.range_sets[set_index])
     held = sum(1 for a in ledger.held if (pool.range_of(a) or (-1,))[0] == set_index)
-    others = getattr(claimed, "others", 0)
-    overlaps = getattr(claimed, "overlaps", {})
+    others, overlaps = claimed.others, claimed.overlaps
     if overlaps and not others:
         return errors.InvalidNetworkConfigError(f"{source}: {_overlap_text(overlaps, pool.pool)}")
     return errors.AddressesExhaustedError(

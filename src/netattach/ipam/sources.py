@@ -11,7 +11,7 @@ The Kubernetes source (`ipam/kube_blocks.py`) keeps each block as an object of t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 from netattach.ipam import blocks as blocks_mod
 from netattach.ipam import ledger as ledger_mod
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from netattach.ipam.config import Network
 
     class BlockSource(Protocol):
-        async def claim(self, pool: str, candidates: Sequence[Network]) -> Claimed: ...
+        async def claim(self, pool: str, candidates: Iterable[Network]) -> Claimed: ...
         async def claim_exact(self, pool: str, block: Network) -> Claimed: ...
         def changed(self, ledger: ledger_mod.Ledger, blocks: Iterable[Network]) -> None: ...
         def usable(self, block: Network) -> bool: ...
@@ -64,7 +64,7 @@ class LocalSource:
             for block in ledger.blocks:
                 self._owners.setdefault(block, ledger.pool)
 
-    async def claim(self, pool: str, candidates: Sequence[Network]) -> Claimed:
+    async def claim(self, pool: str, candidates: Iterable[Network]) -> Claimed:
         for block in candidates:
             owner = self._owners.setdefault(block, pool)
             if owner != pool:  # ranges of two networks overlap: refused, not worked around
