@@ -69,6 +69,7 @@ class KubeBlockSource:
         self._ledgers: dict[str, ledger_mod.Ledger] = {}
         self._dirty: dict[str, set[Network]] = {}
         self._wake = asyncio.Event()
+        self._flushing = asyncio.Lock()
         self._writer: asyncio.Task[None] | None = None
         self._seen: dict[str, tuple[str, float]] = {}  # block name -> (resourceVersion, since)
         self._ledger_for: Callable[[str], ledger_mod.Ledger] = _no_ledger
@@ -198,7 +199,12 @@ class KubeBlockSource:
     async def _flush(self) -> None:
         """Every dirty block written. A block is clean from the start of its write (a change
         during the write marks it again); a write cut short, by an error or by shutdown, leaves
-        it dirty."""
+        it dirty. One flush at a time: two at once could send a block's older status after its
+        newer one, and the API would keep the older."""
+        async with self._flushing:
+            await self._flush_dirty()
+
+    async def _flush_dirty(self) -> None:
         for pool in list(self._dirty):
             ledger = self._ledgers[pool]
             pending = list(self._dirty.pop(pool, ()))
