@@ -34,6 +34,7 @@ class Planned:
         self.ifname = "net1"
         self.network = network
         self.ips: tuple[str, ...] = ()
+        self.claim = ""
 
     def _replace(self, *, network: conf.NetworkConfigList) -> Planned:
         return Planned(network)

@@ -71,6 +71,7 @@ class Planned:
         self.ifname = "net1"
         self.network = network
         self.ips = ips
+        self.claim = ""
 
     def _replace(self, *, network: Any) -> Planned:
         return Planned(network, self.ips)

@@ -49,6 +49,8 @@ def test_rbac_is_least_privilege() -> None:
         ("ipam.netattach.io", "ipblocks", "create"),
         ("ipam.netattach.io", "ipblocks", "patch"),
         ("ipam.netattach.io", "ipblocks", "delete"),
+        # IPAM-CLAIM: the addresses given, on the status of the IPAMClaim a pod names
+        ("k8s.cni.cncf.io", "ipamclaims/status", "patch"),
     }
     binding = one("ClusterRoleBinding")
     account = one("ServiceAccount")

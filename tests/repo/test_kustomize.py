@@ -24,6 +24,7 @@ WANTED_KINDS = [
     "CustomResourceDefinition",
     "CustomResourceDefinition",
     "CustomResourceDefinition",
+    "CustomResourceDefinition",
     "ServiceAccount",
     "ClusterRole",
     "ClusterRoleBinding",
@@ -61,13 +62,14 @@ def test_the_kustomization_lists_every_manifest_in_deploy_and_nothing_else() -> 
 def test_it_renders_the_crds_rbac_configmap_and_daemonset_crds_first() -> None:
     docs = render()
     assert [doc["kind"] for doc in docs] == WANTED_KINDS
-    names = sorted(doc["metadata"]["name"] for doc in docs[:3])
+    names = sorted(doc["metadata"]["name"] for doc in docs[:4])
     assert names == [
+        "ipamclaims.k8s.cni.cncf.io",
         "ipblocks.ipam.netattach.io",
         "multi-networkpolicies.k8s.cni.cncf.io",
         "network-attachment-definitions.k8s.cni.cncf.io",
     ]
-    assert {doc["metadata"]["name"] for doc in docs[3:-2]} == {"netattach"}
+    assert {doc["metadata"]["name"] for doc in docs[4:-2]} == {"netattach"}
     assert {doc["metadata"]["name"] for doc in docs[-2:]} == {"netattach-delegate-policy"}
     namespaced = {"ServiceAccount", "ConfigMap", "DaemonSet"}
     assert {d["metadata"]["namespace"] for d in docs if d["kind"] in namespaced} == {"kube-system"}

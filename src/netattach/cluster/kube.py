@@ -32,6 +32,7 @@ from pathlib import Path
 
 from netattach.cluster import (
     kube_blocks,
+    kube_claims,
     kube_client,
     kube_events,
     kube_objects,
@@ -91,6 +92,8 @@ class KubeFeed:
         )
         # IPAM-UNIQUE: the IPBlocks of netattach's IPAM (ipam/kube_source.py).
         self.blocks = kube_blocks.BlockObjects(self._api.writes)
+        # IPAM-CLAIM: the IPAMClaims pods name (ipam/claims.py).
+        self.claims = kube_claims.ClaimObjects(self._api.writes)
 
     # -- list + watch (KUBE-CACHE) --------------------------------------------------------------
 

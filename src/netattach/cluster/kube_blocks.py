@@ -27,6 +27,7 @@ KIND: Final = "IPBlock"
 PATH: Final = f"/apis/{GROUP}/{VERSION}/ipblocks"
 _TRANSIENT: Final = frozenset({429, 500, 502, 503, 504})
 JSON_PATCH: Final = "application/json-patch+json"
+MERGE_PATCH: Final = "application/merge-patch+json"
 
 
 class BlockObjects:
@@ -76,6 +77,21 @@ class BlockObjects:
         )
         return reply is not None
 
+    async def patch_allocations(
+        self, name: str, resource_version: str, changes: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """`changes` (address -> holder, or None to drop it) merged into the block's
+        allocations, only if the block is still at `resource_version`: None when it changed or
+        is gone (read it again)."""
+        body = {
+            "metadata": {"resourceVersion": resource_version},
+            "status": {"allocations": dict(changes)},
+        }
+        return await self._send(
+            "PATCH", f"{PATH}/{name}", body, missing_ok=True, conflict_ok=True,
+            content_type=MERGE_PATCH,
+        )  # fmt: skip
+
     async def node_exists(self, node: str) -> bool:
         return await self._send("GET", f"/api/v1/nodes/{node}", missing_ok=True) is not None
 
@@ -89,26 +105,49 @@ class BlockObjects:
         conflict_ok: bool = False,
         content_type: str = "application/json",
     ) -> dict[str, Any] | None:
-        what = f"{method} {path}"
-        try:
-            response = await self._http.request(
-                method,
-                path,
-                content=None if body is None else json.dumps(body).encode(),
-                headers={"Content-Type": content_type} if body is not None else None,
-                params={"fieldManager": kube_client.COMPONENT} if method != "GET" else None,
-            )
-        except httpx2.HTTPError as exc:
-            raise errors.TryAgainLaterError(f"{what}: the API did not answer", str(exc)) from exc
-        code = response.status_code
-        if code == kube_client.NOT_FOUND and missing_ok:
-            return None
-        if code == kube_client.CONFLICT and conflict_ok:
-            return None
-        if code >= 300:
-            text = response.text[:300]
-            if code in _TRANSIENT:
-                raise errors.TryAgainLaterError(f"{what}: HTTP {code}", text)
-            raise errors.IOFailureError(f"{what}: HTTP {code}", text)
-        reply = response.json() if response.content else {}
-        return reply if isinstance(reply, dict) else {}
+        return await send_json(
+            self._http,
+            method,
+            path,
+            body,
+            missing_ok=missing_ok,
+            conflict_ok=conflict_ok,
+            content_type=content_type,
+        )
+
+
+async def send_json(
+    http: httpx2.AsyncClient,
+    method: str,
+    path: str,
+    body: Mapping[str, Any] | Sequence[Any] | None = None,
+    *,
+    missing_ok: bool = False,
+    conflict_ok: bool = False,
+    content_type: str = "application/json",
+) -> dict[str, Any] | None:
+    """One request of a JSON body; its JSON reply, or None for a 404 (`missing_ok`) or a 409
+    (`conflict_ok`)."""
+    what = f"{method} {path}"
+    try:
+        response = await http.request(
+            method,
+            path,
+            content=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": content_type} if body is not None else None,
+            params={"fieldManager": kube_client.COMPONENT} if method != "GET" else None,
+        )
+    except httpx2.HTTPError as exc:
+        raise errors.TryAgainLaterError(f"{what}: the API did not answer", str(exc)) from exc
+    code = response.status_code
+    if code == kube_client.NOT_FOUND and missing_ok:
+        return None
+    if code == kube_client.CONFLICT and conflict_ok:
+        return None
+    if code >= 300:
+        text = response.text[:300]
+        if code in _TRANSIENT:
+            raise errors.TryAgainLaterError(f"{what}: HTTP {code}", text)
+        raise errors.IOFailureError(f"{what}: HTTP {code}", text)
+    reply = response.json() if response.content else {}
+    return reply if isinstance(reply, dict) else {}

@@ -19,6 +19,7 @@ from netattach import atomic
 from netattach.cluster import feeds, files, kube
 from netattach.cni import errors, spec
 from netattach.daemon import hotplug, introspect, metrics, policy_sync, server, shim_install
+from netattach.ipam import claims as ipam_claims
 from netattach.ipam import kube_source, sources
 from netattach.ipam import service as ipam_service
 from netattach.pods import delegate_guard, devices, dispatch, locks, orchestrator, plan, records
@@ -71,8 +72,9 @@ class Daemon:
             )
         # IPAM-UNIQUE: netattach's own IPAM, its blocks the node's alone (the directory feed)
         # or the cluster's, kept in the API (the Kubernetes feed).
+        source, claims = self._build_block_source()
         self.addresses = ipam_service.Addresses(
-            cfg.runtime.state_dir / "ipam", self._build_block_source()
+            cfg.runtime.state_dir / "ipam", source, claims=claims
         )
         self.orchestrator = orchestrator.Orchestrator(
             settings=cfg,
@@ -112,10 +114,15 @@ class Daemon:
                         f"{self.cfg.source}: feed.kubernetes: {exc.msg}", exc.details
                     ) from exc
 
-    def _build_block_source(self) -> "sources.BlockSource":
+    def _build_block_source(
+        self,
+    ) -> "tuple[sources.BlockSource, ipam_claims.ClaimAddresses | None]":
+        """Where the node's blocks come from, and IPAMClaims' addresses (the API's only)."""
         if isinstance(self.feed, kube.KubeFeed):
-            return kube_source.KubeBlockSource(self.feed.blocks, node=self.cfg.daemon.node_name)
-        return sources.LocalSource()
+            source = kube_source.KubeBlockSource(self.feed.blocks, node=self.cfg.daemon.node_name)
+            source.claims = ipam_claims.ClaimAddresses(self.feed.blocks, self.feed.claims)
+            return source, source.claims
+        return sources.LocalSource(), None
 
     # -- readiness (standard §6.1) --------------------------------------------------------------
 

@@ -37,11 +37,13 @@ from netattach import loggers
 from netattach.cluster import kube_blocks
 from netattach.cni import errors
 from netattach.ipam import blocks as blocks_mod
+from netattach.ipam import claims as claims_mod
 from netattach.ipam import ledger as ledger_mod
 from netattach.ipam.sources import Claimed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from netattach.ipam.claims import ClaimAddresses
     from netattach.ipam.config import Network
 
 log = loggers.get("netattach.ipam")
@@ -75,6 +77,7 @@ class KubeBlockSource:
         self._ledger_for: Callable[[str], ledger_mod.Ledger] = _no_ledger
         self._reconciled = False
         self._renewed: dict[Network, float] = {}  # block -> when its last renewal began
+        self.claims: ClaimAddresses | None = None  # their blocks swept at each renewal
 
     # -- the port ---------------------------------------------------------------------------
 
@@ -187,7 +190,9 @@ class KubeBlockSource:
                 if time.monotonic() - renewed >= self.renew_every:
                     self._mark_all_dirty()
                     renewed = time.monotonic()
-                    await self._reclaim()
+                    items = await self._reclaim()
+                    if self.claims is not None:
+                        await self.claims.sweep(items)
                 await self._flush()
             except errors.CNIError as exc:
                 log.warning("IPBlocks: %s; again in %gs", exc, self.renew_every)
@@ -257,15 +262,17 @@ class KubeBlockSource:
 
     # -- reclaim and reconcile ----------------------------------------------------------------
 
-    async def _reclaim(self) -> None:
-        """Blocks of Nodes that are gone, unchanged for a whole lease, deleted."""
+    async def _reclaim(self) -> list[dict[str, Any]]:
+        """Blocks of Nodes that are gone, unchanged for a whole lease, deleted. The blocks as
+        listed are returned."""
         now = time.monotonic()
         seen: dict[str, tuple[str, float]] = {}
         gone_nodes: dict[str, bool] = {}
-        for item in await self.objects.list():
+        items = await self.objects.list()
+        for item in items:
             meta, spec = item.get("metadata") or {}, item.get("spec") or {}
             node, name = str(spec.get("node", "")), str(meta.get("name", ""))
-            if node == self.node or not name:
+            if node in (self.node, claims_mod.CLAIMS_NODE) or not name:
                 continue
             if node not in gone_nodes:
                 gone_nodes[node] = not await self.objects.node_exists(node)
@@ -279,6 +286,7 @@ class KubeBlockSource:
                 log.info("IPBlock %s of node %s (gone) freed", name, node)
                 seen.pop(name)
         self._seen = seen
+        return items
 
     async def _reconcile(self) -> None:
         mine = {}

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from typing import Protocol, Self, TypeVar
 
     from netattach.cni import conf
+    from netattach.ipam.claims import ClaimAddresses
     from netattach.ipam.config import Address
     from netattach.ipam.sources import BlockSource, Claimed
 
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
         def network(self) -> conf.NetworkConfigList: ...
         @property
         def ips(self) -> tuple[str, ...]: ...
+        @property
+        def claim(self) -> str: ...
         def _replace(self, *, network: conf.NetworkConfigList) -> Self: ...
 
     P = TypeVar("P", bound=Planned)
@@ -57,10 +60,16 @@ class Addresses:
     """The pools of this node: a ledger each (loaded at start), and the block source."""
 
     def __init__(
-        self, directory: Path, source: BlockSource, *, clock: Callable[[], float] = time.time
+        self,
+        directory: Path,
+        source: BlockSource,
+        *,
+        claims: ClaimAddresses | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.directory = directory
         self.source = source
+        self.claims = claims  # IPAMClaims' addresses (the Kubernetes feed only)
         self.clock = clock
         self.ledgers: dict[str, ledger_mod.Ledger] = {}
         self._claiming: dict[str, asyncio.Lock] = {}
@@ -92,7 +101,10 @@ class Addresses:
                     raw = planned.network.plugins[index].raw["ipam"]
                     source = f"NetworkAttachmentDefinition {planned.status_name}"
                     pool = config.parse_pool(raw, planned.network.name, source=source)
-                    addresses = await self._take(pool, planned, holder, source)
+                    if planned.claim:
+                        addresses = await self._claimed(pool, planned, pod, source)
+                    else:
+                        addresses = await self._take(pool, planned, holder, source)
                     given[index] = _static(pool, addresses)
                 assigned.append(
                     planned._replace(network=delegate.with_ipam(planned.network, given))
@@ -144,6 +156,19 @@ class Addresses:
     def containers(self) -> set[str]:
         """Every container that holds an address of a pool."""
         return {h.container_id for ledger in self.ledgers.values() for h in ledger.held.values()}
+
+    async def _claimed(
+        self, pool: config.PoolConfig, planned: Planned, pod: str, source: str
+    ) -> list[tuple[int, Address]]:
+        """IPAM-CLAIM: the addresses of the IPAMClaim the selection names (never this node's
+        ledger: the claim keeps them past this pod)."""
+        if self.claims is None:
+            raise errors.InvalidSelectionError(
+                f"{source}: ipam-claim-reference {planned.claim!r} with ipam type {ipam.TYPE!r} "
+                "needs the daemon on the Kubernetes feed (IPAMClaims are objects of the API)"
+            )
+        namespace = pod.partition("/")[0]
+        return await self.claims.assign(pool, namespace, planned.claim, planned.ifname, source)
 
     async def _take(
         self,

@@ -52,6 +52,9 @@ class PlannedAttachment(NamedTuple):
     # names, not the operator's cluster default: a NAD author's config, so the delegate policy
     # and the node guard judge it as they judge a selection.
     pod_default: bool = False
+    # IPAM-CLAIM: the selection's `ipam-claim-reference` (an IPAMClaim of the pod's namespace):
+    # with netattach's IPAM, the claim's addresses, not a node's
+    claim: str = ""
 
 
 class NADNotFoundError(errors.AttachmentNotFoundError):
@@ -264,6 +267,7 @@ def selected(
         gateways=chosen.default_route,
         warning=found.name_mismatch or "",
         resource=resource_of(nad),
+        claim=chosen.ipam_claim_reference,
     )
 
 
