@@ -302,6 +302,63 @@ def test_netattachs_ipam_on_a_network_that_spans_nodes_gives_each_address_once(
     wait_until("every address of the DELs freed in the IPBlocks", all_freed, 60.0)
 
 
+@pytest.mark.req("IPAM-CLAIM")
+def test_a_pod_naming_an_ipamclaim_keeps_its_address_when_made_again_on_another_node(
+    clean_cluster: RealCluster,
+) -> None:
+    """A StatefulSet's or a VM's pod names an IPAMClaim (`ipam-claim-reference`): deleted and made
+    again on another node it gets the same address on the spanning network, which no other pod
+    gets meanwhile; the claim deleted, the address goes back to the pool."""
+    cluster = clean_cluster
+    first = cluster.nodes[0]
+    name = "claim-na"
+    ipam = {"type": "netattach", "subnet": "10.73.0.0/24", "reuseDelay": 0}
+    create_nad(cluster, name, {"type": "bridge", "bridge": DATA_BRIDGE, "ipam": ipam})
+    claims = f"/apis/k8s.cni.cncf.io/v1alpha1/namespaces/{NS}/ipamclaims"
+    claim = {
+        "apiVersion": "k8s.cni.cncf.io/v1alpha1",
+        "kind": "IPAMClaim",
+        "metadata": {"name": "vm-a"},
+        "spec": {"network": name, "interface": "net1"},
+    }
+    response = cluster.api.http.request("POST", claims, body=claim)
+    assert response.status == 201, response.body
+    selection = json.dumps([{"name": name, "ipam-claim-reference": "vm-a"}])
+    seen = []
+    try:
+        for node in cluster.nodes[:2]:
+            pod = first.pod_object(NS, "na-vm-a", selection, node_name=node.name)
+            cluster.api.create(pod)
+            first.wait_running(NS, "na-vm-a")
+            seen.append(address_on(network_status(cluster, "na-vm-a"), name))
+            # a pod of the network on the third node meanwhile: never the claim's address
+            other = f"na-other-{len(seen)}"
+            cluster.api.create(first.pod_object(NS, other, name, node_name=cluster.nodes[2].name))
+            first.wait_running(NS, other)
+            assert address_on(network_status(cluster, other), name) != seen[-1]
+            first.delete_pod(NS, "na-vm-a")
+            first.delete_pod(NS, other)
+        assert seen[0] == seen[1], seen
+        got = cluster.api.http.request("GET", f"{claims}/vm-a")
+        assert json.loads(got.body)["status"]["ips"] == [f"{seen[0]}/24"]
+    finally:
+        for pod_name in ("na-vm-a", "na-other-1", "na-other-2"):
+            with contextlib.suppress(ApiStatusError):
+                first.delete_pod(NS, pod_name)
+        cluster.api.http.request("DELETE", f"{claims}/vm-a")
+        cluster.api.http.request(
+            "DELETE",
+            f"/apis/k8s.cni.cncf.io/v1/namespaces/{NS}/network-attachment-definitions/{name}",
+        )
+
+    def claims_blocks_gone() -> bool:
+        items = json.loads(cluster.kubectl("get", "ipblocks", "-o", "json"))["items"]
+        return not any(item["spec"]["node"] == "" for item in items)
+
+    # each daemon sweeps the claims' blocks at its lease renewal (every 20 s)
+    wait_until("the deleted claim's address back in the pool", claims_blocks_gone, 90.0)
+
+
 @pytest.mark.req("POL-PEERS", "POL-SELECT")
 def test_a_policy_whose_peers_are_on_other_nodes_follows_their_labels(
     clean_cluster: RealCluster,

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from netattach.cli import cluster_pods, status
 from netattach.cli import sources as cli_sources
-from netattach.cluster import model
+from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.daemon import introspect
 from netattach.ipam import allocator, blocks, config, ledger, service, sources
@@ -414,3 +414,46 @@ def test_status_shows_each_pools_use_and_an_address_no_recorded_container_holds(
     assert lines[0].split() == ["POOL", "BLOCKS", "HELD", "FREE", "WAITING"]
     assert lines[1].split() == ["data", "10.70.0.0/28", "1", "12", "1"]
     assert lines[2].startswith("problem: address 10.70.0.2 of pool 'data'")
+
+
+class ReadableStore(store.ClusterStore):
+    """The cache, and the API behind it: here one and the same (`fetch_pod` reads the store)."""
+
+    async def fetch_pod(self, namespace: str, name: str) -> model.KubeObject | None:
+        return self.lookup_pod(namespace, name)
+
+
+@pytest.mark.req("IPAM-NOLEAK")
+def test_a_pod_gone_from_the_api_without_a_del_has_its_addresses_freed_at_the_second_sweep(
+    tmp_path: Path,
+) -> None:
+    """The pod's sandbox lives on (its netns is there) but the API has no such pod any more, or
+    one of the same name and another UID: no DEL is coming (the kubelet's state wiped, the pod
+    force-deleted while its node was away). Seen gone at one sweep, it is left to a DEL on its
+    way; still gone at the next, it is DELeted and its addresses freed. A pod the API still
+    shows keeps its own."""
+    view = ReadableStore()
+    view.replace_all(
+        [pod("net-a"), pod("net-a", name="db", uid="u2"),
+         bridge_nad("net-a", {"subnet": "10.70.0.0/24"})]
+    )  # fmt: skip
+    view.mark_synced()
+    pools = service.Addresses(tmp_path / "ipam", sources.LocalSource())
+    orch, _, _ = orchestrated(tmp_path, view, addresses=pools)
+    sandbox = tmp_path / "sandbox"
+    sandbox.write_text("")
+
+    async def body() -> None:
+        await pools.start()
+        await orch.add(call(netns=str(sandbox)), {})
+        await orch.add(call(netns=str(sandbox), container_id="c2", pod_name="db", uid="u2"), {})
+        assert pools.containers() == {"c1", "c2"}
+        view.remove("Pod", "blue", "web")  # deleted, no DEL reached the node
+        view.upsert(pod("net-a", name="db", uid="u3"))  # made again: another pod
+        assert await orch.sweep() == []
+        assert pools.containers() == {"c1", "c2"}
+        assert sorted(await orch.sweep()) == ["c1", "c2"]
+        assert pools.containers() == set()
+        assert list(orch.records.container_ids()) == []
+
+    asyncio.run(body())

@@ -81,6 +81,7 @@ class Orchestrator:
         self.events = events_mod.PodEvents(sink)
         self.removals = status_removals.StatusRemovals(sink)
         self._replug: replug_mod.Replug | None = None  # made at the first hot-plug
+        self._gone_pods: set[str] = set()  # containers whose pod the last sweep saw gone
 
     # -- ADD ------------------------------------------------------------------------------------
 
@@ -477,9 +478,53 @@ class Orchestrator:
                 failures.append(exc)
                 continue
             swept.append(container_id)
+        swept.extend(await self._sweep_gone_pods(failures))
         swept.extend(await self._sweep_addresses())
         if failures:
             raise failures[-1]
+        return swept
+
+    async def _sweep_gone_pods(self, failures: list[errors.CNIError]) -> list[str]:
+        """IPAM-NOLEAK: a container holding addresses of netattach's IPAM whose pod the API shows
+        gone (no pod of that name, or one of another UID), at this sweep and the one before, is
+        DELeted: its netns lives on (the sandbox left behind by a kubelet whose state was wiped,
+        a pod force-deleted while its node was away), and no DEL is coming. Seen once, it is
+        left to the kubelet's DEL, which is on its way for a pod deleted a moment ago."""
+        fetcher = self.view if _fetches_pods(self.view) else None
+        if self.addresses is None or fetcher is None:
+            return []
+        gone: set[str] = set()
+        swept: list[str] = []
+        for container_id in sorted(self.addresses.containers()):
+            try:
+                record = self.records.load(container_id)
+            except records_mod.CorruptPodRecordError:
+                continue  # the address sweep's: a container with no readable record
+            if record is None or not record.complete or not record.uid:
+                continue
+            cached = self.view.lookup_pod(record.namespace, record.pod)
+            if cached is not None and pod_identity.is_same_pod(record.uid, cached):
+                continue
+            try:
+                pod = await fetcher.fetch_pod(record.namespace, record.pod)
+            except errors.CNIError:
+                continue  # the API cannot say: not gone for us
+            if pod is not None and pod_identity.is_same_pod(record.uid, pod):
+                continue
+            gone.add(container_id)
+            if container_id not in self._gone_pods:
+                continue
+            log.warning(
+                "%s the pod is gone from the API and no DEL came: container %s deleted",
+                record.prefix(), container_id[:12],
+            )  # fmt: skip
+            try:
+                await self.delete(env.Environment(command=spec.DEL, container_id=container_id))
+            except errors.CNIError as exc:
+                failures.append(exc)
+                continue
+            swept.append(container_id)
+        self._gone_pods = gone - set(swept)
         return swept
 
     async def _sweep_addresses(self) -> list[str]:
