@@ -7,6 +7,7 @@ etcd, tests/kube/cluster.py): simulated nodes, each the daemon's `ipam.service.A
               API requests (claims and the background writes of the allocations), duplicates
     steady    every one of those pods replaced (its DEL, then a new pod's ADD) with the nodes'
               blocks held: API requests per allocation, latency, duplicates
+    alone     a block claim with nothing else going on: one node takes 20 blocks in a row
 
 The pool's `reuseDelay` is 0 here, so a node replacing pods reuses what it freed at once: the
 steady state of a node whose blocks already cover its pods and what waits out the delay (with the
@@ -192,6 +193,7 @@ async def simulate(kubeconfig: Path, work: Path, nodes: int, pods: int) -> dict[
         for sim in sims:
             for cid in new[sims.index(sim) :: nodes]:
                 sim.pools.release(cid)
+        result["claim_alone_ms"] = await _claims_alone(sims[0], pool)
     finally:
         for sim in sims:
             await sim.pools.close()
@@ -199,6 +201,25 @@ async def simulate(kubeconfig: Path, work: Path, nodes: int, pods: int) -> dict[
         with contextlib.suppress(Exception):
             await _delete_blocks(kubeconfig)
     return result
+
+
+async def _claims_alone(node: SimNode, pool: str, count: int = 20) -> dict[str, float]:
+    """A block claim's latency with nothing else going on: one node takes `count` blocks one
+    after another (each the list of the IPBlocks and the create)."""
+    from netattach.ipam import allocator, config
+
+    cfg = config.parse_pool(
+        {"type": "netattach", "subnet": SUBNET, "reuseDelay": 0}, pool, source="bench"
+    )
+    taken = set(node.pools.ledgers[pool].blocks)
+    alone: list[float] = []
+    for _ in range(count):
+        began = time.perf_counter()
+        claimed = await node.source.claim(pool, allocator.unheld_blocks(cfg, 0, taken))
+        alone.append((time.perf_counter() - began) * 1000)
+        assert claimed.block is not None
+        taken.add(claimed.block)
+    return stats.summary(alone)
 
 
 async def _delete_blocks(kubeconfig: Path) -> None:

@@ -190,7 +190,19 @@ class RealKubeApi:
         stored = self._check(self.http.post(res.collection_path(namespace), obj))
         if res is NAMESPACES:
             self._created_namespaces.append(stored["metadata"]["name"])
+            self._wait_default_account(stored["metadata"]["name"])
         return self._write_status(res, stored, obj.get("status"))
+
+    def _wait_default_account(self, namespace: str, timeout: float = 60.0) -> None:
+        """A namespace takes pods once kube-controller-manager has made its `default`
+        ServiceAccount (the admission plugin refuses them before): within a second, or longer
+        while the controller-manager reconnects after an API server restart."""
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/default"
+        deadline = time.monotonic() + timeout
+        while self.http.get(path).status != 200:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"namespace {namespace}: no default ServiceAccount")
+            time.sleep(0.1)
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         res = resource_for(kind)
