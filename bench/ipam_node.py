@@ -40,10 +40,11 @@ def measure(runs: int = 40) -> dict[str, Any]:
         samples: dict[str, dict[str, dict[str, list[float]]]] = {
             kind: {c.name: {"add": [], "del": []} for c in contenders} for kind in KINDS
         }
-        for chunk in range(-(-runs // CHUNK)):
+        for chunk, start in enumerate(range(0, runs, CHUNK)):
             for kind in KINDS if chunk % 2 == 0 else KINDS[::-1]:
+                rounds = min(CHUNK, runs - start)
                 got = latency.measure_pod(
-                    guard, contenders, node.latency_pods[(kind, 2)], CHUNK, numbers
+                    guard, contenders, node.latency_pods[(kind, 2)], rounds, numbers
                 )
                 for who, ops in got.items():
                     for op, values in ops.items():

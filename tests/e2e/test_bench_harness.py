@@ -429,3 +429,24 @@ def test_the_api_writes_benchmark_measures_both_ways(capsys: pytest.CaptureFixtu
         wall, cpu = (float(x) for x in re.findall(r"([\d.]+) ms", line))
         assert wall > 0
         assert cpu > 0
+
+
+@pytest.mark.req("IPAM-FAST")
+def test_the_ipam_benchmark_measures_both_halves_and_leaks_nothing() -> None:
+    """`make bench-ipam` with tiny sizes: the one-node half (host-local beside netattach's IPAM
+    through the shim and the daemon) and the cluster half (simulated nodes on the real API
+    server); every address freed, none given twice, the table rendered with its targets."""
+    from bench import ipam, ipam_cluster, ipam_node
+
+    result = {"node": ipam_node.measure(2), "cluster": ipam_cluster.measure(3, 30)}
+    assert result["node"]["leaks"] == []
+    for kind in ("bridge", "ipam"):
+        assert result["node"]["latency"][kind]["thick-dir"]["add"]["n"] == 2
+    cluster = result["cluster"]
+    assert cluster["fill"]["duplicates"] == cluster["steady"]["duplicates"] == 0
+    assert cluster["fill"]["claims"] >= 3  # each node a block at least
+    assert cluster["steady"]["claims"] == 0  # reuseDelay 0: the blocks held suffice
+    assert cluster["fill"]["requests"]["POST"] >= 3
+    text, _ = ipam.render(result)
+    assert "ADD p50 overhead over host-local" in text
+    assert "API requests per allocation, steady" in text

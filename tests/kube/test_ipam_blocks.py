@@ -264,3 +264,58 @@ def test_a_node_cut_off_from_the_api_stops_handing_out_once_its_lease_lapses(
             assert len(cut.pools.ledgers[pool].blocks) == 1
 
     asyncio.run(body())
+
+
+class CountedObjects(kube_blocks.BlockObjects):
+    """The IPBlock verbs, each request noted (method and path)."""
+
+    def __init__(self, http: Any) -> None:
+        super().__init__(http)
+        self.sent: list[str] = []
+
+    async def _send(self, method: str, path: str, body: Any = None, **options: Any) -> Any:
+        self.sent.append(f"{method} {path}")
+        return await super()._send(method, path, body, **options)
+
+
+@pytest.mark.req("IPAM-FAST")
+def test_an_add_makes_no_api_request_while_the_nodes_blocks_have_room(
+    kubeconfig: Path, kube_http: KubeHttp, clean_blocks: list[str], tmp_path: Path
+) -> None:
+    """The first ADD claims a block (the list and the create); the next ADDs of the block make
+    no request on their way (the allocations are written behind them, one PATCH for many); the
+    ADD after the block is full claims the next."""
+    pool = f"na-{secrets.token_hex(3)}"
+    subnet = "10.209.0.0/24"  # blocks of 16: .0/28 gives 14 (.0 and the gateway .1 out)
+
+    async def body() -> None:
+        api = kube_client.ApiClients(kubeconfig, kube_client.KubeTiming())
+        objects = CountedObjects(api.writes)
+        source = kube_source.KubeBlockSource(objects, node="na-fast", renew_every=3600)
+        pools = service.Addresses(tmp_path / "fast", source)
+        try:
+            await pools.start()
+            started = len(objects.sent)
+            await pools.assign([planned(pool, subnet)], container_id="c0")
+            claim = objects.sent[started:]
+            assert [r.split()[0] for r in claim] == ["GET", "POST"], claim
+            (block,) = pools.ledgers[pool].blocks
+            room = len(blocks.given_in(block, config.parse_pool(
+                {"type": "netattach", "subnet": subnet}, pool, source="test")))  # fmt: skip
+            for n in range(1, room):
+                before = len(objects.sent)
+                await pools.assign([planned(pool, subnet)], container_id=f"c{n}")
+                assert objects.sent[before:] == []  # no request on the ADD's way
+            await asyncio.sleep(kube_source.FLUSH_DELAY * 3)
+            writes = [r for r in objects.sent[started:] if r.startswith("PATCH")]
+            assert 1 <= len(writes) <= 3, writes  # the allocations, written behind the ADDs
+            before = len(objects.sent)
+            await pools.assign([planned(pool, subnet)], container_id="c-next")
+            assert [r.split()[0] for r in objects.sent[before:] if "PATCH" not in r] == [
+                "GET", "POST",
+            ]  # fmt: skip
+        finally:
+            await pools.close()
+            await api.aclose()
+
+    asyncio.run(body())
