@@ -93,7 +93,26 @@ def _spawn(argv: list[str], env: dict[str, str]) -> _Child:
     finally:
         for fd in (stdin_r, stdout_w, stderr_w):
             os.close(fd)
+    _PROGRAMS[pid] = argv[0]
     return _Child(pid, pidfd(pid), stdin_w, stdout_r, stderr_r)
+
+
+# REL-BURST: each program's highest resident set seen at a child's end (`wait4`'s ru_maxrss),
+# by the path it was started as; what the daemon's memory admission expects of its next run.
+_PROGRAMS: dict[int, str] = {}  # pid -> program, from the spawn to the reap
+_PEAKS: dict[str, int] = {}
+
+
+def peak_of(program: str) -> int | None:
+    """The highest resident set, in bytes, of any child of `program` reaped so far."""
+    return _PEAKS.get(program)
+
+
+def _note_peak(pid: int, rusage: object) -> None:
+    program = _PROGRAMS.pop(pid, None)
+    peak = int(getattr(rusage, "ru_maxrss", 0)) * 1024  # Linux: KiB
+    if program is not None and peak > _PEAKS.get(program, 0):
+        _PEAKS[program] = peak
 
 
 def pidfd(pid: int) -> int | None:
@@ -120,7 +139,8 @@ def _feed(fd: int, pending: memoryview) -> memoryview:
 
 
 def _reap(pid: int) -> int:
-    _, status = os.waitpid(pid, 0)
+    _, status, rusage = os.wait4(pid, 0)
+    _note_peak(pid, rusage)
     return os.waitstatus_to_exitcode(status)
 
 
@@ -170,8 +190,12 @@ _REAPER = _Reaper()
 
 
 def _reap_quietly(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
+    try:
+        _, _, rusage = os.wait4(pid, 0)
+    except ChildProcessError:
+        _PROGRAMS.pop(pid, None)
+        return
+    _note_peak(pid, rusage)
 
 
 def _close(*fds: int | None) -> None:

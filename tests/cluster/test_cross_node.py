@@ -499,21 +499,41 @@ def test_a_drained_node_keeps_nothing_and_its_pods_run_on_the_others(
         cluster.kubectl("uncordon", drained.name)
 
 
+@pytest.mark.req("IPAM-NOLEAK")
 def test_a_lost_nodes_pods_run_on_the_others_and_it_keeps_nothing_when_it_returns(
     clean_cluster: RealCluster,
 ) -> None:
+    """A node lost: its pods run on the others; its IPBlocks of netattach's IPAM go back to the
+    pool once a lease has passed with its Node gone (the other nodes' daemons delete them); back
+    again, it keeps nothing of its lost pods."""
     cluster = clean_cluster
-    create_deployment(cluster, "survivors", 3, LOCAL_NET)
+    ipam_net = "lost-na"
+    ipam = {"type": "netattach", "subnet": "10.74.0.0/24", "reuseDelay": 0}
+    create_nad(cluster, ipam_net, {"type": "bridge", "bridge": DATA_BRIDGE, "ipam": ipam})
+    create_deployment(cluster, "survivors", 3, f"{LOCAL_NET},{ipam_net}")
     pods = running_replicas(cluster, "survivors", 3)
     lost = cluster.node_of(pods[-1])
+
+    def blocks_of(node: str) -> list[str]:
+        items = json.loads(cluster.kubectl("get", "ipblocks", "-o", "json"))["items"]
+        return [i["metadata"]["name"] for i in items if i["spec"]["node"] == node]
+
+    assert blocks_of(lost.name), "the lost node held a block of the pool"
     lost.power_off()
     assert cluster.api.http.request("DELETE", f"/api/v1/nodes/{lost.name}").status == 200
     # the pod GC deletes the pods bound to a Node that is gone; their ReplicaSet replaces them
     running_replicas(cluster, "survivors", 3, not_on=lost.name)
+    # its blocks unchanged for a lease (90 s), seen at a renewal (every 20 s): deleted
+    wait_until("the lost node's IPBlocks back in the pool", lambda: not blocks_of(lost.name), 180.0)
+    assert held_twice(cluster) == {}
 
     lost.power_on()  # it registers again; its netattach frees what the lost pods held
     lost.wait_daemon_ready()
     assert lost.wait_clean(timeout=120.0) == CLEAN
+    cluster.api.http.request(
+        "DELETE",
+        f"/apis/k8s.cni.cncf.io/v1/namespaces/{NS}/network-attachment-definitions/{ipam_net}",
+    )
 
 
 def test_pods_made_and_deleted_while_the_api_server_restarts_attach_and_leave_nothing(

@@ -44,6 +44,16 @@ DELEGATES_QUEUED = prometheus_client.Gauge(
     "Delegate executions waiting for a slot (maxConcurrentDelegates)",
     registry=REGISTRY,
 )
+DELEGATES_WAITING_MEMORY = prometheus_client.Gauge(
+    "netattach_delegates_waiting_memory",
+    "Delegate executions waiting for memory: the cgroup's limit cannot hold them yet",
+    registry=REGISTRY,
+)
+DELEGATE_MEMORY_ADMITTED = prometheus_client.Gauge(
+    "netattach_delegate_memory_admitted_bytes",
+    "Memory the running delegates are expected to hold (each program's highest seen)",
+    registry=REGISTRY,
+)
 CACHE_SYNCED = prometheus_client.Gauge(
     "netattach_cache_synced", "1 once the cluster view has synced", registry=REGISTRY
 )

@@ -24,6 +24,7 @@ from netattach.ipam import kube_source, sources
 from netattach.ipam import service as ipam_service
 from netattach.pods import delegate_guard, devices, dispatch, locks, orchestrator, plan, records
 from netattach.runtime import chain
+from netattach.runtime import memory as runtime_memory
 from netattach.settings import feed as feed_settings
 from netattach.settings import settings
 
@@ -48,6 +49,8 @@ class Daemon:
             cache_dir=cfg.runtime.state_dir / "cache",
             timeout=cfg.runtime.delegate_timeout,
             max_concurrent=cfg.daemon.max_concurrent_delegates,
+            # REL-BURST: and by memory, inside the cgroup's limit (none: the count alone)
+            memory=runtime_memory.MemoryGate(runtime_memory.cgroup_limit()),
             observer=self._observe_delegate,
         )
         # The server before the feed: the feed's Events wait while it has calls under way. Its
@@ -247,6 +250,10 @@ class Daemon:
     def _sample(self) -> None:
         metrics.DELEGATES_RUNNING.set(self.runtime.invoker.running)
         metrics.DELEGATES_QUEUED.set(self.runtime.invoker.waiting)
+        gate = self.runtime.invoker.memory
+        if gate is not None:
+            metrics.DELEGATES_WAITING_MEMORY.set(gate.waiting)
+            metrics.DELEGATE_MEMORY_ADMITTED.set(gate.admitted)
         metrics.CACHE_SYNCED.set(1 if self.view.synced else 0)
 
     async def _sweep_forever(self) -> None:

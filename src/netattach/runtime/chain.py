@@ -22,6 +22,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from netattach.runtime.memory import MemoryGate
+
 log = loggers.get("netattach.runtime")
 
 DEFAULT_TIMEOUT = 60.0
@@ -93,9 +95,11 @@ class Runtime:
         executor: execute.PluginExec | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         max_concurrent: int | None = None,
+        memory: MemoryGate | None = None,
         observer: Callable[[str, str, float], None] | None = None,
     ) -> None:
-        """`observer`: told (plugin, command, seconds) after every plugin execution."""
+        """`observer`: told (plugin, command, seconds) after every plugin execution; `memory`:
+        delegates admitted by memory (the daemon's)."""
         self.path = tuple(path)
         self.cache = cache.AttachmentCache(cache_dir)
         self._exec = executor or execute.SubprocessExec()
@@ -103,6 +107,7 @@ class Runtime:
             self._exec,
             timeout=timeout,
             max_concurrent=max_concurrent,
+            memory=memory,
             observer=observer,
         )
         self._versions: dict[tuple[str, execute.FileStamp], tuple[str, ...]] = {}

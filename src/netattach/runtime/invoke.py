@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     import asyncio
     from typing import Any
 
+    from netattach.runtime.memory import MemoryGate
+
 # How much of a failed plugin's stderr an error keeps (the end is where the reason usually is).
 STDERR_TAIL_BYTES = 2048
 
@@ -77,11 +79,13 @@ class Invoker:
         *,
         timeout: float = 60.0,
         max_concurrent: int | None = None,
+        memory: MemoryGate | None = None,
         observer: Callable[[str, str, float], None] | None = None,
     ) -> None:
         """`observer`: told (plugin, command, seconds) after every plugin execution (the
-        daemon's metrics)."""
+        daemon's metrics); `memory`: the daemon's admission of delegates by memory."""
         self.executor = executor
+        self.memory = memory
         self.timeout = timeout
         # RT-LIMIT: at most this many plugin processes at once; the rest wait their turn, so a
         # burst of pods after a node reboot cannot fork hundreds of plugins together.
@@ -99,7 +103,7 @@ class Invoker:
         gate: Awaitable[object] | None = None,
     ) -> execute.ExecOutcome:
         try:
-            async with self._slot():
+            async with self._slot(), self._admission(str(path)):
                 started = time.perf_counter()
                 try:
                     return await self.executor.run(
@@ -116,6 +120,12 @@ class Invoker:
             ) from exc
         except execute.ExecStartError as exc:
             raise errors.DelegateFailedError(_describe(plugin, call.command), str(exc)) from exc
+
+    def _admission(self, program: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """REL-BURST: held while `program` runs, once its expected memory fits the cgroup."""
+        if self.memory is None:
+            return contextlib.nullcontext()
+        return self.memory.admission(program)
 
     @contextlib.asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
