@@ -88,7 +88,7 @@ demo: deps-demo $(DEMO_STAMP) $(NATIVE_SHIM)
 
 .PHONY: cni-plugins pytest-cni-current bench-side-by-side bench-kubelet
 .PHONY: bench-quick bench-breakdown bench-policy bench-policy-latency bench-policy-churn \
-	bench-api-writes bench-ipam
+	bench-api-writes bench-ipam bench-burst
 
 bench-runtime: venv
 	$(BIN)/python -m bench.runtime_latency
@@ -140,6 +140,11 @@ bench-api-writes: venv
 # on the real API server (`make k8s`): total time, claims, API requests per allocation.
 bench-ipam: venv shim k8s
 	$(BIN)/python -m bench.ipam
+
+# A burst of 50 pods x 3 networks to the daemon in a memory cgroup of deploy/'s limit (root):
+# Debian's plugins, a heavy stand-in, and the heavy one without the admission by memory.
+bench-burst: venv shim
+	$(BIN)/python -m bench.burst
 
 # The daemon's memory on the Kubernetes feed, idle and with 5,000 pods + 1,000 NADs cached (root).
 bench-memory: venv

@@ -46,6 +46,12 @@ def cgroup_tree(tmp_path: Path, own: str, files: dict[str, str]) -> tuple[Path, 
         # a cgroup namespace: the container's cgroup is the root
         ("0::/\n", {"memory.max": "134217728\n"}, 128 * MIB),
         ("0::/gone\n", {}, None),
+        # the lowest of the cgroup's and its ancestors' (a pod's limit over its container's)
+        ("0::/kubepods/pod1/c1\n", {"kubepods/pod1/memory.max": "104857600\n",
+            "kubepods/pod1/c1/memory.max": "max\n"}, 100 * MIB),
+        ("4:memory:/kubepods/pod1/c1\n", {
+            "memory/kubepods/pod1/memory.limit_in_bytes": "209715200\n",
+            "memory/kubepods/pod1/c1/memory.limit_in_bytes": "268435456\n"}, 200 * MIB),
     ],
 )  # fmt: skip
 def test_the_cgroups_limit_is_read_as_the_kernel_writes_it(

@@ -10,9 +10,9 @@ slower, never stuck.
 
     expected    a program's highest resident set at any earlier end (`process.peak_of`), or
                 UNMEASURED before its first run; times SAFETY
-    limit       the cgroup's memory limit (v2 `memory.max`, v1 `memory.limit_in_bytes`) of the
-                daemon's own cgroup; none (unlimited, or no cgroup file) and only the count bound
-                applies
+    limit       the lowest memory limit (v2 `memory.max`, v1 `memory.limit_in_bytes`) of the
+                daemon's cgroup and its ancestors; none (unlimited, or no cgroup file) and only
+                the count bound applies
 """
 
 from __future__ import annotations
@@ -39,34 +39,40 @@ UNLIMITED: Final = 1 << 60  # cgroup v1 says "no limit" with a number near 2**63
 def cgroup_limit(
     root: Path = Path("/sys/fs/cgroup"), own: Path = Path("/proc/self/cgroup")
 ) -> int | None:
-    """The memory limit of this process's cgroup, in bytes; None for none."""
+    """The memory limit that binds this process, in bytes (the lowest of its cgroup's and of
+    the ancestors the mount shows); None for none."""
     try:
         lines = own.read_text(encoding="ascii").splitlines()
     except OSError:
         return None
-    candidates = []
+    found: list[int] = []
     for line in lines:
         _, controllers, path = [*line.split(":", 2), "", ""][:3]
-        relative = path.lstrip("/")
         if controllers == "":  # v2: the unified hierarchy
-            candidates.append(root / relative / "memory.max")
+            base, name = root, "memory.max"
         elif "memory" in controllers.split(","):
-            candidates.append(root / "memory" / relative / "memory.limit_in_bytes")
-    # inside a container with a cgroup namespace, its own cgroup is the root
-    candidates += [root / "memory.max", root / "memory" / "memory.limit_in_bytes"]
-    for candidate in candidates:
-        try:
-            text = candidate.read_text(encoding="ascii").strip()
-        except OSError:
+            base, name = root / "memory", "memory.limit_in_bytes"
+        else:
             continue
-        if text == "max":
-            return None
-        try:
-            value = int(text)
-        except ValueError:
-            continue
-        return None if value >= UNLIMITED else value
-    return None
+        # the cgroup and each ancestor; inside a cgroup namespace its own cgroup is the root
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            limit = _read_limit(base.joinpath(*parts[:depth]) / name)
+            if limit is not None:
+                found.append(limit)
+    return min(found) if found else None
+
+
+def _read_limit(path: Path) -> int | None:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except OSError:
+        return None
+    try:
+        value = int(text)  # "max" (v2's none) is no number
+    except ValueError:
+        return None
+    return None if value >= UNLIMITED else value
 
 
 def own_resident() -> int:
