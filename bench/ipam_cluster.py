@@ -31,6 +31,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.kube import ipam_nodes
+
 from bench import stats
 from netattach.cluster import kube_blocks, kube_client
 from netattach.cni import conf
@@ -70,20 +72,6 @@ class TimedSource(kube_source.KubeBlockSource):
             self.claims_ms.append((time.perf_counter() - began) * 1000)
 
 
-class Planned:
-    """An attachment of a plan as `Addresses.assign` reads it."""
-
-    def __init__(self, network: conf.NetworkConfigList) -> None:
-        self.status_name = "bench/ipam"
-        self.ifname = "net1"
-        self.network = network
-        self.ips: tuple[str, ...] = ()
-        self.claim = ""
-
-    def _replace(self, *, network: conf.NetworkConfigList) -> Planned:
-        return Planned(network)
-
-
 class SimNode:
     def __init__(self, kubeconfig: Path, state: Path, name: str, claims_ms: list[float]) -> None:
         self.name = name
@@ -92,12 +80,6 @@ class SimNode:
         self.source = TimedSource(CountingObjects(self.api.writes, self.counts), node=name)
         self.source.claims_ms = claims_ms
         self.pools = service.Addresses(state, self.source)
-
-
-def _network(pool: str) -> conf.NetworkConfigList:
-    raw = {"cniVersion": "1.0.0", "name": pool, "type": "macvlan",
-           "ipam": {"type": "netattach", "subnet": SUBNET, "reuseDelay": 0}}  # fmt: skip
-    return conf.parse_any(raw, source="bench")
 
 
 async def _phase(
@@ -112,7 +94,7 @@ async def _phase(
         if leaving:
             node.pools.release(leaving)
         began = time.perf_counter()
-        (got,) = await node.pools.assign([Planned(network)], container_id=cid)
+        (got,) = await node.pools.assign([ipam_nodes.Planned(network)], container_id=cid)
         latencies.append((time.perf_counter() - began) * 1000)
         given[cid] = got.network.plugins[0].raw["ipam"]["addresses"][0]["address"]
 
@@ -151,7 +133,7 @@ def _duplicates(given: Mapping[str, str], live: set[str]) -> int:
 
 async def simulate(kubeconfig: Path, work: Path, nodes: int, pods: int) -> dict[str, Any]:
     pool = f"bench-{secrets.token_hex(3)}"
-    network = _network(pool)
+    network = ipam_nodes.network(pool, SUBNET)
     claims_ms: list[float] = []
     sims = [
         SimNode(kubeconfig, work / f"node-{i}", f"bench-node-{i}", claims_ms) for i in range(nodes)

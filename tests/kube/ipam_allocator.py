@@ -21,38 +21,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from netattach.cluster import kube_blocks, kube_client
-from netattach.cni import conf, errors
-from netattach.ipam import kube_source, service
-
-
-class Planned:
-    """An attachment of a plan as `Addresses.assign` reads it."""
-
-    def __init__(self, network: conf.NetworkConfigList) -> None:
-        self.status_name = "sim/net"
-        self.ifname = "net1"
-        self.network = network
-        self.ips: tuple[str, ...] = ()
-        self.claim = ""
-
-    def _replace(self, *, network: conf.NetworkConfigList) -> Planned:
-        return Planned(network)
-
-
-def network(pool: str, subnet: str) -> conf.NetworkConfigList:
-    raw = {"cniVersion": "1.0.0", "name": pool, "type": "macvlan",
-           "ipam": {"type": "netattach", "subnet": subnet, "reuseDelay": 1}}  # fmt: skip
-    return conf.parse_any(raw, source="simulation")
+from netattach.cni import errors
+from tests.kube import ipam_nodes
 
 
 class Allocator:
     def __init__(self, kubeconfig: Path, state: Path, node: str, lease: float, renew: float):
-        self.api = kube_client.ApiClients(kubeconfig, kube_client.KubeTiming(request_timeout=3.0))
-        self.source = kube_source.KubeBlockSource(
-            kube_blocks.BlockObjects(self.api.writes), node=node, lease=lease, renew_every=renew
+        self.node = ipam_nodes.Node(
+            kubeconfig, state, node, request_timeout=3.0, lease=lease, renew_every=renew
         )
-        self.pools = service.Addresses(state, self.source)
+        self.source, self.pools = self.node.source, self.node.pools
         self.out = sys.stdout
 
     def answer(self, reply: dict[str, Any]) -> None:
@@ -64,7 +42,8 @@ class Allocator:
         try:
             op = request["op"]
             if op == "assign":
-                plan = [Planned(network(request["pool"], request["subnet"]))]
+                network = ipam_nodes.network(request["pool"], request["subnet"], reuse_delay=1)
+                plan = [ipam_nodes.Planned(network)]
                 (got,) = await self.pools.assign(plan, container_id=request["cid"])
                 ipam = got.network.plugins[0].raw["ipam"]
                 reply["address"] = ipam["addresses"][0]["address"]

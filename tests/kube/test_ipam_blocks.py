@@ -15,9 +15,10 @@ from typing import Any
 import httpx2
 import pytest
 
-from netattach.cluster import kube_blocks, kube_client
+from netattach.cluster import kube_blocks
 from netattach.cni import errors
-from netattach.ipam import blocks, config, kube_source, ledger, service
+from netattach.ipam import blocks, config, kube_source, ledger
+from tests.kube.ipam_nodes import Node, given, planned
 from tests.kube.kube_http import KubeHttp
 
 pytestmark = pytest.mark.req("IPAM-UNIQUE")
@@ -42,52 +43,6 @@ def make_node(kube_http: KubeHttp, nodes: list[str], name: str) -> None:
     )
     assert response.status == 201, response.body
     nodes.append(name)
-
-
-class Node:
-    """One node's allocator: its own API connection, block source and state directory."""
-
-    def __init__(self, kubeconfig: Path, state: Path, name: str, **timing: float) -> None:
-        self.api = kube_client.ApiClients(kubeconfig, kube_client.KubeTiming())
-        self.source = kube_source.KubeBlockSource(
-            kube_blocks.BlockObjects(self.api.writes), node=name, **timing
-        )
-        self.pools = service.Addresses(state, self.source)
-
-    async def __aenter__(self) -> Node:
-        await self.pools.start()
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.pools.close()
-        await self.api.aclose()
-
-
-class Planned:
-    """What `Addresses.assign` reads of a planned attachment."""
-
-    def __init__(self, network: Any, ips: tuple[str, ...] = ()) -> None:
-        self.status_name = "blue/net-a"
-        self.ifname = "net1"
-        self.network = network
-        self.ips = ips
-        self.claim = ""
-
-    def _replace(self, *, network: Any) -> Planned:
-        return Planned(network, self.ips)
-
-
-def planned(pool: str, subnet: str) -> Planned:
-    from netattach.cni import conf
-
-    raw = {"cniVersion": "1.0.0", "name": pool, "type": "macvlan",
-           "ipam": {"type": "netattach", "subnet": subnet, "reuseDelay": 0}}  # fmt: skip
-    return Planned(conf.parse_any(raw, source="test"))
-
-
-def given(assigned: list[Planned]) -> str:
-    (one,) = assigned
-    return str(one.network.plugins[0].raw["ipam"]["addresses"][0]["address"])
 
 
 def api_blocks(kube_http: KubeHttp) -> list[dict[str, Any]]:
@@ -289,10 +244,10 @@ def test_an_add_makes_no_api_request_while_the_nodes_blocks_have_room(
     subnet = "10.209.0.0/24"  # blocks of 16: .0/28 gives 14 (.0 and the gateway .1 out)
 
     async def body() -> None:
-        api = kube_client.ApiClients(kubeconfig, kube_client.KubeTiming())
-        objects = CountedObjects(api.writes)
-        source = kube_source.KubeBlockSource(objects, node="na-fast", renew_every=3600)
-        pools = service.Addresses(tmp_path / "fast", source)
+        node = Node(kubeconfig, tmp_path / "fast", "na-fast", objects=CountedObjects,
+                    renew_every=3600)  # fmt: skip
+        objects, pools = node.objects, node.pools
+        assert isinstance(objects, CountedObjects)
         try:
             await pools.start()
             started = len(objects.sent)
@@ -315,7 +270,6 @@ def test_an_add_makes_no_api_request_while_the_nodes_blocks_have_room(
                 "GET", "POST",
             ]  # fmt: skip
         finally:
-            await pools.close()
-            await api.aclose()
+            await node.close()
 
     asyncio.run(body())

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from netattach.cluster import kube_blocks, kube_claims, kube_client
-from netattach.cni import conf, errors
-from netattach.ipam import claims, kube_source, service
+from netattach.cluster import kube_blocks, kube_claims
+from netattach.cni import errors
+from tests.kube.ipam_nodes import Node, Planned, given, network
 from tests.kube.kube_http import KubeHttp
 
 pytestmark = pytest.mark.req("IPAM-CLAIM")
@@ -25,49 +25,6 @@ pytestmark = pytest.mark.req("IPAM-CLAIM")
 def no_blocks(kube_http: KubeHttp) -> Iterator[None]:
     yield
     kube_http.delete(kube_blocks.PATH)
-
-
-class Node:
-    """One node's addresses: its own API connection, block source, claims and state."""
-
-    def __init__(self, kubeconfig: Path, state: Path, name: str) -> None:
-        self.api = kube_client.ApiClients(kubeconfig, kube_client.KubeTiming())
-        blocks = kube_blocks.BlockObjects(self.api.writes)
-        self.source = kube_source.KubeBlockSource(blocks, node=name)
-        self.claims = claims.ClaimAddresses(blocks, kube_claims.ClaimObjects(self.api.writes))
-        self.source.claims = self.claims
-        self.pools = service.Addresses(state, self.source, claims=self.claims)
-
-    async def __aenter__(self) -> Node:
-        await self.pools.start()
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.pools.close()
-        await self.api.aclose()
-
-
-class Planned:
-    def __init__(self, network: conf.NetworkConfigList, claim: str = "") -> None:
-        self.status_name = "blue/net-a"
-        self.ifname = "net1"
-        self.network = network
-        self.ips: tuple[str, ...] = ()
-        self.claim = claim
-
-    def _replace(self, *, network: conf.NetworkConfigList) -> Planned:
-        return Planned(network, self.claim)
-
-
-def network(pool: str, subnet: str) -> conf.NetworkConfigList:
-    raw = {"cniVersion": "1.0.0", "name": pool, "type": "macvlan",
-           "ipam": {"type": "netattach", "subnet": subnet, "reuseDelay": 0}}  # fmt: skip
-    return conf.parse_any(raw, source="test")
-
-
-def given(assigned: list[Planned]) -> str:
-    (one,) = assigned
-    return str(one.network.plugins[0].raw["ipam"]["addresses"][0]["address"])
 
 
 def make_claim(http: KubeHttp, namespace: str, name: str, network: str) -> None:
