@@ -100,20 +100,9 @@ class BlockObjects:
         method: str,
         path: str,
         body: Mapping[str, Any] | Sequence[Any] | None = None,
-        *,
-        missing_ok: bool = False,
-        conflict_ok: bool = False,
-        content_type: str = "application/json",
+        **options: Any,
     ) -> dict[str, Any] | None:
-        return await send_json(
-            self._http,
-            method,
-            path,
-            body,
-            missing_ok=missing_ok,
-            conflict_ok=conflict_ok,
-            content_type=content_type,
-        )
+        return await send_json(self._http, method, path, body, **options)
 
 
 async def send_json(

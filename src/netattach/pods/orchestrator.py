@@ -472,12 +472,8 @@ class Orchestrator:
                 record = None  # unreadable: its netns is unknown, so it is gone for us too
             if record is not None and record.netns and os.path.exists(record.netns):  # noqa: ASYNC240
                 continue
-            try:
-                await self.delete(env.Environment(command=spec.DEL, container_id=container_id))
-            except errors.CNIError as exc:
-                failures.append(exc)
-                continue
-            swept.append(container_id)
+            if await self._delete_stale(container_id, failures):
+                swept.append(container_id)
         swept.extend(await self._sweep_gone_pods(failures))
         swept.extend(await self._sweep_addresses())
         if failures:
@@ -518,14 +514,20 @@ class Orchestrator:
                 "%s the pod is gone from the API and no DEL came: container %s deleted",
                 record.prefix(), container_id[:12],
             )  # fmt: skip
-            try:
-                await self.delete(env.Environment(command=spec.DEL, container_id=container_id))
-            except errors.CNIError as exc:
-                failures.append(exc)
-                continue
-            swept.append(container_id)
+            if await self._delete_stale(container_id, failures):
+                swept.append(container_id)
         self._gone_pods = gone - set(swept)
         return swept
+
+    async def _delete_stale(self, container_id: str, failures: list[errors.CNIError]) -> bool:
+        """The DEL no runtime sent for `container_id`; False (and its error in `failures`) when
+        it failed, to be tried again at the next sweep."""
+        try:
+            await self.delete(env.Environment(command=spec.DEL, container_id=container_id))
+        except errors.CNIError as exc:
+            failures.append(exc)
+            return False
+        return True
 
     async def _sweep_addresses(self) -> list[str]:
         """IPAM-NOLEAK: the addresses of containers with no record (an ADD that took them and
