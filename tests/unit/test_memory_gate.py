@@ -13,6 +13,9 @@ import pytest
 
 from netattach import process
 from netattach.runtime import memory
+from tests.builders import call, nad, orchestrated, pod, view_of
+
+BRIDGE = {"cniVersion": "1.0.0", "name": "net-a", "type": "bridge"}
 
 pytestmark = pytest.mark.req("REL-BURST")
 
@@ -146,3 +149,34 @@ def test_without_a_limit_every_delegate_is_admitted_at_once() -> None:
 
     asyncio.run(body())
     assert most == 20
+
+
+def test_a_pod_whose_delegates_waited_for_memory_gets_an_event(tmp_path: Path) -> None:
+    """memoryWaitEvent: an ADD whose delegates waited that long, or longer, for memory (here the
+    room held by another delegate meanwhile) leaves a Warning Event on its pod that says so; an
+    ADD that did not wait leaves none."""
+    orch, sink, _ = orchestrated(tmp_path, view_of(pod("net-a"), nad("net-a", BRIDGE)))
+    orch.settings = orch.settings.replace(
+        daemon=orch.settings.daemon._replace(memory_wait_event=0.1)
+    )
+    gate = memory.MemoryGate(128 * MIB, resident=lambda: 60 * MIB, peak_of=lambda _: 60 * MIB)
+    orch.runtime.invoker.memory = gate
+
+    async def body() -> None:
+        async def hold() -> None:
+            async with gate.admission("/cni/other"):
+                await asyncio.sleep(0.3)
+
+        holder = asyncio.create_task(hold())
+        await asyncio.sleep(0.01)
+        await orch.add(call(), {})
+        await holder
+        await orch.add(call(container_id="c2"), {})  # nothing held: no wait
+
+    asyncio.run(body())
+    waited = [e for e in sink.events if e[2] == "DelegatesWaitedForMemory"]
+    assert len(waited) == 1, sink.events
+    (pod_name, kind, _, message) = waited[0]
+    assert (pod_name, kind) == ("blue/web", "Warning")
+    assert "waited 0." in message
+    assert "for memory" in message

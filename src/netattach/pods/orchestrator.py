@@ -31,7 +31,7 @@ from netattach.pods import locks as locks_mod
 from netattach.pods import plan as plan_mod
 from netattach.pods import records as records_mod
 from netattach.pods import refs as refs_mod
-from netattach.runtime import chain
+from netattach.runtime import chain, memory
 from netattach.settings import settings as settings_mod
 
 TYPE_CHECKING = False
@@ -87,11 +87,28 @@ class Orchestrator:
 
     async def add(self, call: env.Environment, netconf: Mapping[str, Any]) -> result.Result:
         async with self.locks.hold(call.container_id):
+            waits = memory.count_waits()
             try:
                 return await self._add(call, netconf)
             finally:
                 # SEC-NODE: the addresses this ADD claimed are in its record now, or nowhere.
                 self.checks.release(call.container_id)
+                await self._waited_for_memory(call, sum(waits))
+
+    async def _waited_for_memory(self, call: env.Environment, seconds: float) -> None:
+        """REL-BURST: an Event on a pod whose delegates waited `memoryWaitEvent` or longer for
+        memory, so that the wait is seen where the pod's start is looked at."""
+        if seconds < self.settings.daemon.memory_wait_event:
+            return
+        ref = refs_mod.pod_ref(call)
+        if ref is not None:
+            await self.events.record(
+                ref,
+                "DelegatesWaitedForMemory",
+                f"its network plugins waited {seconds:.1f}s for memory: netattach runs them "
+                "inside its memory limit, which others filled (docs/deploy.md, sizing the limit)",
+                "Warning",
+            )
 
     async def _add(self, call: env.Environment, netconf: Mapping[str, Any]) -> result.Result:
         ref = refs_mod.pod_ref(call) or refs_mod.PodRef(namespace="", name="", uid="")

@@ -17,14 +17,20 @@ slower, never stuck.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import contextvars
 import os
-from collections.abc import AsyncIterator, Callable
+import time
 from pathlib import Path
-from typing import Final
 
 from netattach import loggers, process
+
+# On the thin plugin's path (the orchestrator counts waits): no asyncio, no typing at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import AsyncIterator, Callable
+    from typing import Final
 
 log = loggers.get("netattach.runtime")
 
@@ -84,6 +90,20 @@ def own_resident() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
+# The waits for memory of the delegates one call (an ADD) runs, for its Event: the call sets a
+# list of its own (`count_waits`), the admissions under it add to it.
+_WAITS: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
+    "netattach_memory_waits", default=None
+)
+
+
+def count_waits() -> list[float]:
+    """From now on in this context, each wait for memory (seconds) is added to the list given."""
+    waits: list[float] = []
+    _WAITS.set(waits)
+    return waits
+
+
 class MemoryGate:
     """Admission of delegate runs against the cgroup's limit (`limit` None: all admitted)."""
 
@@ -100,7 +120,9 @@ class MemoryGate:
         self.admitted = 0  # bytes the running delegates are expected to hold (a metric)
         self.waiting = 0  # delegates waiting for memory (a metric)
         self._running = 0
-        self._changed = asyncio.Condition()
+        import asyncio  # the daemon's only: the thin plugin admits by count alone
+
+        self._changed: asyncio.Condition = asyncio.Condition()
 
     def expected(self, program: str) -> int:
         peak = self._peak_of(program)
@@ -127,10 +149,14 @@ class MemoryGate:
                     "%s waits for memory: %d MiB expected, %d MiB admitted of %d MiB",
                     program, need // MIB, self.admitted // MIB, self.budget() // MIB,
                 )  # fmt: skip
+                began = time.monotonic()
                 try:
                     await self._changed.wait_for(lambda: self._fits(need))
                 finally:
                     self.waiting -= 1
+                    waits = _WAITS.get()
+                    if waits is not None:
+                        waits.append(time.monotonic() - began)
             self.admitted += need
             self._running += 1
         try:

@@ -4,6 +4,7 @@
     daemonSocket             where the shim finds the daemon
     cniConfDir, cniBinDir    where the config and the shim are installed (standard §6.1)
     maxConcurrentDelegates   delegates run at once
+    memoryWaitEvent          seconds a pod's delegates wait for memory before it gets an Event
     readiness                when the cluster default network counts as ready (DEF-READY)
     cleanupOnExit            remove the installed config at exit
     hotplug                  RT-HOTPLUG on or off
@@ -69,6 +70,10 @@ class HotPlugSettings(NamedTuple):
     enabled: bool = True
 
 
+DEFAULT_MEMORY_WAIT_EVENT = 10.0
+MAX_MEMORY_WAIT_EVENT = 3600.0
+
+
 class DaemonSettings(NamedTuple):
     """The node daemon's own settings: who it is, where it listens, what it installs."""
 
@@ -79,6 +84,8 @@ class DaemonSettings(NamedTuple):
     # Where the shim is installed, for the runtime to run.
     cni_bin_dir: Path = DEFAULT_CNI_BIN_DIR
     max_concurrent_delegates: int = DEFAULT_MAX_CONCURRENT_DELEGATES
+    # REL-BURST: a pod whose ADD's delegates waited this long for memory gets an Event
+    memory_wait_event: float = DEFAULT_MEMORY_WAIT_EVENT
     readiness: ReadinessSettings = ReadinessSettings()
     metrics: metrics_mod.MetricsSettings = metrics_mod.MetricsSettings()
     cleanup_on_exit: bool = False

@@ -13,7 +13,8 @@ keys, is a module of this package:
     ├── feed: DirectoryFeed | KubernetesFeed                            (settings.feed)
     ├── logging: LoggingSettings      logLevel, loggers                 (settings.log_levels)
     └── daemon: DaemonSettings        nodeName, daemonSocket, cniConfDir, cniBinDir,
-        │                             maxConcurrentDelegates, cleanupOnExit (settings.daemon)
+        │                             maxConcurrentDelegates, memoryWaitEvent, cleanupOnExit
+        │                             (settings.daemon)
         ├── readiness: ReadinessSettings   readiness.mode, .indicatorFile, .timeout
         ├── metrics: MetricsSettings       metrics.address, .enabled    (settings.metrics)
         ├── policy: PolicySettings         policy.enabled               (settings.policy)
@@ -69,6 +70,7 @@ KEYS: Final = (
     "cniConfDir",
     "cniBinDir",
     "maxConcurrentDelegates",
+    "memoryWaitEvent",
     "readiness",
     "metrics",
     "cleanupOnExit",
@@ -225,6 +227,10 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
     delegates = daemon_mod.delegate_count(
         raw.get("maxConcurrentDelegates"), key("maxConcurrentDelegates"), problems
     )
+    memory_wait = fields.seconds(
+        raw.get("memoryWaitEvent"), key("memoryWaitEvent"), problems,
+        most=daemon_mod.MAX_MEMORY_WAIT_EVENT,
+    )  # fmt: skip
     readiness = daemon_mod.readiness(raw.get("readiness"), key("readiness"), problems)
     metrics_settings = metrics.section(raw.get("metrics"), key("metrics"), problems)
     cleanup = fields.flag(raw.get("cleanupOnExit"), key("cleanupOnExit"), problems)
@@ -280,6 +286,9 @@ def _build(raw: object, prefix: str, source: str, problems: list[str]) -> Settin
             cni_bin_dir=daemon_mod.DEFAULT_CNI_BIN_DIR if cni_bin_dir is None else cni_bin_dir,
             max_concurrent_delegates=(
                 daemon_mod.DEFAULT_MAX_CONCURRENT_DELEGATES if delegates is None else delegates
+            ),
+            memory_wait_event=(
+                daemon_mod.DEFAULT_MEMORY_WAIT_EVENT if memory_wait is None else memory_wait
             ),
             readiness=daemon_mod.ReadinessSettings() if readiness is None else readiness,
             metrics=metrics.MetricsSettings() if metrics_settings is None else metrics_settings,
