@@ -20,6 +20,7 @@ from netattach.cni import errors
 from netattach.ipam import blocks, config, kube_source, ledger
 from tests.kube.ipam_nodes import Node, given, planned
 from tests.kube.kube_http import KubeHttp
+from tests.kube.real_api import with_token_only
 
 pytestmark = pytest.mark.req("IPAM-UNIQUE")
 
@@ -271,5 +272,44 @@ def test_an_add_makes_no_api_request_while_the_nodes_blocks_have_room(
             ]  # fmt: skip
         finally:
             await node.close()
+
+    asyncio.run(body())
+
+
+def test_a_refused_write_keeps_the_block_unless_another_node_holds_it(
+    kubeconfig: Path, kube_http: KubeHttp, clean_blocks: list[str], tmp_path: Path
+) -> None:
+    """The writer refused (a token the server does not know: 401, as a restarted server's 403
+    before its RBAC cache fills) keeps the node's block and tries again; a block whose object
+    now names another node (deleted and made again meanwhile) is dropped from the ledger."""
+    pool = f"na-{secrets.token_hex(3)}"
+    subnet = "10.210.8.0/24"
+    stranger = with_token_only(kubeconfig, tmp_path / "stranger", "not-a-token")
+
+    async def body() -> None:
+        async with Node(kubeconfig, tmp_path / "n", "na-refused", renew_every=3600) as node:
+            await node.pools.assign([planned(pool, subnet)], container_id="c0")
+            (block,) = node.pools.ledgers[pool].blocks
+            reachable = node.source.objects
+            refused = Node(stranger, tmp_path / "x", "na-refused")
+            node.source.objects = refused.objects
+            try:
+                node.source.changed(node.pools.ledgers[pool], {block})
+                with pytest.raises(errors.CNIError):
+                    await node.source._flush()
+                assert node.pools.ledgers[pool].blocks == {block}  # kept, still dirty
+            finally:
+                node.source.objects = reachable
+                await refused.close()
+            await node.source._flush()  # written at the next try
+            name = blocks.name_of(block)
+            assert kube_http.delete(f"{BLOCKS}/{name}").status == 200
+            other = {"apiVersion": f"{kube_blocks.GROUP}/{kube_blocks.VERSION}", "kind": "IPBlock",
+                     "metadata": {"name": name},
+                     "spec": {"pool": pool, "cidr": str(block), "node": "na-other"}}  # fmt: skip
+            assert kube_http.post(BLOCKS, other).status == 201
+            node.source.changed(node.pools.ledgers[pool], {block})
+            await node.source._flush()
+            assert node.pools.ledgers[pool].blocks == set()
 
     asyncio.run(body())

@@ -234,9 +234,18 @@ class KubeBlockSource:
         try:
             written = await self.objects.patch_status(name, status, node=self.node)
         except errors.IOFailureError as exc:
-            log.error("IPBlock %s: %s; the block is dropped from pool %r", name, exc, ledger.pool)
-            self._drop(ledger, block)
-            return
+            # A refusal: the patch's test (the block another node's now), or one that passes (an
+            # API server just restarted answers 403 until its RBAC cache fills). Only the block
+            # read again says which; the block is dropped only when it is another's.
+            found = await self.objects.get(name)
+            holder = ((found or {}).get("spec") or {}).get("node")
+            if found is not None and holder == self.node:
+                raise errors.TryAgainLaterError(f"IPBlock {name}: {exc.msg}", exc.details) from exc
+            if found is not None:
+                log.error("IPBlock %s is node %s's now; dropped from %r", name, holder, ledger.pool)
+                self._drop(ledger, block)
+                return
+            written = None
         if written is not None:
             self._renewed[block] = started
             return
