@@ -231,7 +231,9 @@ def schemas() -> dict[str, Obj]:
 
 
 def test_the_crds_of_deploy_are_loaded(schemas: dict[str, Obj]) -> None:
-    assert set(schemas) == {"NetworkAttachmentDefinition", "MultiNetworkPolicy", "IPBlock"}
+    assert set(schemas) == {
+        "NetworkAttachmentDefinition", "MultiNetworkPolicy", "IPBlock", "IPAMClaim"
+    }  # fmt: skip
 
 
 def test_pruning_and_defaulting(schemas: dict[str, Obj]) -> None:

@@ -224,7 +224,7 @@ class Simulation:
         self.nodes[node].kill()
         unanswered = self.settle(sent)
         if lose_disk:
-            shutil.rmtree(self.base / node)
+            shutil.rmtree(self.base / node, ignore_errors=True)  # none until its first ledger
         self.nodes[node] = self._start(node)
         for cid in unanswered:  # the kubelet DELs the sandboxes whose ADD never answered
             assert self.nodes[node].call("release", cid=cid).get("ok"), self._where(cid)
