@@ -454,10 +454,15 @@ def create_deployment(cluster: RealCluster, name: str, replicas: int, networks: 
 
 
 def running_replicas(
-    cluster: RealCluster, name: str, count: int, *, not_on: str = ""
+    cluster: RealCluster,
+    name: str,
+    count: int,
+    *,
+    not_on: str = "",
+    networks: tuple[str, ...] = (LOCAL_NET,),
 ) -> list[dict[str, Any]]:
     """The Deployment's `count` pods Running (none on node `not_on`), each with the default
-    network and LOCAL_NET, its network-status what its netns holds; waited for."""
+    network and `networks`, its network-status what its netns holds; waited for."""
 
     def running() -> list[dict[str, Any]] | None:
         pods = [
@@ -475,7 +480,9 @@ def running_replicas(
     pods: list[dict[str, Any]] = wait_until(f"{count} pods of {name} Running", running, 180.0)
     for pod in pods:
         status = network_status(cluster, pod["metadata"]["name"])
-        assert [entry["name"] for entry in status] == ["cluster-default", f"{NS}/{LOCAL_NET}"]
+        assert [entry["name"] for entry in status] == [
+            "cluster-default", *(f"{NS}/{n}" for n in networks)
+        ]  # fmt: skip
         cluster.node_of(pod).check_network_status(pod, status)
     return pods
 
@@ -511,7 +518,8 @@ def test_a_lost_nodes_pods_run_on_the_others_and_it_keeps_nothing_when_it_return
     ipam = {"type": "netattach", "subnet": "10.74.0.0/24", "reuseDelay": 0}
     create_nad(cluster, ipam_net, {"type": "bridge", "bridge": DATA_BRIDGE, "ipam": ipam})
     create_deployment(cluster, "survivors", 3, f"{LOCAL_NET},{ipam_net}")
-    pods = running_replicas(cluster, "survivors", 3)
+    both = (LOCAL_NET, ipam_net)
+    pods = running_replicas(cluster, "survivors", 3, networks=both)
     lost = cluster.node_of(pods[-1])
 
     def blocks_of(node: str) -> list[str]:
@@ -522,7 +530,7 @@ def test_a_lost_nodes_pods_run_on_the_others_and_it_keeps_nothing_when_it_return
     lost.power_off()
     assert cluster.api.http.request("DELETE", f"/api/v1/nodes/{lost.name}").status == 200
     # the pod GC deletes the pods bound to a Node that is gone; their ReplicaSet replaces them
-    running_replicas(cluster, "survivors", 3, not_on=lost.name)
+    running_replicas(cluster, "survivors", 3, not_on=lost.name, networks=both)
     # its blocks unchanged for a lease (90 s), seen at a renewal (every 20 s): deleted
     wait_until("the lost node's IPBlocks back in the pool", lambda: not blocks_of(lost.name), 180.0)
     assert held_twice(cluster) == {}
