@@ -27,7 +27,7 @@ import json
 import secrets
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,24 +39,6 @@ from netattach.cni import conf
 from netattach.ipam import kube_source, service
 
 SUBNET = "10.230.0.0/18"  # 1,024 blocks of 16
-
-
-class CountingObjects(kube_blocks.BlockObjects):
-    """The IPBlock verbs, each request counted by method."""
-
-    def __init__(self, http: Any, counts: collections.Counter[str]) -> None:
-        super().__init__(http)
-        self.counts = counts
-
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        body: Mapping[str, Any] | Sequence[Any] | None = None,
-        **options: Any,
-    ) -> dict[str, Any] | None:
-        self.counts[method] += 1
-        return await super()._send(method, path, body, **options)
 
 
 class TimedSource(kube_source.KubeBlockSource):
@@ -75,9 +57,8 @@ class TimedSource(kube_source.KubeBlockSource):
 class SimNode:
     def __init__(self, kubeconfig: Path, state: Path, name: str, claims_ms: list[float]) -> None:
         self.name = name
-        self.counts: collections.Counter[str] = collections.Counter()
         self.api = kube_client.ApiClients(kubeconfig, kube_client.KubeTiming())
-        self.source = TimedSource(CountingObjects(self.api.writes, self.counts), node=name)
+        self.source = TimedSource(ipam_nodes.RecordedObjects(self.api.writes), node=name)
         self.source.claims_ms = claims_ms
         self.pools = service.Addresses(state, self.source)
 
@@ -122,12 +103,14 @@ async def _settle(nodes: list[SimNode]) -> None:
 def _requests(nodes: list[SimNode]) -> collections.Counter[str]:
     total: collections.Counter[str] = collections.Counter()
     for node in nodes:
-        total.update(node.counts)
+        assert isinstance(node.source.objects, ipam_nodes.RecordedObjects)
+        total.update(sent.split()[0] for sent in node.source.objects.sent)
     return total
 
 
-def _duplicates(given: Mapping[str, str], live: set[str]) -> int:
-    addresses = [ipaddress.ip_interface(given[c]).ip for c in live]
+def _duplicates(given: Mapping[str, str]) -> int:
+    """How many of the addresses given (container -> address) another container was given too."""
+    addresses = [ipaddress.ip_interface(a).ip for a in given.values()]
     return len(addresses) - len(set(addresses))
 
 
@@ -142,36 +125,14 @@ async def simulate(kubeconfig: Path, work: Path, nodes: int, pods: int) -> dict[
     try:
         for sim in sims:
             await sim.pools.start()
-        started = _requests(sims)
         cids = [f"fill-{i:05d}" for i in range(pods)]
-        work_fill = [[("", c) for c in cids[i::nodes]] for i in range(nodes)]
-        wall, latencies, given = await _phase(sims, work_fill, network)
-        await _settle(sims)
-        fill = _requests(sims) - started
-        result["fill"] = {
-            "wall_ms": wall,
-            "add_ms": stats.summary(latencies),
-            "claims": len(claims_ms),
-            "claim_ms": stats.summary(claims_ms),
-            "requests": dict(fill),
-            "requests_per_allocation": sum(fill.values()) / pods,
-            "duplicates": _duplicates(given, set(cids)),
-        }
-        claims_before = len(claims_ms)
-        before = _requests(sims)
+        result["fill"] = await _measured(
+            sims, [[("", c) for c in cids[i::nodes]] for i in range(nodes)], network, claims_ms
+        )
+        result["fill"]["claim_ms"] = stats.summary(claims_ms)
         new = [f"steady-{i:05d}" for i in range(pods)]
         work_steady = [list(zip(cids[i::nodes], new[i::nodes], strict=True)) for i in range(nodes)]
-        wall, latencies, given_steady = await _phase(sims, work_steady, network)
-        await _settle(sims)
-        steady = _requests(sims) - before
-        result["steady"] = {
-            "wall_ms": wall,
-            "add_ms": stats.summary(latencies),
-            "claims": len(claims_ms) - claims_before,
-            "requests": dict(steady),
-            "requests_per_allocation": sum(steady.values()) / pods,
-            "duplicates": _duplicates(given_steady, set(new)),
-        }
+        result["steady"] = await _measured(sims, work_steady, network, claims_ms)
         for sim in sims:
             for cid in new[sims.index(sim) :: nodes]:
                 sim.pools.release(cid)
@@ -183,6 +144,28 @@ async def simulate(kubeconfig: Path, work: Path, nodes: int, pods: int) -> dict[
         with contextlib.suppress(Exception):
             await _delete_blocks(kubeconfig)
     return result
+
+
+async def _measured(
+    sims: list[SimNode],
+    work: list[list[tuple[str, str]]],
+    network: conf.NetworkConfigList,
+    claims_ms: list[float],
+) -> dict[str, Any]:
+    """One phase, its writes settled: wall time, ADD latency, claims and API requests made, per
+    allocation, and the addresses given twice."""
+    claims_before, before = len(claims_ms), _requests(sims)
+    wall, latencies, given = await _phase(sims, work, network)
+    await _settle(sims)
+    made = _requests(sims) - before
+    return {
+        "wall_ms": wall,
+        "add_ms": stats.summary(latencies),
+        "claims": len(claims_ms) - claims_before,
+        "requests": dict(made),
+        "requests_per_allocation": sum(made.values()) / len(latencies),
+        "duplicates": _duplicates(given),
+    }
 
 
 async def _claims_alone(node: SimNode, pool: str, count: int = 20) -> dict[str, float]:

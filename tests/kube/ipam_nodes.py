@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx2
 
@@ -45,6 +46,20 @@ def given(assigned: list[Planned]) -> str:
     """The address the one attachment was given (its `static` IPAM's)."""
     (one,) = assigned
     return str(one.network.plugins[0].raw["ipam"]["addresses"][0]["address"])
+
+
+class RecordedObjects(BlockObjects):
+    """The IPBlock verbs, each request noted as "METHOD path" (what an ADD asks of the API)."""
+
+    def __init__(self, http: httpx2.AsyncClient) -> None:
+        super().__init__(http)
+        self.sent: list[str] = []
+
+    async def _send(
+        self, method: str, path: str, body: Any = None, **options: Any
+    ) -> dict[str, Any] | None:
+        self.sent.append(f"{method} {path}")
+        return await super()._send(method, path, body, **options)
 
 
 class Node:

@@ -18,7 +18,7 @@ import pytest
 from netattach.cluster import kube_blocks
 from netattach.cni import errors
 from netattach.ipam import blocks, config, kube_source, ledger
-from tests.kube.ipam_nodes import Node, given, planned
+from tests.kube.ipam_nodes import Node, RecordedObjects, given, planned
 from tests.kube.kube_http import KubeHttp
 from tests.kube.real_api import with_token_only
 
@@ -222,18 +222,6 @@ def test_a_node_cut_off_from_the_api_stops_handing_out_once_its_lease_lapses(
     asyncio.run(body())
 
 
-class CountedObjects(kube_blocks.BlockObjects):
-    """The IPBlock verbs, each request noted (method and path)."""
-
-    def __init__(self, http: Any) -> None:
-        super().__init__(http)
-        self.sent: list[str] = []
-
-    async def _send(self, method: str, path: str, body: Any = None, **options: Any) -> Any:
-        self.sent.append(f"{method} {path}")
-        return await super()._send(method, path, body, **options)
-
-
 @pytest.mark.req("IPAM-FAST")
 def test_an_add_makes_no_api_request_while_the_nodes_blocks_have_room(
     kubeconfig: Path, kube_http: KubeHttp, clean_blocks: list[str], tmp_path: Path
@@ -245,10 +233,10 @@ def test_an_add_makes_no_api_request_while_the_nodes_blocks_have_room(
     subnet = "10.209.0.0/24"  # blocks of 16: .0/28 gives 14 (.0 and the gateway .1 out)
 
     async def body() -> None:
-        node = Node(kubeconfig, tmp_path / "fast", "na-fast", objects=CountedObjects,
+        node = Node(kubeconfig, tmp_path / "fast", "na-fast", objects=RecordedObjects,
                     renew_every=3600)  # fmt: skip
         objects, pools = node.objects, node.pools
-        assert isinstance(objects, CountedObjects)
+        assert isinstance(objects, RecordedObjects)
         try:
             await pools.start()
             started = len(objects.sent)

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from netattach import loggers
 from netattach.cni import errors
-from netattach.ipam import allocator
+from netattach.ipam import allocator, sources
 from netattach.ipam import blocks as blocks_mod
 
 TYPE_CHECKING = False
@@ -131,11 +131,8 @@ class ClaimAddresses:
                 return
             other = str((found.get("spec") or {}).get("pool"))
             if other != pool.pool:
-                raise errors.InvalidNetworkConfigError(
-                    f"{source}: its ranges overlap those of network {other!r} (block {name} is "
-                    f"that pool's): networks of different names may not share addresses with "
-                    f"network {pool.pool!r}"
-                )
+                text = sources.overlap_text({name: other}, pool.pool)
+                raise errors.InvalidNetworkConfigError(f"{source}: {text}")
             others += 1
         ranges = "; ".join(str(r) for r in pool.range_sets[set_index])
         raise errors.AddressesExhaustedError(

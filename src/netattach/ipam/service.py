@@ -22,7 +22,7 @@ from typing import Any
 from netattach import ipam, loggers
 from netattach.attach import delegate
 from netattach.cni import errors
-from netattach.ipam import allocator, config
+from netattach.ipam import allocator, config, sources
 from netattach.ipam import blocks as blocks_mod
 from netattach.ipam import ledger as ledger_mod
 from netattach.ipam.ledger import Holder
@@ -236,7 +236,7 @@ class Addresses:
                         why = (
                             f"it is in block {block}, held by another node"
                             if claimed.others
-                            else _overlap_text(claimed.overlaps, pool.pool)
+                            else sources.overlap_text(claimed.overlaps, pool.pool)
                         )
                         raise errors.InvalidSelectionError(
                             f"{source}: the requested address {address} cannot be given: {why}"
@@ -321,7 +321,9 @@ def _exhausted(
     held = sum(1 for a in ledger.held if (pool.range_of(a) or (-1,))[0] == set_index)
     others, overlaps = claimed.others, claimed.overlaps
     if overlaps and not others:
-        return errors.InvalidNetworkConfigError(f"{source}: {_overlap_text(overlaps, pool.pool)}")
+        return errors.InvalidNetworkConfigError(
+            f"{source}: {sources.overlap_text(overlaps, pool.pool)}"
+        )
     return errors.AddressesExhaustedError(
         f"{source}: pool {pool.pool!r} has no free address in {ranges}",
         f"{held} held on this node, {others} blocks of 16 held by other nodes"
@@ -330,12 +332,4 @@ def _exhausted(
             if ledger.freed
             else ""
         ),
-    )
-
-
-def _overlap_text(overlaps: dict[str, str], pool: str) -> str:
-    name, other = next(iter(overlaps.items()))
-    return (
-        f"its ranges overlap those of network {other!r} (block {name} is that pool's): "
-        f"networks of different names may not share addresses with network {pool!r}"
     )

@@ -49,6 +49,15 @@ class Claimed:
         self.overlaps = overlaps or {}  # block name -> the other pool that holds it
 
 
+def overlap_text(overlaps: dict[str, str], pool: str) -> str:
+    """Why a network's ranges are refused: a block of theirs is another network's pool's."""
+    name, other = next(iter(overlaps.items()))
+    return (
+        f"its ranges overlap those of network {other!r} (block {name} is that pool's): "
+        f"networks of different names may not share addresses with network {pool!r}"
+    )
+
+
 class LocalSource:
     """One machine: a block is this node's unless another pool's ledger holds it."""
 
