@@ -193,15 +193,20 @@ class RealKubeApi:
             self._wait_default_account(stored["metadata"]["name"])
         return self._write_status(res, stored, obj.get("status"))
 
-    def _wait_default_account(self, namespace: str, timeout: float = 60.0) -> None:
-        """A namespace takes pods once kube-controller-manager has made its `default`
-        ServiceAccount (the admission plugin refuses them before): within a second, or longer
-        while the controller-manager reconnects after an API server restart."""
+    def _wait_default_account(self, namespace: str, timeout: float = 10.0) -> None:
+        """A namespace takes pods once its `default` ServiceAccount exists (the admission plugin
+        refuses them before). kube-controller-manager makes it within a second, but after an API
+        server restart its informers may back off for minutes: then it is made here, as the
+        controller would make it."""
         path = f"/api/v1/namespaces/{namespace}/serviceaccounts/default"
         deadline = time.monotonic() + timeout
         while self.http.get(path).status != 200:
             if time.monotonic() > deadline:
-                raise AssertionError(f"namespace {namespace}: no default ServiceAccount")
+                account = {"apiVersion": "v1", "kind": "ServiceAccount",
+                           "metadata": {"name": "default", "namespace": namespace}}  # fmt: skip
+                made = self.http.post(path.rsplit("/", 1)[0], account)
+                assert made.status in (201, 409), made.body
+                return
             time.sleep(0.1)
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
