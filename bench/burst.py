@@ -6,7 +6,7 @@ The node of `make bench` (a namespace, the directory feed, the native shim): the
 started inside a cgroup of its own (v1 or v2) with `deploy/`'s limit, so its delegates are forked
 into it as in the DaemonSet's pod; every pod is the cluster default network and two bridge
 networks (host-local), ADDed at once, then DELed at once. Twice: with Debian's plugins, and with
-each `bridge` a heavy stand-in (tests/heavy_plugin.py: ~60 MiB resident for the length of the
+each `bridge` a heavy stand-in (tests/heavy_plugin.c: ~60 MiB resident for the length of the
 real plugin's run, as a cilium-cni-sized plugin); and the heavy burst once more with the
 admission by memory off (`bench/ungated_daemon.py`: `maxConcurrentDelegates` alone), to show
 what it prevents. Measured: the cgroup's peak memory (the
@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tests import heavy_plugin
 
 from bench import contenders, daemons, node, run, stats, topology
 from bench import guard as guard_mod
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ROOT / "tests" / "heavy_plugin.py"
 CGROUP = Path("/sys/fs/cgroup")
 PORT = 19131
 
@@ -109,11 +109,12 @@ class MemoryCgroup:
 def heavy_bin(directory: Path, heavy_mib: int) -> Path:
     """A bin directory whose `bridge` is the heavy stand-in around Debian's."""
     directory.mkdir(parents=True)
+    stand_in = heavy_plugin.build(directory / "heavy-stand-in")
     script = directory / "bridge"
     script.write_text(
         "#!/bin/sh\n"
-        f"NETATTACH_HEAVY_MIB={heavy_mib} exec {sys.executable} {HEAVY} "
-        f"{contenders.PLUGIN_DIR}/bridge\n"
+        f"NETATTACH_HEAVY_MIB={heavy_mib} NETATTACH_HEAVY_REAL={contenders.PLUGIN_DIR}/bridge "
+        f"exec {stand_in}\n"
     )
     script.chmod(0o755)
     return directory

@@ -1,28 +1,28 @@
-"""A heavy delegate stand-in (REL-BURST): holds HEAVY_MIB (NETATTACH_HEAVY_MIB, default 60) of
-resident memory for the length of a real plugin's run, as a cilium-cni-sized plugin does, then
-gives the real plugin's answer.
+"""The heavy delegate stand-in (REL-BURST, `heavy_plugin.c`): `build(out)` compiles it static.
 
-    python tests/heavy_plugin.py /usr/lib/cni/bridge      (CNI_* and the config as for bridge)
-
-A bin directory holds a script of the plugin's name that execs this (bench/burst.py writes one).
+`make bench-burst` puts it in a bin directory as `bridge` around Debian's; the node tier installs
+it in the node's /opt/cni/bin as `heavy-bridge` beside the real `bridge`, where the daemon's
+container runs it.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
+from pathlib import Path
+
+SOURCE = Path(__file__).with_name("heavy_plugin.c")
+CFLAGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-static")
 
 
-def main(argv: list[str]) -> int:
-    (real,) = argv
-    held = bytearray(int(os.environ.get("NETATTACH_HEAVY_MIB", "60")) * 1024 * 1024)
-    for at in range(0, len(held), 4096):  # resident, page by page
-        held[at] = 1
-    done = subprocess.run([real], check=False)  # stdin, stdout and stderr passed through
-    del held
-    return done.returncode
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def build(out: Path) -> Path:
+    """`gcc -static` heavy_plugin.c into `out`; a failure names the compiler's complaint."""
+    done = subprocess.run(
+        ["gcc", *CFLAGS, "-o", str(out), str(SOURCE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"gcc could not build {SOURCE.name}:\n{done.stderr}")
+    return out

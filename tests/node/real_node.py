@@ -715,6 +715,28 @@ class RealNode:
                 return left
             time.sleep(0.5)
 
+    def container_memory(self, container_id: str) -> dict[str, int]:
+        """The memory cgroup the kubelet made for a container (cgroup v1 or v2): its `limit`,
+        its highest use (`peak`) and the processes the kernel killed in it for memory
+        (`oom_kills`)."""
+        for directory in self.cgroups.dirs:
+            for found in directory.rglob(container_id):
+                if (found / "memory.limit_in_bytes").exists():  # v1
+                    names = ("memory.limit_in_bytes", "memory.max_usage_in_bytes",
+                             "memory.oom_control")  # fmt: skip
+                elif (found / "memory.max").exists():
+                    names = ("memory.max", "memory.peak", "memory.events")
+                else:
+                    continue
+                limit, peak, events = ((found / name).read_text() for name in names)
+                counts = dict(line.split() for line in events.splitlines())
+                return {
+                    "limit": int(limit),
+                    "peak": int(peak),
+                    "oom_kills": int(counts.get("oom_kill", "0")),
+                }
+        raise NodeError(f"no memory cgroup for container {container_id}")
+
     # -- a reboot -----------------------------------------------------------------------------
 
     def power_off(self) -> None:

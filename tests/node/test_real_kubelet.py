@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import heavy_plugin
 from tests.node import real_node
 from tests.node.harness import require_real_node
 from tests.node.node_image import node_image_archive
@@ -212,6 +213,57 @@ def test_pods_created_at_once_each_get_their_own_addresses(clean_node: RealNode)
         node.delete_pod(NS, name, wait=False)
     wait_until("the pods gone", lambda: node.api.list("Pod", NS) == [], 90.0)
     assert node.wait_clean() == CLEAN
+
+
+HEAVY_PODS = 50
+
+
+@pytest.mark.req("REL-BURST")
+def test_a_burst_of_pods_on_heavy_delegates_stays_inside_the_daemonsets_memory_limit(
+    clean_node: RealNode,
+) -> None:
+    """50 pods created at once, each on two networks whose delegate is the heavy stand-in
+    (tests/heavy_plugin.c, 60 MiB resident for the real bridge's run): by count alone, deploy/'s
+    8 at once (480 MiB) would pass the DaemonSet's 256 MiB. The daemon admits them by memory:
+    nothing in its container is killed for memory, it never restarts, every pod runs."""
+    node = clean_node
+    heavy_plugin.build(node.fs("/opt/cni/bin") / "heavy-bridge")
+    for index, name in enumerate(("heavy-a", "heavy-b")):
+        bridge = f"na-br-h{index}"
+        plugin = {"type": "heavy-bridge", "bridge": bridge,
+                  "ipam": {"type": "host-local", "subnet": f"10.9{index + 2}.0.0/24"}}  # fmt: skip
+        node.api.create(real_node.nad_object(NS, name, plugin))
+        node.bridges.add(bridge)
+    (daemon,) = node.daemon_pods()
+    (container,) = daemon["status"]["containerStatuses"]
+    container_id = container["containerID"].split("://", 1)[1]
+    assert node.container_memory(container_id)["limit"] == 256 * 1024 * 1024  # deploy/'s
+
+    names = [f"heavy-{index}" for index in range(HEAVY_PODS)]
+    threads = [
+        threading.Thread(target=node.api.create,
+                         args=(node.pod_object(NS, name, "heavy-a,heavy-b"),))
+        for name in names
+    ]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for name in names:
+        node.wait_running(NS, name, timeout=180.0)
+        assert_attached(node, name, ["heavy-a", "heavy-b"])
+
+    memory = node.container_memory(container_id)
+    assert memory["oom_kills"] == 0, memory
+    (after,) = node.daemon_pods()
+    assert after["metadata"]["uid"] == daemon["metadata"]["uid"]
+    (status,) = after["status"]["containerStatuses"]
+    assert (status["restartCount"], status.get("lastState") or {}) == (0, {}), status
+    for name in names:
+        node.delete_pod(NS, name, wait=False)
+    wait_until("the pods gone", lambda: node.api.list("Pod", NS) == [], 180.0)
+    assert node.wait_clean() == CLEAN
+    assert node.container_memory(container_id)["oom_kills"] == 0
 
 
 def test_a_reboot_of_the_node_restarts_its_pods_with_their_networks_and_frees_the_old(

@@ -1,5 +1,6 @@
 """What the policy compiler's tests share: the network they govern, hypothesis strategies of
-labels, selectors, peers, ports and policy specs, and the pods they compile for."""
+labels, selectors, peers, ports, policy specs, pods and policies of a random cluster, and the pods
+they compile for."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from netattach.cluster.model import KubeObject
+from netattach.policy.model import Policy, parse_policy
 from tests import builders
 
 NET = "ns-a/net"
@@ -114,3 +116,63 @@ NAMESPACES: list[KubeObject] = [
 ]
 # The pod the golden policies govern: a database taking connections on its port `pg`.
 TARGET = numbered_pod(0, "ns-a", {"app": "db"}, ports=[{"name": "pg", "containerPort": 5432}])
+
+
+# -- a random cluster's pods and policies (the incremental and the span tests) --
+
+NAMESPACE_NAMES = ("ns-a", "ns-b", "ns-c")
+POD_NAMES = tuple(f"pod{i}" for i in range(5))
+# Weighted towards the namespace whose policies govern NET, so changes meet selections.
+SOME_NAMESPACE = st.sampled_from(("ns-a", "ns-a", "ns-a", "ns-b", "ns-c"))
+
+
+def make_pod(
+    ns: str, name: str, labels: dict[str, str], addr: int, v6: bool, ports: Any
+) -> KubeObject:
+    return builders.addressed_pod(name, ns, labels, addr, v6=v6, ports=ports, network=NET)
+
+
+def make_policy(index: int, ns: str, pf: str, spec: dict[str, Any]) -> Policy:
+    return parse_policy(
+        {
+            "metadata": {
+                "namespace": ns,
+                "name": f"pol{index}",
+                "uid": f"uid-{index}",
+                "annotations": {POLICY_FOR: pf},
+            },
+            "spec": spec,
+        }
+    )
+
+
+pod_st = st.builds(
+    make_pod,
+    SOME_NAMESPACE,
+    st.sampled_from(POD_NAMES),
+    labels_st,
+    st.integers(1, 12),  # shared addresses and adjacent ones included
+    st.booleans(),
+    container_ports_st,
+)
+# Policies with rules more often than not, so that targets have peers that change under them.
+spec_st = st.one_of(
+    policy_spec_st,
+    st.fixed_dictionaries(
+        {"podSelector": selector_st, "ingress": st.lists(rule_st("from"), min_size=1, max_size=3)}
+    ),
+    st.fixed_dictionaries(
+        {
+            "podSelector": selector_st,
+            "policyTypes": st.just(["Egress"]),
+            "egress": st.lists(rule_st("to"), min_size=1, max_size=3),
+        }
+    ),
+)
+policy_st = st.builds(
+    make_policy,
+    st.integers(0, 3),
+    SOME_NAMESPACE,
+    st.sampled_from(["net", "ns-a/net"]),
+    spec_st,
+)

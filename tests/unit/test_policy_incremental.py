@@ -20,77 +20,22 @@ from netattach.cluster.model import KubeObject
 from netattach.policy import peers, render, update
 from netattach.policy.compile import Compiler, compile_pods
 from netattach.policy.ir import PodRules
-from netattach.policy.model import Policy, parse_policy
+from netattach.policy.model import Policy
 from netattach.policy.views import pod_key
-from tests import builders
 from tests.unit.policy_fixtures import (
-    NET,
-    POLICY_FOR,
-    container_ports_st,
+    NAMESPACE_NAMES,
+    POD_NAMES,
+    SOME_NAMESPACE,
     labels_st,
+    make_pod,
+    make_policy,
     peer_st,
-    policy_spec_st,
+    pod_st,
+    policy_st,
     port_st,
-    rule_st,
     selector_st,
 )
 
-NAMESPACES = ("ns-a", "ns-b", "ns-c")
-POD_NAMES = tuple(f"pod{i}" for i in range(5))
-# Weighted towards the namespace whose policies govern NET, so changes meet selections.
-SOME_NAMESPACE = st.sampled_from(("ns-a", "ns-a", "ns-a", "ns-b", "ns-c"))
-
-
-def make_pod(
-    ns: str, name: str, labels: dict[str, str], addr: int, v6: bool, ports: Any
-) -> KubeObject:
-    return builders.addressed_pod(name, ns, labels, addr, v6=v6, ports=ports, network=NET)
-
-
-def make_policy(index: int, ns: str, pf: str, spec: dict[str, Any]) -> Policy:
-    return parse_policy(
-        {
-            "metadata": {
-                "namespace": ns,
-                "name": f"pol{index}",
-                "uid": f"uid-{index}",
-                "annotations": {POLICY_FOR: pf},
-            },
-            "spec": spec,
-        }
-    )
-
-
-pod_st = st.builds(
-    make_pod,
-    SOME_NAMESPACE,
-    st.sampled_from(POD_NAMES),
-    labels_st,
-    st.integers(1, 12),  # shared addresses and adjacent ones included
-    st.booleans(),
-    container_ports_st,
-)
-# Policies with rules more often than not, so that targets have peers that change under them.
-spec_st = st.one_of(
-    policy_spec_st,
-    st.fixed_dictionaries(
-        {"podSelector": selector_st, "ingress": st.lists(rule_st("from"), min_size=1, max_size=3)}
-    ),
-    st.fixed_dictionaries(
-        {
-            "podSelector": selector_st,
-            "policyTypes": st.just(["Egress"]),
-            "egress": st.lists(rule_st("to"), min_size=1, max_size=3),
-        }
-    ),
-)
-policy_st = st.builds(
-    make_policy,
-    st.integers(0, 3),
-    SOME_NAMESPACE,
-    st.sampled_from(["net", "ns-a/net"]),
-    spec_st,
-)
 change_st = st.one_of(
     st.tuples(st.just("pod"), pod_st, st.booleans()),  # True: one of the node's pods too
     st.tuples(st.just("pod-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
@@ -98,9 +43,9 @@ change_st = st.one_of(
     # the same pods selected, other rules: patched in place (`Compiler._patch_policies`)
     st.tuples(st.just("policy-rules"), st.integers(0, 3), policy_st),
     st.tuples(st.just("policy-gone"), st.integers(0, 3)),
-    st.tuples(st.just("namespace"), st.sampled_from(NAMESPACES), labels_st),
-    st.tuples(st.just("namespace"), st.sampled_from(NAMESPACES), labels_st),
-    st.tuples(st.just("namespace-gone"), st.sampled_from(NAMESPACES)),
+    st.tuples(st.just("namespace"), st.sampled_from(NAMESPACE_NAMES), labels_st),
+    st.tuples(st.just("namespace"), st.sampled_from(NAMESPACE_NAMES), labels_st),
+    st.tuples(st.just("namespace-gone"), st.sampled_from(NAMESPACE_NAMES)),
     st.tuples(st.just("target-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
 )
 
@@ -297,7 +242,7 @@ named_change_st = st.one_of(
     st.tuples(st.just("pod-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
     st.tuples(st.just("policy"), named_egress_st),
     st.tuples(st.just("policy-rules"), st.integers(0, 3), named_egress_st),
-    st.tuples(st.just("namespace"), st.sampled_from(NAMESPACES), labels_st),
+    st.tuples(st.just("namespace"), st.sampled_from(NAMESPACE_NAMES), labels_st),
     st.tuples(st.just("target-gone"), SOME_NAMESPACE, st.sampled_from(POD_NAMES)),
 )
 
