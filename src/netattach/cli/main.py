@@ -107,6 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", choices=logs.FORMATS, default="text", help="log lines as text or JSON"
     )
     daemon.add_argument("--log-level", choices=logs.LEVELS, help="overrides the settings' logLevel")
+    controller = commands.add_parser(
+        "policy-controller",
+        help="run the policy controller: MultiNetworkPolicy peers published for the node daemons",
+    )
+    controller.add_argument("--kubeconfig", help="default: the pod's service account")
+    controller.add_argument("--identity", help="this replica's name (default: $POD_NAME)")
+    controller.add_argument(
+        "--lease-namespace", help="the Lease's namespace (default: $POD_NAMESPACE, kube-system)"
+    )
+    controller.add_argument(
+        "--log-format", choices=logs.FORMATS, default="text", help="log lines as text or JSON"
+    )
+    controller.add_argument("--log-level", choices=logs.LEVELS, default="info")
     gc = commands.add_parser(
         "gc", help="delete the attachments of containers whose network namespace is gone"
     )
@@ -205,6 +218,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return daemon_cmd.run(
             config=args.config,
             shim=args.shim,
+            log_format=args.log_format,
+            log_level=args.log_level,
+        )
+    if args.command == "policy-controller":
+        from netattach.cli import policy_controller
+
+        return policy_controller.run(
+            kubeconfig=args.kubeconfig,
+            identity=args.identity,
+            lease_namespace=args.lease_namespace,
             log_format=args.log_format,
             log_level=args.log_level,
         )

@@ -43,6 +43,13 @@ from netattach.cluster import (
 )
 from netattach.cluster import store as store_mod
 
+GROUPS_POLL = 0.01  # how often `wait_groups` looks
+
+
+def group_selector(ids: set[str]) -> str:
+    """The label selector of the PolicyPeerGroups of `ids` ("" for none)."""
+    return f"{model.PEER_GROUP_LABEL} in ({','.join(sorted(ids))})" if ids else ""
+
 
 class KubeFeed:
     """Feeds a store from the API server; publishes pod status and Events there (`feeds.Feed`).
@@ -58,11 +65,14 @@ class KubeFeed:
         kubeconfig: Path | None,
         timing: kube_client.KubeTiming | None = None,
         all_pods: bool = False,
+        peer_groups: bool = False,
         idle: asyncio.Event | None = None,
     ) -> None:
         """`store`: the store to fill; None: the feed's own, which reads through the feed (a
         pod or NAD the watch has not delivered is read from the API: `fetch_pod`, `fetch_nad`).
         `all_pods`: watch every pod of the cluster, not only this node's (policy peers).
+        `peer_groups`: watch the policy controller's PolicyPeerGroups `select_groups` names
+        (policy peers, POL-SPAN).
         `idle`: set while no CNI call is under way (the daemon's server keeps it); Events wait
         for it a bounded time (`kube_events`). None: they never wait."""
         self.node_name = node_name
@@ -77,6 +87,7 @@ class KubeFeed:
             all_pods=all_pods,
             shared=shared,
             timing=self.timing,
+            peer_groups=peer_groups,
         )
         self._reads = kube_reads.DirectReads(
             self._api.client,
@@ -103,6 +114,22 @@ class KubeFeed:
     async def run(self) -> None:
         """List and watch every kind until cancelled."""
         await self._watch.run()
+
+    # -- the policy controller's peer groups (POL-SPAN) ------------------------------------------
+
+    def select_groups(self, ids: set[str]) -> None:
+        """Watch the PolicyPeerGroups of these groups (their shards), and no other."""
+        self._watch.select(model.PEER_GROUP, group_selector(ids))
+
+    async def wait_groups(self, ids: set[str], timeout: float) -> bool:
+        """Whether the groups `ids` (selected) were listed within `timeout` seconds."""
+        wanted = group_selector(ids)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._watch.listed_with(model.PEER_GROUP) != wanted:
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(GROUPS_POLL)
+        return True
 
     def resource_version(self, kind: str) -> str | None:
         """The last resourceVersion the feed has seen of `kind` (a list, an event, a bookmark)."""

@@ -28,6 +28,7 @@ PATH: Final = f"/apis/{GROUP}/{VERSION}/ipblocks"
 _TRANSIENT: Final = frozenset({429, 500, 502, 503, 504})
 JSON_PATCH: Final = "application/json-patch+json"
 MERGE_PATCH: Final = "application/merge-patch+json"
+APPLY_PATCH: Final = "application/apply-patch+yaml"  # JSON is YAML
 
 
 class BlockObjects:
@@ -114,9 +115,10 @@ async def send_json(
     missing_ok: bool = False,
     conflict_ok: bool = False,
     content_type: str = "application/json",
+    force: bool = False,
 ) -> dict[str, Any] | None:
     """One request of a JSON body; its JSON reply, or None for a 404 (`missing_ok`) or a 409
-    (`conflict_ok`)."""
+    (`conflict_ok`). `force`: a server-side apply taking the fields of other managers."""
     what = f"{method} {path}"
     try:
         response = await http.request(
@@ -124,7 +126,11 @@ async def send_json(
             path,
             content=None if body is None else json.dumps(body).encode(),
             headers={"Content-Type": content_type} if body is not None else None,
-            params={"fieldManager": kube_client.COMPONENT} if method != "GET" else None,
+            params=(
+                None
+                if method == "GET"
+                else {"fieldManager": kube_client.COMPONENT, **({"force": "true"} if force else {})}
+            ),
         )
     except httpx2.HTTPError as exc:
         raise errors.TryAgainLaterError(f"{what}: the API did not answer", str(exc)) from exc

@@ -44,6 +44,9 @@ NetworkAttachmentDefinition = generic_resource.create_namespaced_resource(
 MultiNetworkPolicy = generic_resource.create_namespaced_resource(
     model.NAD_GROUP, "v1beta1", model.POLICY, "multi-networkpolicies"
 )
+PolicyPeerGroup = generic_resource.create_global_resource(
+    model.PEER_GROUP_API.split("/")[0], "v1alpha1", model.PEER_GROUP, "policypeergroups"
+)
 
 COMPONENT: Final = "netattach"
 # The feed's one logger, whichever verb's module logs: operators name it in `logging.loggers`

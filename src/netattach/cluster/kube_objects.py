@@ -226,7 +226,8 @@ def _raw_meta(raw: Mapping[str, Any], shared: Shared | None = None) -> model.Obj
 
 
 def _object(kind: str, meta: model.ObjectMeta) -> model.KubeObject:
-    return model.KubeObject(apiVersion=model.API_VERSIONS[kind], kind=kind, metadata=meta)
+    api = model.PEER_GROUP_API if kind == model.PEER_GROUP else model.API_VERSIONS[kind]
+    return model.KubeObject(apiVersion=api, kind=kind, metadata=meta)
 
 
 def trim_pod(pod: core_v1.Pod, *, shared: Shared | None = None) -> model.KubeObject:
@@ -280,6 +281,15 @@ def trim_nad(raw: Mapping[str, Any], *, shared: Shared | None = None) -> model.K
 
 def trim_policy(raw: Mapping[str, Any], *, shared: Shared | None = None) -> model.KubeObject:
     obj = _object(model.POLICY, _raw_meta(raw, shared))
+    spec = raw.get("spec")
+    if isinstance(spec, Mapping):
+        obj["spec"] = dict(spec)
+    return obj
+
+
+def trim_peer_group(raw: Mapping[str, Any], *, shared: Shared | None = None) -> model.KubeObject:
+    """A PolicyPeerGroup: its name, labels and spec (the members are read whole)."""
+    obj = _object(model.PEER_GROUP, _raw_meta(raw, shared))
     spec = raw.get("spec")
     if isinstance(spec, Mapping):
         obj["spec"] = dict(spec)

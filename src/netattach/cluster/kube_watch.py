@@ -64,6 +64,11 @@ class _Reflector:
     def __init__(self, spec: _Kind, fields: dict[str, str] | None) -> None:
         self.spec = spec
         self.fields = fields
+        # The label selector of a kind read by label (the peer groups: `select`); None for a
+        # kind read whole.
+        self.labels: str | None = None
+        self.reselected = asyncio.Event()  # the selector changed: list again
+        self.listed_labels: str | None = None  # the selector of the last list
         self.resource_version: str | None = None
         self.listed = False
         self.failures = 0
@@ -106,8 +111,11 @@ class Reflectors:
         all_pods: bool,
         shared: kube_objects.Shared,
         timing: kube_client.KubeTiming,
+        peer_groups: bool = False,
     ) -> None:
-        """`all_pods`: watch every pod of the cluster, not only this node's (policy peers)."""
+        """`all_pods`: watch every pod of the cluster, not only this node's (policy peers).
+        `peer_groups`: watch the policy controller's PolicyPeerGroups `select` names (POL-SPAN).
+        """
         self._store = store
         self._http = http
         self.node_name = node_name
@@ -161,6 +169,32 @@ class Reflectors:
             )
             for spec in kinds
         }
+        if peer_groups:
+            groups = _Reflector(
+                _Kind(
+                    model.PEER_GROUP,
+                    kube_client.PolicyPeerGroup,
+                    False,
+                    "policypeergroups",
+                    f"/apis/{model.PEER_GROUP_API}/policypeergroups",
+                    True,
+                    functools.partial(kube_objects.trim_peer_group, shared=shared),
+                ),
+                None,
+            )
+            groups.labels = ""  # none selected yet
+            self._reflectors[model.PEER_GROUP] = groups
+
+    def select(self, kind: str, labels: str) -> None:
+        """Read `kind` by the label selector `labels` from now on ("": none of them)."""
+        reflector = self._reflectors[kind]
+        if reflector.labels != labels:
+            reflector.labels = labels
+            reflector.reselected.set()
+
+    def listed_with(self, kind: str) -> str | None:
+        """The label selector `kind` was last listed with (None: not listed yet)."""
+        return self._reflectors[kind].listed_labels
 
     def resource_version(self, kind: str) -> str | None:
         """The last resourceVersion the watch has seen of `kind` (a list, an event, a bookmark)."""
@@ -176,10 +210,20 @@ class Reflectors:
         kind = reflector.spec.kind
         while True:
             try:
+                if reflector.reselected.is_set():
+                    reflector.reselected.clear()
+                    reflector.resource_version = None  # another selector: list again
+                if reflector.labels == "":  # read by label, and no label selected
+                    self._none_selected(reflector)
+                    await reflector.reselected.wait()
+                    continue
                 if reflector.resource_version is None and not await self._list(reflector):
                     await asyncio.sleep(self.timing.missing_crd_recheck)
                     continue
-                await self._watch(reflector)
+                if reflector.labels is None:
+                    await self._watch(reflector)
+                else:
+                    await self._watch_until_reselected(reflector)
             except TimeoutError:
                 # Nothing, not even a bookmark, for watch_idle_timeout: presumed dead; resume.
                 log.info("watch of %s idle too long; watching again", kind)
@@ -219,6 +263,35 @@ class Reflectors:
                     exc_info=not isinstance(exc, httpx2.HTTPError | lightkube.ConfigError),
                 )
                 await asyncio.sleep(delay)
+
+    def _none_selected(self, reflector: _Reflector) -> None:
+        self._replace_kind(reflector.spec.kind, [], keep=set())
+        reflector.listed_labels = ""
+        self._listed(reflector)
+
+    async def _watch_until_reselected(self, reflector: _Reflector) -> None:
+        """Watch until the watch ends or the selector changes (then the loop lists again)."""
+        watch = asyncio.ensure_future(self._watch(reflector))
+        changed = asyncio.ensure_future(reflector.reselected.wait())
+        try:
+            await asyncio.wait((watch, changed), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (watch, changed):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await changed
+        if watch.done() and not watch.cancelled():
+            watch.result()  # its failure, for the loop to handle
+        else:
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
+
+    def _listed(self, reflector: _Reflector) -> None:
+        if not reflector.listed:
+            reflector.listed = True
+            if all(r.listed for r in self._reflectors.values()):
+                self._store.mark_synced()
+                log.info("cluster view synced from the API (node %s)", self.node_name)
 
     async def _list(self, reflector: _Reflector) -> bool:
         """List the kind into the store; False when its CRD is not installed."""
@@ -260,11 +333,8 @@ class Reflectors:
         _release_free_memory()  # what parsing the pages took, given back
         reflector.resource_version = version
         reflector.failures = 0
-        if not reflector.listed:
-            reflector.listed = True
-            if all(r.listed for r in self._reflectors.values()):
-                self._store.mark_synced()
-                log.info("cluster view synced from the API (node %s)", self.node_name)
+        reflector.listed_labels = reflector.labels
+        self._listed(reflector)
         return version is not None
 
     async def _list_pages(
@@ -277,6 +347,8 @@ class Reflectors:
         params: dict[str, str] = {"limit": str(self.timing.list_chunk)}
         if reflector.fields:
             params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in reflector.fields.items())
+        if reflector.labels:
+            params["labelSelector"] = reflector.labels
         while True:
             async with asyncio.timeout(self.timing.request_timeout):
                 response = await self._http.get(spec.path, params=params)
@@ -319,6 +391,8 @@ class Reflectors:
             params["resourceVersion"] = reflector.resource_version
         if reflector.fields:
             params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in reflector.fields.items())
+        if reflector.labels:
+            params["labelSelector"] = reflector.labels
         log.debug("watching %s from resourceVersion %s", spec.plural, reflector.resource_version)
         async with self._http.stream("GET", spec.path, params=params) as response:
             if response.is_error:

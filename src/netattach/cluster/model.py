@@ -34,6 +34,12 @@ API_VERSIONS: Final = {
     POLICY: f"{NAD_GROUP}/v1beta1",
 }
 
+# The policy controller's peer groups (POL-SPAN): read by the Kubernetes feed of a node whose
+# policy peers come from the controller; no manifest of the directory feed holds one.
+PEER_GROUP: Final = "PolicyPeerGroup"
+PEER_GROUP_API: Final = "policy.netattach.io/v1alpha1"
+PEER_GROUP_LABEL: Final = "policy.netattach.io/group"  # the group's id, on each of its shards
+STORED_KINDS: Final = (*API_VERSIONS, PEER_GROUP)
 
 if TYPE_CHECKING:
 

@@ -43,7 +43,7 @@ class ClusterStore:
     def __init__(self, read_through: ReadThrough | None = None) -> None:
         self._read_through = read_through
         self._objects: dict[str, dict[_Key, model.KubeObject]] = {
-            kind: {} for kind in model.API_VERSIONS
+            kind: {} for kind in model.STORED_KINDS
         }
         self._synced = False
         # Made for the first call that must wait: the thin plugin's view is synced before it is

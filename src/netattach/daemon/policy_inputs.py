@@ -7,7 +7,9 @@ The compiler (`policy.compile.Compiler`) exists while some valid policy does (th
     namespaces   those observed changing since the last pass (every one after a relist)
     pods         as peers: those observed changing, each with its network-status (the pod
                  record's for a pod attached here, else its annotation, else, on the directory
-                 feed, its status file)
+                 feed, its status file); with `span`, the view holds this node's pods only and
+                 the others come from the policy controller's peer groups in the view
+                 (`SpanMembers`, POL-SPAN)
     targets      the local pods (those of this node's records the view holds), with the
                  secondary interfaces this node attached: their rules are wanted
 
@@ -24,7 +26,7 @@ from netattach.cluster import model, store
 from netattach.cni import errors
 from netattach.daemon.policy_book import PolicyBook
 from netattach.pods import records as records_mod
-from netattach.policy import compile, views
+from netattach.policy import compile, span, views
 
 StatusEntries = Callable[[records_mod.PodRecord], list[dict[str, object]]]
 
@@ -40,8 +42,11 @@ class CompilerInputs:
         status_entries: StatusEntries,
         status_file: Callable[[str, str], list[dict[str, object]] | None] | None,
         forget_rendered: Callable[[str | None], None],  # a target gone (None: every one)
+        span: bool = False,
     ) -> None:
         self._view = view
+        self._span = SpanMembers(view) if span else None
+        self._pending_groups = False
         self._book = book
         self._status_entries = status_entries
         self._status_file = status_file
@@ -71,6 +76,10 @@ class CompilerInputs:
         elif kind == model.POLICY:
             self._pending_policies = True
             self._book.changed(namespace, name)
+        elif kind == model.PEER_GROUP:
+            if self._span is None:
+                return False
+            self._pending_groups = self._pending_groups or pending
         elif not kind:
             self.resync()
         else:
@@ -128,6 +137,7 @@ class CompilerInputs:
             self._resync = False
             self._pending_pods.clear()
             self._pending_namespaces.clear()
+            self._pending_groups = False
             self._full_sync(compiler, by_pod)
         else:
             for name in self._pending_namespaces:
@@ -137,6 +147,9 @@ class CompilerInputs:
                 else:
                     compiler.set_namespace(name, model.labels(ns))
             self._pending_namespaces.clear()
+            if self._pending_groups and self._span is not None:
+                self._pending_pods |= self._span.refresh()
+            self._pending_groups = False
             for ns_name, name in self._pending_pods:
                 self._set_peer(compiler, ns_name, name, by_pod)
             self._pending_pods.clear()
@@ -159,11 +172,28 @@ class CompilerInputs:
         for gone in compiler.namespaces() - names:
             compiler.remove_namespace(gone)
         keys = set()
-        for pod in self._view.objects(model.POD):
+        if self._span is not None:
+            self._span.refresh()
+        for pod in self.peer_objects():
             keys.add(views.pod_key(pod))
             compiler.set_pod(compiler.view(self.peer(pod, by_pod)))
         for gone in compiler.pods() - keys:
             compiler.remove_pod(gone)
+
+    def peer_objects(self) -> list[model.KubeObject]:
+        """Every pod a peer may be: the view's, and with `span` the groups' members (the
+        view's own pods first)."""
+        pods = self._view.objects(model.POD)
+        if self._span is None:
+            return pods
+        held = {views.pod_key(pod) for pod in pods}
+        return pods + [p for k, p in self._span.members().items() if k not in held]
+
+    def _lookup_peer(self, namespace: str, name: str) -> model.KubeObject | None:
+        pod = self._view.lookup_pod(namespace, name)
+        if pod is None and self._span is not None:
+            pod = self._span.member(f"{namespace}/{name}")
+        return pod
 
     def _set_peer(
         self,
@@ -172,7 +202,7 @@ class CompilerInputs:
         name: str,
         by_pod: Mapping[tuple[str, str], records_mod.PodRecord],
     ) -> None:
-        pod = self._view.lookup_pod(namespace, name)
+        pod = self._lookup_peer(namespace, name)
         if pod is None:
             compiler.remove_pod(f"{namespace}/{name}")
         else:
@@ -249,3 +279,63 @@ class CompilerInputs:
             return self._status_file(namespace, name)
         except errors.CNIError:
             return None
+
+
+class SpanMembers:
+    """The pods of the peer groups the view holds (POL-SPAN): each group's shards read once
+    per version, a pod held by several shards or groups counted once."""
+
+    def __init__(self, view: store.ClusterStore) -> None:
+        self._view = view
+        self._read: dict[str, tuple[model.KubeObject, dict[str, model.KubeObject]]] = {}
+        self._holders: dict[str, set[str]] = {}  # pod key -> the objects holding it
+        self._pods: dict[str, model.KubeObject] = {}
+
+    def members(self) -> dict[str, model.KubeObject]:
+        return self._pods
+
+    def member(self, key: str) -> model.KubeObject | None:
+        return self._pods.get(key)
+
+    def refresh(self) -> set[tuple[str, str]]:
+        """Read the group objects changed since the last call: the pods whose member entry
+        changed, came or went."""
+        current = {model.name_of(obj): obj for obj in self._view.objects(model.PEER_GROUP)}
+        touched: set[str] = set()
+        for name in [n for n, (obj, _) in self._read.items() if current.get(n) is not obj]:
+            _, entries = self._read.pop(name)
+            for key in entries:
+                self._holders[key].discard(name)
+                touched.add(key)
+        for name, obj in current.items():
+            if name in self._read:
+                continue
+            entries = _entries(obj)
+            self._read[name] = (obj, entries)
+            for key in entries:
+                self._holders.setdefault(key, set()).add(name)
+                touched.add(key)
+        for key in touched:
+            holders = self._holders.get(key)
+            if not holders:
+                self._holders.pop(key, None)
+                self._pods.pop(key, None)
+                continue
+            self._pods[key] = self._read[min(holders)][1][key]
+        return {(k.split("/", 1)[0], k.split("/", 1)[1]) for k in touched}
+
+
+def _entries(obj: model.KubeObject) -> dict[str, model.KubeObject]:
+    """A group object's member pods by key; an entry that is none is skipped (only the
+    controller writes these)."""
+    spec = obj.get("spec")
+    members = spec.get("members") if isinstance(spec, Mapping) else None
+    out: dict[str, model.KubeObject] = {}
+    for entry in members if isinstance(members, list) else ():
+        if not isinstance(entry, Mapping):
+            continue
+        try:
+            out[str(entry["pod"])] = span.member_pod(entry)
+        except ValueError:
+            continue
+    return out

@@ -36,9 +36,12 @@ from netattach.daemon.policy_inputs import CompilerInputs, StatusEntries
 from netattach.daemon.policy_tables import TableWriter
 from netattach.pods import ports
 from netattach.pods import records as records_mod
-from netattach.policy import compile, render, views
+from netattach.policy import compile, render, span, views
+from netattach.policy.model import Policy
 
 log = logging.getLogger("netattach.policy")
+
+_Labelled = tuple[str, tuple[tuple[str, str], ...]]  # a pod's namespace and labels
 
 DEBOUNCE = 0.005  # quiet time before a pass: a burst of changes (a relist) makes one pass
 # Passes are rate-limited as kube-proxy's syncs (minSyncPeriod, burstSyncs: `passes`): up to
@@ -58,6 +61,10 @@ APPLY_CONCURRENCY = 64
 # A records directory changed this recently is read again: a save within the same mtime tick as
 # the last read would not change the stamp.
 RECORDS_SETTLE_NS = 50_000_000
+# POL-SPAN: how long an ADD waits for the peer groups its pod's policies name to be listed
+# (a policy's first governed pod on this node); past it the pod's table is written from what is
+# there (fail closed: a peer not read yet is not allowed) and corrected when they arrive.
+GROUPS_WAIT = 5.0
 
 
 class PolicySync:
@@ -71,8 +78,12 @@ class PolicySync:
         status_entries: StatusEntries,
         events: ports.EventRecorder | None = None,  # Warnings on policies and pods
         status_file: Callable[[str, str], list[dict[str, object]] | None] | None = None,
+        groups: ports.PeerGroupSource | None = None,  # the peers from the controller's groups
     ) -> None:
         self._view = view
+        self._groups = groups
+        # the groups selected, and the policies and local pods' labels they were worked out from
+        self._needed: tuple[tuple[Policy, ...], frozenset[_Labelled], set[str]] | None = None
         self._records = records
         self._dirty = asyncio.Event()
         self._loaded: list[records_mod.PodRecord] | None = None  # None: read the records again
@@ -85,6 +96,7 @@ class PolicySync:
             status_entries=status_entries,
             status_file=status_file,
             forget_rendered=self.tables.forget_rendered,
+            span=groups is not None,
         )
         self.passes = 0
         view.observers.append(self.observe)
@@ -148,6 +160,7 @@ class PolicySync:
             return  # no policy, no table anywhere: not even the records need reading
         local = self._local_pods(self._current_records())
         self.tables.keep({r.container_id for r, _ in local})
+        self._select_groups([pod for _, pod in local])
         compiler = self._inputs.update(local)
         if compiler is None:
             for record, _ in local:
@@ -185,6 +198,9 @@ class PolicySync:
         records = [r for r in self._current_records() if r.container_id != record.container_id]
         self._loaded = [record, *records]
         local = [(r, p) for r, p in self._local_pods(self._loaded) if r is not record]
+        wanted = self._select_groups([pod, *(p for _, p in local)])
+        if wanted and self._groups is not None:
+            await self._groups.wait_groups(wanted, GROUPS_WAIT)
         compiler = self._inputs.update([(record, pod), *local])
         self.notify()  # the others may allow (or deny) the newcomer
         if compiler is None:
@@ -198,6 +214,22 @@ class PolicySync:
         await self.tables.remove(record)
         self.notify()
 
+    def _select_groups(self, pods: Sequence[model.KubeObject]) -> set[str]:
+        """POL-SPAN: the peer groups the policies governing `pods` name, selected for the feed
+        to read (worked out again only when the policies or the pods' labels changed)."""
+        if self._groups is None:
+            return set()
+        policies = tuple(self._book.policies())
+        local = frozenset(
+            (model.namespace_of(p), tuple(sorted(model.labels(p).items()))) for p in pods
+        )
+        if self._needed is None or self._needed[:2] != (policies, local):
+            labelled = [(ns, dict(labels)) for ns, labels in local]
+            wanted = {key.id() for key in span.needed(policies, labelled)}
+            self._needed = (policies, local, wanted)
+            self._groups.select_groups(wanted)
+        return self._needed[2]
+
     def state(self, container_id: str) -> dict[str, object] | None:
         """What is enforced on a container now (None: not one of ours, or not known yet)."""
         return self.tables.state(container_id)
@@ -208,7 +240,7 @@ class PolicySync:
         exactly what compiling everything again gives."""
         local = self._local_pods(self._load_records())
         by_pod = {(r.namespace, r.pod): r for r, _ in reversed(local)}
-        peers = [self._inputs.peer(pod, by_pod) for pod in self._view.objects(model.POD)]
+        peers = [self._inputs.peer(pod, by_pod) for pod in self._inputs.peer_objects()]
         targets = [
             self._inputs.target(pod, by_pod.get((r.namespace, r.pod), r)) for r, pod in local
         ]

@@ -26,6 +26,7 @@ from netattach.pods import delegate_guard, devices, dispatch, locks, orchestrato
 from netattach.runtime import chain
 from netattach.runtime import memory as runtime_memory
 from netattach.settings import feed as feed_settings
+from netattach.settings import policy as policy_settings
 from netattach.settings import settings
 
 log = logging.getLogger("netattach.daemon")
@@ -72,6 +73,10 @@ class Daemon:
                 ),
                 events=self.feed,
                 status_file=self.feed.read_status,
+                # POL-SPAN: the peers from the policy controller's groups, on the API's feed
+                groups=self.feed
+                if isinstance(self.feed, kube.KubeFeed) and self._spanned()
+                else None,
             )
         # IPAM-UNIQUE: netattach's own IPAM, its blocks the node's alone (the directory feed)
         # or the cluster's, kept in the API (the Kubernetes feed).
@@ -109,13 +114,19 @@ class Daemon:
                     return kube.KubeFeed(
                         node_name=self.cfg.daemon.node_name,
                         kubeconfig=kubeconfig,
-                        all_pods=self.cfg.daemon.policy.enabled,
+                        all_pods=self.cfg.daemon.policy.enabled and not self._spanned(),
+                        peer_groups=self._spanned(),
                         idle=idle,
                     )
                 except errors.CNIError as exc:
                     raise errors.InvalidNetworkConfigError(
                         f"{self.cfg.source}: feed.kubernetes: {exc.msg}", exc.details
                     ) from exc
+
+    def _spanned(self) -> bool:
+        """Whether policy reads its peers from the policy controller's groups (POL-SPAN)."""
+        policy = self.cfg.daemon.policy
+        return policy.enabled and policy.peers == policy_settings.CONTROLLER
 
     def _build_block_source(
         self,

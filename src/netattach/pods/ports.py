@@ -66,6 +66,13 @@ if TYPE_CHECKING:
         ) -> None: ...
         async def discard(self, record: records_mod.PodRecord) -> None: ...
 
+    class PeerGroupSource(Protocol):
+        """The policy controller's peer groups, as a node reads those it needs (POL-SPAN,
+        cluster/kube.py)."""
+
+        def select_groups(self, ids: set[str]) -> None: ...
+        async def wait_groups(self, ids: set[str], timeout: float) -> bool: ...
+
     class AddressPools(Protocol):
         """netattach's IPAM (ipam/service.py): a plan's `"type": "netattach"` IPAM turned into
         the addresses taken for it, all or none; a container's addresses freed."""

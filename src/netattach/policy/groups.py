@@ -28,9 +28,9 @@ from netattach.policy.cluster_index import PolicyKey, policy_key
 from netattach.policy.model import NAMESPACE_NAME_LABEL, Policy
 from netattach.policy.span import GroupKey, group_keys, member_entry, port_names
 
-API_VERSION: Final = "policy.netattach.io/v1alpha1"
-KIND: Final = "PolicyPeerGroup"
-GROUP_LABEL: Final = "policy.netattach.io/group"
+API_VERSION: Final = model.PEER_GROUP_API
+KIND: Final = model.PEER_GROUP
+GROUP_LABEL: Final = model.PEER_GROUP_LABEL
 MEMBERS_PER_SHARD: Final = 1000
 
 
@@ -139,6 +139,12 @@ class PeerGroups:
                 self._unname(group)
 
     # -- outputs ----------------------------------------------------------------------------------
+
+    def pod_keys(self) -> set[str]:
+        return set(self._pods)
+
+    def namespace_names(self) -> set[str]:
+        return set(self._namespaces)
 
     def groups(self) -> dict[GroupKey, set[str]]:
         """Every group named now, with its members' keys."""

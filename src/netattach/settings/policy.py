@@ -1,6 +1,10 @@
 """What the settings say of policy: MultiNetworkPolicy enforcement, and the delegate policy.
 
 policy.enabled   MultiNetworkPolicy on the pods the daemon attaches (POL-*)
+policy.peers     where the Kubernetes feed reads the policies' peers from (POL-SPAN):
+                 "allPods", every pod of the cluster, watched by each node (small clusters);
+                 "controller", the peer groups the policy controller publishes, only those
+                 this node's pods' policies name
 delegatePolicy   SEC-DELEGATE: what the NADs of a namespace may make netattach run; its
                  rules are guard/delegate_policy.py's, and netattach's own directories (as
                  these settings place them) are always protected (SEC-NODE)
@@ -8,7 +12,7 @@ delegatePolicy   SEC-DELEGATE: what the NADs of a namespace may make netattach r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from netattach.guard import delegate_policy
@@ -19,23 +23,35 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-_POLICY_KEYS: Final = ("enabled",)
+_POLICY_KEYS: Final = ("enabled", "peers")
+ALL_PODS: Final = "allPods"
+CONTROLLER: Final = "controller"
 
 
 class PolicySettings(NamedTuple):
     """MultiNetworkPolicy enforcement on the pods the daemon attaches (issue POL-*).
 
-    Enabled, the Kubernetes feed watches every pod of the cluster (trimmed), not only this
-    node's: a policy's peers may run anywhere.
+    Enabled, the Kubernetes feed reads the pods a policy's peers may pick anywhere in the
+    cluster: every pod (`peers` ALL_PODS) or the groups the policy controller publishes
+    (CONTROLLER, POL-SPAN).
     """
 
     enabled: bool = True
+    peers: str = "allPods"
 
 
 def section(value: object, key: str, problems: list[str]) -> PolicySettings | None:
     """The `policy` section."""
     enabled = fields.switch(value, key, _POLICY_KEYS, problems)
-    return None if enabled is None else PolicySettings(enabled=enabled)
+    if enabled is None:
+        return None
+    peers = value.get("peers", ALL_PODS) if isinstance(value, Mapping) else ALL_PODS
+    if peers not in (ALL_PODS, CONTROLLER):
+        problems.append(
+            f"{key}.peers: must be {ALL_PODS!r} or {CONTROLLER!r}, got {fields.show(peers)}"
+        )
+        return None
+    return PolicySettings(enabled=enabled, peers=peers)
 
 
 def protected(

@@ -17,7 +17,7 @@ keys, is a module of this package:
         │                             (settings.daemon)
         ├── readiness: ReadinessSettings   readiness.mode, .indicatorFile, .timeout
         ├── metrics: MetricsSettings       metrics.address, .enabled    (settings.metrics)
-        ├── policy: PolicySettings         policy.enabled               (settings.policy)
+        ├── policy: PolicySettings         policy.enabled, .peers       (settings.policy)
         └── hotplug: HotPlugSettings       hotplug.enabled
 
     load_settings(path)               the daemon: a file

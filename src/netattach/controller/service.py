@@ -1,0 +1,244 @@
+"""The policy controller (POL-CTRL): the cluster's pods, namespaces and MultiNetworkPolicies
+watched in one place, each policy peer's pods published as PolicyPeerGroups for the node
+daemons to read the groups they need (POL-SPAN).
+
+    Lease      only the leader writes (`lease`); a follower waits, then starts from the API's
+               state as it finds it
+    watch      every pod (trimmed), Namespace and MultiNetworkPolicy, as the node daemon's feed
+               does (`kube_watch.Reflectors`, which also reads the NADs)
+    compute    `policy.groups.PeerGroups`, told what changed; the policies in force are the
+               node daemons' (`PolicyBook`: an invalid edit keeps its last valid version)
+    publish    every `BATCH` seconds at most, the shards that changed written (a server-side
+               apply each) then the old ones deleted; at its start a leader deletes the
+               groups no policy names any more (written by an earlier leader)
+
+While no controller runs, nothing is written: the groups stay as the last leader left them and
+the nodes keep enforcing them; a pod started meanwhile is no peer anywhere until a controller
+publishes it (fail closed), and a new policy's groups do not exist yet, so its peers are
+allowed nowhere (fail closed). Both are made right by the next leader's first publish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import httpx2
+
+from netattach.cluster import kube_blocks, kube_client, kube_objects, kube_watch, model, store
+from netattach.cni import errors
+from netattach.controller.lease import Lease
+from netattach.daemon.policy_book import PolicyBook
+from netattach.policy import groups as groups_mod
+
+log = logging.getLogger("netattach.controller")
+
+PATH: Final = f"/apis/{model.PEER_GROUP_API}/policypeergroups"
+BATCH: Final = 0.05  # changes within this long are published together
+WRITE_CONCURRENCY: Final = 16
+RETRY_DELAY: Final = 2.0
+
+
+class Inputs:
+    """What changed in the view since the groups were last told (the store's observer)."""
+
+    def __init__(self, view: store.ClusterStore, peer_groups: groups_mod.PeerGroups) -> None:
+        self._view = view
+        self._groups = peer_groups
+        self._book = PolicyBook(view=view, events=None)
+        self._pods: set[tuple[str, str]] = set()
+        self._namespaces: set[str] = set()
+        self._policies = True
+        self._resync = True
+        self.changed = asyncio.Event()
+        view.observers.append(self.observe)
+
+    def observe(self, kind: str, namespace: str, name: str) -> None:
+        if kind == model.POD:
+            self._pods.add((namespace, name))
+        elif kind == model.NAMESPACE:
+            self._namespaces.add(name)
+        elif kind == model.POLICY:
+            self._policies = True
+            self._book.changed(namespace, name)
+        elif not kind:
+            self._resync = self._policies = True
+            self._book.read_all()
+        else:
+            return
+        self.changed.set()
+
+    def tell(self) -> None:
+        """Tell the groups every change observed since the last call."""
+        self.changed.clear()
+        view, peer_groups = self._view, self._groups
+        if self._resync:
+            self._resync = False
+            self._pods.clear()
+            self._namespaces.clear()
+            names = {model.name_of(ns) for ns in view.objects(model.NAMESPACE)}
+            for each in view.objects(model.NAMESPACE):
+                peer_groups.set_namespace(model.name_of(each), model.labels(each))
+            for gone in peer_groups.namespace_names() - names:
+                peer_groups.remove_namespace(gone)
+            pods = view.objects(model.POD)
+            keys = {f"{model.namespace_of(p)}/{model.name_of(p)}" for p in pods}
+            for each in pods:
+                peer_groups.set_pod(each)
+            for gone in peer_groups.pod_keys() - keys:
+                peer_groups.remove_pod(gone)
+        for name in self._namespaces:
+            ns = view.lookup_namespace(name)
+            if ns is None:
+                peer_groups.remove_namespace(name)
+            else:
+                peer_groups.set_namespace(name, model.labels(ns))
+        self._namespaces.clear()
+        for namespace, name in self._pods:
+            pod = view.lookup_pod(namespace, name)
+            if pod is None:
+                peer_groups.remove_pod(f"{namespace}/{name}")
+            else:
+                peer_groups.set_pod(pod)
+        self._pods.clear()
+        if self._policies:
+            self._policies = False
+            peer_groups.set_policies(self._book.policies())
+
+
+class Publisher:
+    """The PolicyPeerGroup objects written as `PeerGroups` says (only the leader has one)."""
+
+    def __init__(self, http: httpx2.AsyncClient) -> None:
+        self._http = http
+        self._failed: dict[str, groups_mod.Write] = {}  # to write again, the newest per name
+        self.writes = 0
+
+    async def existing(self) -> set[str]:
+        """The names of the PolicyPeerGroups in the API now."""
+        found = await kube_blocks.send_json(self._http, "GET", PATH)
+        return {
+            str((item.get("metadata") or {}).get("name"))
+            for item in (found or {}).get("items") or []
+        }
+
+    async def publish(self, writes: Sequence[groups_mod.Write]) -> bool:
+        """Write, then delete; False when some failed (kept, tried again with the next)."""
+        pending = {**self._failed}
+        for write in writes:
+            pending[write.name] = write
+        self._failed = {}
+        puts = [w for w in pending.values() if w.body is not None]
+        deletes = [w for w in pending.values() if w.body is None]
+        for batch in (puts, deletes):  # a group's new shards before its old ones go
+            gate = asyncio.Semaphore(WRITE_CONCURRENCY)
+            await asyncio.gather(*(self._one(w, gate) for w in batch))
+        return not self._failed
+
+    async def _one(self, write: groups_mod.Write, gate: asyncio.Semaphore) -> None:
+        async with gate:
+            try:
+                await self._send(write)
+                self.writes += 1
+            except errors.CNIError as exc:
+                log.warning("PolicyPeerGroup %s: %s; again later", write.name, exc)
+                self._failed[write.name] = write
+
+    async def _send(self, write: groups_mod.Write) -> None:
+        http = self._http
+        path = f"{PATH}/{write.name}"
+        if write.body is None:
+            await kube_blocks.send_json(http, "DELETE", path, missing_ok=True)
+            return
+        # a server-side apply: made or replaced in one request, no resourceVersion to carry
+        await kube_blocks.send_json(
+            http, "PATCH", path, write.body, content_type=kube_blocks.APPLY_PATCH, force=True
+        )
+
+
+class PolicyController:
+    """One replica: wait for the Lease, then watch, compute and publish until cancelled or the
+    Lease is lost (`lease.LostLeaseError`)."""
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: Path | None,
+        identity: str,
+        lease_namespace: str,
+        lease_name: str = "netattach-policy-controller",
+        timing: kube_client.KubeTiming | None = None,
+    ) -> None:
+        self.timing = timing or kube_client.KubeTiming()
+        self._api = kube_client.ApiClients(kubeconfig, self.timing)
+        self.lease = Lease(
+            self._api.writes, namespace=lease_namespace, name=lease_name, identity=identity
+        )
+        self.view = store.ClusterStore()
+        self.groups = groups_mod.PeerGroups()
+        self.inputs = Inputs(self.view, self.groups)
+        self.publisher = Publisher(self._api.writes)
+        self.leading = asyncio.Event()
+        self.published = 0  # publishes done (a test waits for one)
+
+    async def run(self) -> None:
+        try:
+            await self.lease.acquire()
+            self.leading.set()
+            reflectors = kube_watch.Reflectors(
+                self.view,
+                self._api.http,
+                node_name="",
+                all_pods=True,
+                shared=kube_objects.Shared(),
+                timing=self.timing,
+            )
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(reflectors.run(), name="watch")
+                tasks.create_task(self.lease.hold(), name="lease")
+                tasks.create_task(self._publish_loop(), name="publish")
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.lease.release())
+
+    async def _publish_loop(self) -> None:
+        await self.view.wait_synced(float("inf"))
+        stray: set[str] | None = await self._existing()
+        while True:
+            started = time.monotonic()
+            self.inputs.tell()
+            writes = self.groups.take_writes()
+            if stray is not None:
+                written = {w.name for w in writes if w.body is not None}
+                writes += [groups_mod.Write(n, None) for n in sorted(stray - written)]
+                stray = None
+            done = await self.publisher.publish(writes)
+            self.published += 1
+            if writes:
+                log.info(
+                    "published %d PolicyPeerGroup writes in %.3fs",
+                    len(writes),
+                    time.monotonic() - started,
+                )
+            if not done:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.inputs.changed.wait(), RETRY_DELAY)
+                continue
+            await self.inputs.changed.wait()
+            await asyncio.sleep(BATCH)
+
+    async def _existing(self) -> set[str]:
+        while True:
+            try:
+                return await self.publisher.existing()
+            except errors.CNIError as exc:
+                log.warning("listing the PolicyPeerGroups: %s; again soon", exc)
+                await asyncio.sleep(RETRY_DELAY)
+
+    async def aclose(self) -> None:
+        await self._api.aclose()
