@@ -47,14 +47,9 @@ OWN_LINKS = frozenset({"lo", "na-eth0", "na-dp0", "na-dp1", DATA_BRIDGE})
 
 
 class ClusterControlPlane(NodeControlPlane):
-    """tests/node's control plane, also handing each Node a podCIDR and running Deployments."""
+    """tests/node's control plane, also handing each Node a podCIDR."""
 
-    controllers: tuple[str, ...] = (
-        *NodeControlPlane.controllers,
-        "node-ipam-controller",
-        "deployment-controller",
-        "replicaset-controller",
-    )
+    controllers: tuple[str, ...] = (*NodeControlPlane.controllers, "node-ipam-controller")
     controller_flags: tuple[str, ...] = (
         *NodeControlPlane.controller_flags,
         "--allocate-node-cidrs=true",

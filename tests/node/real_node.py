@@ -85,10 +85,14 @@ CONTROLLERS = (
     "pod-garbage-collector-controller",
     "resourceclaim-controller",
     "node-lifecycle-controller",
+    # deploy/'s policy controller is a Deployment
+    "deployment-controller",
+    "replicaset-controller",
 )
 NODE_IP = "10.99.0.10"
 NODE_GATEWAY = "10.99.0.1"
 CLUSTER_SUBNET = "10.85.0.0/24"  # the default network's (a bridge `na-cni0`)
+POLICY_LEASE = "netattach-policy-controller"  # deploy/policy-controller.yaml's, its Lease too
 SERVICE_IP = "10.0.0.1"  # the first address of tests/kube/cluster.py's SERVICE_CIDR
 # What kubelet's setupKernelTunables wants (pkg/kubelet/cm/container_manager_linux.go)
 KERNEL_TUNABLES = {
@@ -830,7 +834,25 @@ class RealNode:
         self.wait_daemon_ready()
         conflist = self.fs("/etc/cni/net.d/00-netattach.conflist")
         wait_until("00-netattach.conflist installed", conflist.exists, 30.0)
+        self.wait_policy_controller()
         return image
+
+    def wait_policy_controller(self, timeout: float = 180.0) -> str:
+        """deploy/'s policy controller leading (its Lease held); the leader's name."""
+        path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/" + POLICY_LEASE
+
+        def holder() -> str | None:
+            found = self.api.http.get(path)
+            spec = (found.json().get("spec") or {}) if found.status == 200 else {}
+            return spec.get("holderIdentity") or None
+
+        try:
+            leader: str = wait_until("the policy controller leading", holder, timeout)
+        except NodeError as exc:
+            pods = self.api.list("Pod", "kube-system", label_selector=f"app={POLICY_LEASE}")
+            details = "\n".join(self.describe("kube-system", p["metadata"]["name"]) for p in pods)
+            raise NodeError(f"{exc}\n{details}") from None
+        return leader
 
 
 def nad_object(namespace: str, name: str, plugin: dict[str, Any]) -> dict[str, Any]:

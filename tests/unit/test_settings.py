@@ -23,6 +23,7 @@ from netattach.settings import daemon as daemon_settings
 from netattach.settings import feed as feed_settings
 from netattach.settings import metrics as metrics_settings
 from netattach.settings import network as network_settings
+from netattach.settings import policy as policy_settings
 from netattach.settings import runtime as runtime_settings
 
 SOURCE = "/etc/netattach/config.yaml"
@@ -722,6 +723,12 @@ def test_settings_built_by_hand_get_the_daemon_defaults(monkeypatch: pytest.Monk
         ("metrics", {"enabled": "yes"}, "metrics.enabled: must be true or false, got 'yes'"),
         ("cleanupOnExit", "true", "cleanupOnExit: must be true or false, got 'true'"),
         ("cleanupOnExit", 1, "cleanupOnExit: must be true or false, got 1"),
+        (
+            "policy",
+            {"peers": "controler"},
+            "policy.peers: must be 'allPods' or 'controller', got 'controler'",
+        ),
+        ("policy", {"peers": True}, "policy.peers: must be 'allPods' or 'controller', got True"),
     ],
 )
 def test_a_bad_daemon_value_is_one_problem_naming_the_key(
@@ -759,6 +766,8 @@ def test_a_bad_daemon_value_is_one_problem_naming_the_key(
         ),
         ("metrics", {"enabled": False}, metrics_settings.MetricsSettings(enabled=False)),
         ("cleanupOnExit", True, True),
+        ("policy", {"peers": "controller"}, policy_settings.PolicySettings(peers="controller")),
+        ("policy", {"enabled": False}, policy_settings.PolicySettings(enabled=False)),
     ],
 )
 def test_daemon_edge_values_are_accepted(key: str, value: object, read: object) -> None:
@@ -770,6 +779,7 @@ def test_daemon_edge_values_are_accepted(key: str, value: object, read: object) 
         "readiness": daemon.readiness,
         "metrics": daemon.metrics,
         "cleanupOnExit": daemon.cleanup_on_exit,
+        "policy": daemon.policy,
     }[key]
     expected = read
     if read is None:
