@@ -232,7 +232,8 @@ def schemas() -> dict[str, Obj]:
 
 def test_the_crds_of_deploy_are_loaded(schemas: dict[str, Obj]) -> None:
     assert set(schemas) == {
-        "NetworkAttachmentDefinition", "MultiNetworkPolicy", "IPBlock", "IPAMClaim"
+        "NetworkAttachmentDefinition", "MultiNetworkPolicy", "IPBlock", "IPAMClaim",
+        "PolicyPeerGroup",
     }  # fmt: skip
 
 
