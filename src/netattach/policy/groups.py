@@ -42,10 +42,14 @@ class Write:
     body: dict[str, Any] | None
 
 
+Labels = tuple[tuple[str, str], ...]  # sorted (key, value) pairs
+
+
 @dataclass(slots=True)
 class _Member:
     namespace: str
     labels: Mapping[str, str]
+    label_key: Labels
     ports: tuple[str, ...]
     entry: dict[str, Any]
 
@@ -75,7 +79,9 @@ class PeerGroups:
     def __init__(self) -> None:
         self._namespaces: dict[str, dict[str, str]] = {}
         self._pods: dict[str, _Member] = {}
-        self._by_namespace: dict[str, set[str]] = {}
+        # namespace -> labels -> the pods labelled so: a selector is matched once per bucket
+        self._buckets: dict[str, dict[Labels, set[str]]] = {}
+        self._declaring: dict[str, set[str]] = {}  # port name -> the pods declaring it
         self._policy_keys: dict[PolicyKey, set[GroupKey]] = {}
         self._named_by: dict[GroupKey, int] = {}  # how many policies name the group
         self._members: dict[GroupKey, set[str]] = {}
@@ -106,21 +112,42 @@ class PeerGroups:
         before = self._pods.get(key)
         if before is not None and before.entry == entry:
             return
-        after = _Member(model.namespace_of(pod), model.labels(pod), tuple(port_names(pod)), entry)
+        labels = model.labels(pod)
+        after = _Member(
+            model.namespace_of(pod),
+            labels,
+            tuple(sorted(labels.items())),
+            tuple(sorted(set(port_names(pod)))),
+            entry,
+        )
+        if before is not None:
+            self._unindex(key, before)
         self._pods[key] = after
-        self._by_namespace.setdefault(after.namespace, set()).add(key)
+        self._buckets.setdefault(after.namespace, {}).setdefault(after.label_key, set()).add(key)
+        for name in after.ports:
+            self._declaring.setdefault(name, set()).add(key)
         self._pod_moved(key, before, after)
 
     def remove_pod(self, key: str) -> None:
         before = self._pods.pop(key, None)
         if before is None:
             return
-        keys = self._by_namespace.get(before.namespace)
-        if keys is not None:
-            keys.discard(key)
-            if not keys:
-                del self._by_namespace[before.namespace]
+        self._unindex(key, before)
         self._pod_moved(key, before, None)
+
+    def _unindex(self, key: str, member: _Member) -> None:
+        buckets = self._buckets[member.namespace]
+        bucket = buckets[member.label_key]
+        bucket.discard(key)
+        if not bucket:
+            del buckets[member.label_key]
+            if not buckets:
+                del self._buckets[member.namespace]
+        for name in member.ports:
+            declaring = self._declaring[name]
+            declaring.discard(key)
+            if not declaring:
+                del self._declaring[name]
 
     def set_policies(self, policies: Iterable[Policy]) -> None:
         """The cluster's valid policies now."""
@@ -196,8 +223,9 @@ class PeerGroups:
 
     def _picks(self, group: GroupKey, member: _Member) -> bool:
         namespace = member.namespace
-        found = self._namespaces.get(namespace) or {NAMESPACE_NAME_LABEL: namespace}
-        return group.picks(namespace, found, member.labels, member.ports)
+        return group.picks(
+            namespace, self._namespace_labels(namespace), member.labels, member.ports
+        )
 
     def _candidates(self, namespace: str, ports: Iterable[str]) -> set[GroupKey]:
         found = set(self._scoped.get(namespace, ())) | self._wide
@@ -219,17 +247,39 @@ class PeerGroups:
                 continue
             self._mark(group, key)
 
+    def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return self._namespaces.get(namespace) or {NAMESPACE_NAME_LABEL: namespace}
+
+    def _picked(self, group: GroupKey, namespace: str) -> set[str]:
+        """The pods of `namespace` the pod-selecting `group` picks (by bucket)."""
+        selector = group.pod_selector
+        out: set[str] = set()
+        for labels, keys in self._buckets.get(namespace, {}).items():
+            if selector is None or selector.matches(dict(labels)):
+                out |= keys
+        return out
+
     def _namespace_moved(self, name: str) -> None:
+        labels = self._namespace_labels(name)
         for group in self._wide:
             members = self._members[group]
-            for key in self._by_namespace.get(name, ()):
-                picked = self._picks(group, self._pods[key])
-                if picked != (key in members):
-                    if picked:
+            assert group.namespace_selector is not None
+            picked = (
+                self._picked(group, name) if group.namespace_selector.matches(labels) else set()
+            )
+            for key in self._buckets_keys(name):
+                if (key in picked) != (key in members):
+                    if key in picked:
                         members.add(key)
                     else:
                         members.discard(key)
                     self._mark(group, key)
+
+    def _buckets_keys(self, namespace: str) -> set[str]:
+        out: set[str] = set()
+        for keys in self._buckets.get(namespace, {}).values():
+            out |= keys
+        return out
 
     def _mark(self, group: GroupKey, key: str) -> None:
         dirty = self._dirty.get(group, set())
@@ -250,14 +300,18 @@ class PeerGroups:
         self._ids[group] = group.id()
         if group.port_name:
             self._by_port[group.port_name] = group
-            scope: Iterable[str] = self._pods
+            members = set(self._declaring.get(group.port_name, ()))
         elif group.namespace_selector is None:
             self._scoped.setdefault(group.scope, set()).add(group)
-            scope = self._by_namespace.get(group.scope, ())
+            members = self._picked(group, group.scope)
         else:
             self._wide.add(group)
-            scope = self._pods
-        self._members[group] = {k for k in scope if self._picks(group, self._pods[k])}
+            selector = group.namespace_selector
+            members = set()
+            for namespace in self._buckets:
+                if selector.matches(self._namespace_labels(namespace)):
+                    members |= self._picked(group, namespace)
+        self._members[group] = members
         self._dirty[group] = None
         written = self._gone.pop(self._ids[group], 0)  # named again before its deletion
         if written:
