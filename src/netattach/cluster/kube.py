@@ -131,6 +131,10 @@ class KubeFeed:
             await asyncio.sleep(GROUPS_POLL)
         return True
 
+    def watch_events(self) -> dict[str, int]:
+        """Watch events received so far (bookmarks aside), by kind."""
+        return dict(self._watch.events)
+
     def resource_version(self, kind: str) -> str | None:
         """The last resourceVersion the feed has seen of `kind` (a list, an event, a bookmark)."""
         return self._watch.resource_version(kind)

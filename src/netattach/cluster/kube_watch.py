@@ -120,6 +120,8 @@ class Reflectors:
         self._http = http
         self.node_name = node_name
         self.timing = timing
+        # Watch events received (not bookmarks), by kind: what the API server sends this node.
+        self.events: collections.Counter[str] = collections.Counter()
         # Objects already reported as undecodable, with the resourceVersion reported.
         self._undecodable: collections.OrderedDict[tuple[str, str, str], str] = (
             collections.OrderedDict()
@@ -422,6 +424,7 @@ class Reflectors:
                 self._store.remove(spec.kind, event.namespace, event.name)
             version = event.resource_version
         else:
+            self.events[spec.kind] += 1
             trimmed = spec.trim(event.obj)
             if event.type in ("ADDED", "MODIFIED"):
                 self._store.upsert(trimmed)

@@ -54,6 +54,12 @@ DELEGATE_MEMORY_ADMITTED = prometheus_client.Gauge(
     "Memory the running delegates are expected to hold (each program's highest seen)",
     registry=REGISTRY,
 )
+WATCH_EVENTS = prometheus_client.Counter(
+    "netattach_watch_events",
+    "Watch events received from the API server, by kind (what the cluster sends this node)",
+    ["kind"],
+    registry=REGISTRY,
+)
 CACHE_SYNCED = prometheus_client.Gauge(
     "netattach_cache_synced", "1 once the cluster view has synced", registry=REGISTRY
 )

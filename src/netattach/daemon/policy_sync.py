@@ -160,7 +160,7 @@ class PolicySync:
             return  # no policy, no table anywhere: not even the records need reading
         local = self._local_pods(self._current_records())
         self.tables.keep({r.container_id for r, _ in local})
-        self._select_groups([pod for _, pod in local])
+        self._select_groups(self._view.objects(model.POD))
         compiler = self._inputs.update(local)
         if compiler is None:
             for record, _ in local:
@@ -198,7 +198,7 @@ class PolicySync:
         records = [r for r in self._current_records() if r.container_id != record.container_id]
         self._loaded = [record, *records]
         local = [(r, p) for r, p in self._local_pods(self._loaded) if r is not record]
-        wanted = self._select_groups([pod, *(p for _, p in local)])
+        wanted = self._select_groups([pod, *self._view.objects(model.POD)])
         if wanted and self._groups is not None:
             await self._groups.wait_groups(wanted, GROUPS_WAIT)
         compiler = self._inputs.update([(record, pod), *local])
@@ -215,8 +215,9 @@ class PolicySync:
         self.notify()
 
     def _select_groups(self, pods: Sequence[model.KubeObject]) -> set[str]:
-        """POL-SPAN: the peer groups the policies governing `pods` name, selected for the feed
-        to read (worked out again only when the policies or the pods' labels changed)."""
+        """POL-SPAN: the peer groups the policies governing `pods` (the view's: this node's,
+        each read before its ADD) name, selected for the feed to read (worked out again only
+        when the policies or the pods' labels changed)."""
         if self._groups is None:
             return set()
         policies = tuple(self._book.policies())

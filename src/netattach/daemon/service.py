@@ -102,6 +102,7 @@ class Daemon:
             self.view.listeners.append(self.hotplug.notify)
         self.health = metrics.HealthServer(ready=self.ready, before_scrape=self._sample)
         self._ready = False
+        self._watch_events_seen: dict[str, int] = {}  # by kind, counted into the metric
 
     def _build_feed(self, *, idle: asyncio.Event) -> feeds.Feed:
         """The feed the settings name (the one place that knows there are two); `idle`: the
@@ -266,6 +267,12 @@ class Daemon:
             metrics.DELEGATES_WAITING_MEMORY.set(gate.waiting)
             metrics.DELEGATE_MEMORY_ADMITTED.set(gate.admitted)
         metrics.CACHE_SYNCED.set(1 if self.view.synced else 0)
+        if isinstance(self.feed, kube.KubeFeed):
+            for kind, count in self.feed.watch_events().items():
+                counted = self._watch_events_seen.get(kind, 0)
+                if count > counted:
+                    metrics.WATCH_EVENTS.labels(kind).inc(count - counted)
+                    self._watch_events_seen[kind] = count
 
     async def _sweep_forever(self) -> None:
         while True:
