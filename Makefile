@@ -88,7 +88,7 @@ demo: deps-demo $(DEMO_STAMP) $(NATIVE_SHIM)
 
 .PHONY: cni-plugins pytest-cni-current bench-side-by-side bench-kubelet
 .PHONY: bench-quick bench-breakdown bench-policy bench-policy-latency bench-policy-churn \
-	bench-api-writes bench-ipam bench-burst
+	bench-api-writes bench-ipam bench-burst bench-policy-scale
 
 bench-runtime: venv
 	$(BIN)/python -m bench.runtime_latency
@@ -140,6 +140,11 @@ bench-api-writes: venv
 # on the real API server (`make k8s`): total time, claims, API requests per allocation.
 bench-ipam: venv shim k8s
 	$(BIN)/python -m bench.ipam
+
+# MultiNetworkPolicy at cluster scale on the real API server (`make k8s`): 10k Node objects, 150k
+# pods, 1,000 policies, 30 pod changes/s; the policy controller and one node daemon in each mode.
+bench-policy-scale: venv k8s
+	$(BIN)/python -m bench.policy_span
 
 # A burst of 50 pods x 3 networks to the daemon in a memory cgroup of deploy/'s limit (root):
 # Debian's plugins, a heavy stand-in, and the heavy one without the admission by memory.

@@ -450,3 +450,20 @@ def test_the_ipam_benchmark_measures_both_halves_and_leaks_nothing() -> None:
     text, _ = ipam.render(result)
     assert "ADD p50 overhead over host-local" in text
     assert "API requests per allocation, steady" in text
+
+
+@pytest.mark.req("POL-SPAN")
+@pytest.mark.req("POL-CTRL")
+def test_the_policy_scale_benchmark_keeps_the_groups_right_and_the_node_to_its_span() -> None:
+    """`make bench-policy-scale` with tiny sizes (20 Node objects, 600 pods, 40 policies, 5 s of
+    churn on the real API server): the controller's groups equal those computed afresh after the
+    churn; the node reading the controller's groups was sent none of the other nodes' pods, the
+    node watching every pod was sent about every change."""
+    from bench import policy_span
+
+    result = policy_span.measure(nodes=20, pods=600, policies=40, churn=20.0, seconds=5.0)
+    assert result["groups_match"] is True
+    assert result["controller"]["groups"] > 0
+    spanned, every = result["node_controller"], result["node_allPods"]
+    assert set(spanned["watch_events"]) <= {'{kind="PolicyPeerGroup"}'}, spanned
+    assert every["watch_events"].get('{kind="Pod"}', 0) >= result["churn"]["pod_changes"] / 2
