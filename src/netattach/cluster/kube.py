@@ -44,6 +44,7 @@ from netattach.cluster import (
 from netattach.cluster import store as store_mod
 
 GROUPS_POLL = 0.01  # how often `wait_groups` looks
+SELECTIONS_KEPT = 8  # the recent group selections, each read back from its label selector
 
 
 def group_selector(ids: set[str]) -> str:
@@ -101,6 +102,7 @@ class KubeFeed:
         self._events = kube_events.Recorder(
             self._api, self.store, node_name=node_name, timing=self.timing, idle=idle
         )
+        self._selections: dict[str, frozenset[str]] = {"": frozenset()}  # selector -> ids
         # IPAM-UNIQUE: the IPBlocks of netattach's IPAM (ipam/kube_source.py).
         self.blocks = kube_blocks.BlockObjects(self._api.writes)
         # IPAM-CLAIM: the IPAMClaims pods name (ipam/claims.py).
@@ -119,13 +121,19 @@ class KubeFeed:
 
     def select_groups(self, ids: set[str]) -> None:
         """Watch the PolicyPeerGroups of these groups (their shards), and no other."""
-        self._watch.select(model.PEER_GROUP, group_selector(ids))
+        selector = group_selector(ids)
+        self._selections[selector] = frozenset(ids)
+        while len(self._selections) > SELECTIONS_KEPT:
+            del self._selections[next(iter(self._selections))]
+        self._watch.select(model.PEER_GROUP, selector)
 
     async def wait_groups(self, ids: set[str], timeout: float) -> bool:
-        """Whether the groups `ids` (selected) were listed within `timeout` seconds."""
-        wanted = group_selector(ids)
+        """Whether the groups `ids` were listed (by a selection holding them all) within
+        `timeout` seconds."""
         deadline = asyncio.get_running_loop().time() + timeout
-        while self._watch.listed_with(model.PEER_GROUP) != wanted:
+        while not ids <= self._selections.get(
+            self._watch.listed_with(model.PEER_GROUP) or "-", frozenset()
+        ):
             if asyncio.get_running_loop().time() >= deadline:
                 return False
             await asyncio.sleep(GROUPS_POLL)

@@ -82,6 +82,7 @@ class PolicySync:
     ) -> None:
         self._view = view
         self._groups = groups
+        self._adding: dict[str, model.KubeObject] = {}  # container -> pod, ADDs under way
         # the groups selected, and the policies and local pods' labels they were worked out from
         self._needed: tuple[tuple[Policy, ...], frozenset[_Labelled], set[str]] | None = None
         self._records = records
@@ -198,9 +199,11 @@ class PolicySync:
         records = [r for r in self._current_records() if r.container_id != record.container_id]
         self._loaded = [record, *records]
         local = [(r, p) for r, p in self._local_pods(self._loaded) if r is not record]
-        wanted = self._select_groups([pod, *self._view.objects(model.POD)])
-        if wanted and self._groups is not None:
-            await self._groups.wait_groups(wanted, GROUPS_WAIT)
+        if self._groups is not None:
+            self._adding[record.container_id] = pod  # until the view holds it, or its DEL
+            wanted = self._select_groups(self._view.objects(model.POD))
+            if wanted:
+                await self._groups.wait_groups(wanted, GROUPS_WAIT)
         compiler = self._inputs.update([(record, pod), *local])
         self.notify()  # the others may allow (or deny) the newcomer
         if compiler is None:
@@ -211,6 +214,7 @@ class PolicySync:
 
     async def discard(self, record: records_mod.PodRecord) -> None:
         """The pod's attachments are going away (DEL, a failed ADD): its table goes too."""
+        self._adding.pop(record.container_id, None)
         await self.tables.remove(record)
         self.notify()
 
@@ -220,6 +224,11 @@ class PolicySync:
         when the policies or the pods' labels changed)."""
         if self._groups is None:
             return set()
+        held = {views.pod_key(p) for p in pods}
+        for container, adding in list(self._adding.items()):
+            if views.pod_key(adding) in held:
+                del self._adding[container]
+        pods = [*pods, *self._adding.values()]  # an ADD's pod the view does not hold yet
         policies = tuple(self._book.policies())
         local = frozenset(
             (model.namespace_of(p), tuple(sorted(model.labels(p).items()))) for p in pods
