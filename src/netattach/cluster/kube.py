@@ -127,12 +127,21 @@ class KubeFeed:
             del self._selections[next(iter(self._selections))]
         self._watch.select(model.PEER_GROUP, selector)
 
+    def published_groups(self) -> set[str]:
+        """The groups of which the cache holds a shard (the controller published them)."""
+        return {
+            model.labels(obj).get(model.PEER_GROUP_LABEL, "")
+            for obj in self.store.objects(model.PEER_GROUP)
+        }
+
     async def wait_groups(self, ids: set[str], timeout: float) -> bool:
-        """Whether the groups `ids` were listed (by a selection holding them all) within
-        `timeout` seconds."""
+        """Whether the groups `ids` were listed (by a selection holding them all) and each
+        found published, within `timeout` seconds."""
         deadline = asyncio.get_running_loop().time() + timeout
-        while not ids <= self._selections.get(
-            self._watch.listed_with(model.PEER_GROUP) or "-", frozenset()
+        while not (
+            ids
+            <= self._selections.get(self._watch.listed_with(model.PEER_GROUP) or "-", frozenset())
+            and ids <= self.published_groups()
         ):
             if asyncio.get_running_loop().time() >= deadline:
                 return False

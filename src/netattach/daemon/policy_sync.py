@@ -65,6 +65,7 @@ RECORDS_SETTLE_NS = 50_000_000
 # (a policy's first governed pod on this node); past it the pod's table is written from what is
 # there (fail closed: a peer not read yet is not allowed) and corrected when they arrive.
 GROUPS_WAIT = 5.0
+GROUPS_RETRY = 0.05  # a pass waiting for groups is tried again after this long
 
 
 class PolicySync:
@@ -83,6 +84,8 @@ class PolicySync:
         self._view = view
         self._groups = groups
         self._adding: dict[str, model.KubeObject] = {}  # container -> pod, ADDs under way
+        self._groups_waiting: float | None = None  # since when a pass waits for groups
+        self._groups_given_up: frozenset[str] = frozenset()  # waited for in vain: not again
         # the groups selected, and the policies and local pods' labels they were worked out from
         self._needed: tuple[tuple[Policy, ...], frozenset[_Labelled], set[str]] | None = None
         self._records = records
@@ -161,7 +164,8 @@ class PolicySync:
             return  # no policy, no table anywhere: not even the records need reading
         local = self._local_pods(self._current_records())
         self.tables.keep({r.container_id for r, _ in local})
-        self._select_groups(self._view.objects(model.POD))
+        if self._groups_pending(self._select_groups(self._view.objects(model.POD))):
+            return  # a pass again soon: the tables stay as they are meanwhile
         compiler = self._inputs.update(local)
         if compiler is None:
             for record, _ in local:
@@ -217,6 +221,32 @@ class PolicySync:
         self._adding.pop(record.container_id, None)
         await self.tables.remove(record)
         self.notify()
+
+    def _groups_pending(self, wanted: set[str]) -> bool:
+        """Whether a group the node's pods need is not published (or read) yet, and has not
+        been waited for GROUPS_WAIT: then the pass waits (a new policy's peers come a moment
+        after the policy), and is tried again shortly. Past that it goes on without them."""
+        missing = wanted - self._groups.published_groups() if self._groups is not None else set()
+        if not missing or missing <= self._groups_given_up:
+            self._groups_waiting = None
+            if not missing:
+                self._groups_given_up = frozenset()
+            return False
+        now = time.monotonic()
+        if self._groups_waiting is None:
+            self._groups_waiting = now
+        if now - self._groups_waiting >= GROUPS_WAIT:
+            log.warning(
+                "policy peers: %d group(s) still unpublished after %gs (is the policy "
+                "controller running?); tables written without them",
+                len(missing),
+                GROUPS_WAIT,
+            )
+            self._groups_waiting = None
+            self._groups_given_up = frozenset(missing)
+            return False
+        asyncio.get_running_loop().call_later(GROUPS_RETRY, self._dirty.set)
+        return True
 
     def _select_groups(self, pods: Sequence[model.KubeObject]) -> set[str]:
         """POL-SPAN: the peer groups the policies governing `pods` (the view's: this node's,
