@@ -404,7 +404,8 @@ def test_a_policy_whose_peers_are_on_other_nodes_follows_their_labels(
         return uid in listed.stdout
 
     wait_until("the policy's table in the server's netns", in_force, 60.0)
-    assert connect_outcome(netns["friend"], server) == "refused"  # allowed: it reached the pod
+    outcome = connect_outcome(netns["friend"], server)
+    assert outcome == "refused", policy_peers(cluster)  # allowed: it reached the pod
     assert connect_outcome(netns["stranger"], server) == "dropped"
 
     # the stranger (on a third node) relabelled a friend: the server's node lets it in
@@ -421,6 +422,18 @@ def test_a_policy_whose_peers_are_on_other_nodes_follows_their_labels(
     path = f"/apis/k8s.cni.cncf.io/v1beta1/namespaces/{NS}/multi-networkpolicies/friends-only"
     assert cluster.api.http.request("DELETE", path).status == 200
     wait_until("the policy gone from the server's netns", lambda: not in_force(), 60.0)
+
+
+def policy_peers(cluster: RealCluster) -> str:
+    """What the policy controller published and what the nodes logged, for a failure."""
+    groups = cluster.kubectl("get", "policypeergroups", "-o", "yaml")
+    lease = cluster.kubectl("get", "lease", "-n", "kube-system", "-o", "yaml")
+    logs = []
+    for node in cluster.nodes:  # the containers' logs, as the kubelet keeps them
+        for path in sorted(node.fs("/var/log/pods").glob("kube-system_netattach*/*/*.log")):
+            tail = path.read_text(errors="replace").splitlines()[-30:]
+            logs.append(f"{node.name} {path.parent.parent.name}:\n" + "\n".join(tail))
+    return f"groups:\n{groups}\nleases:\n{lease}\n" + "\n".join(logs)
 
 
 def create_deployment(cluster: RealCluster, name: str, replicas: int, networks: str) -> None:
