@@ -7,22 +7,13 @@ container runs it.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
+from tests import static_c
+
 SOURCE = Path(__file__).with_name("heavy_plugin.c")
-CFLAGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-static")
 
 
 def build(out: Path) -> Path:
-    """`gcc -static` heavy_plugin.c into `out`; a failure names the compiler's complaint."""
-    done = subprocess.run(
-        ["gcc", *CFLAGS, "-o", str(out), str(SOURCE)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"gcc could not build {SOURCE.name}:\n{done.stderr}")
-    return out
+    """heavy_plugin.c built static into `out`."""
+    return static_c.build(SOURCE, out)

@@ -28,6 +28,7 @@ from netattach.daemon.policy_inputs import SpanMembers
 from netattach.policy import groups, span
 from netattach.policy.compile import compile_pods
 from netattach.policy.model import Policy, parse_policy
+from tests.e2e import polling
 from tests.kube import objects
 from tests.kube.api import KubeApi
 from tests.kube.real_api import RealKubeApi
@@ -65,14 +66,7 @@ async def _wrap(coro: Awaitable[T]) -> T:
 
 
 def wait_for(what: str, ready: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = ready()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:g}s")
-        time.sleep(0.1)
+    return polling.poll(what, ready, timeout, 0.1, AssertionError)
 
 
 @pytest.fixture

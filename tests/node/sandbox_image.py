@@ -15,13 +15,13 @@ import hashlib
 import io
 import json
 import platform
-import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
 
+from tests import static_c
+
 PAUSE_SOURCE = Path(__file__).with_name("pause.c")
-CFLAGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-static")
 IMAGE_REPOSITORY = "localhost/netattach-test/pause"
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
@@ -46,16 +46,7 @@ class Blob:
 
 def build_pause(out: Path) -> Path:
     """`gcc -static` pause.c into `out`; a failure names the compiler's complaint."""
-    done = subprocess.run(
-        ["gcc", *CFLAGS, "-o", str(out), str(PAUSE_SOURCE)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"gcc could not build {PAUSE_SOURCE.name}:\n{done.stderr}")
-    return out
+    return static_c.build(PAUSE_SOURCE, out)
 
 
 def _tar_member(archive: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:

@@ -28,10 +28,7 @@ def run(
     logs.configure(log_level or cfg.logging.level, log_format, loggers=dict(cfg.logging.loggers))
 
     async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         try:
             daemon = service.Daemon(cfg, shim=Path(shim) if shim else None)
         except (errors.CNIError, shim_install.ShimNotFoundError) as exc:
@@ -40,3 +37,12 @@ def run(
         return await daemon.run(stop)
 
     return asyncio.run(main())
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT (on the running loop)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop

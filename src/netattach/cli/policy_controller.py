@@ -5,12 +5,12 @@ the policy controller (POL-CTRL, docs/deploy.md) until SIGTERM or SIGINT; one re
 import asyncio
 import contextlib
 import os
-import signal
 import socket
 import sys
 from pathlib import Path
 
 from netattach import logs
+from netattach.cli.daemon import stop_on_signals
 from netattach.cni import errors
 from netattach.controller import lease, service
 
@@ -28,10 +28,7 @@ def run(
     namespace = lease_namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
 
     async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         try:
             controller = service.PolicyController(
                 kubeconfig=Path(kubeconfig) if kubeconfig else None,

@@ -280,16 +280,16 @@ def trim_nad(raw: Mapping[str, Any], *, shared: Shared | None = None) -> model.K
 
 
 def trim_policy(raw: Mapping[str, Any], *, shared: Shared | None = None) -> model.KubeObject:
-    obj = _object(model.POLICY, _raw_meta(raw, shared))
-    spec = raw.get("spec")
-    if isinstance(spec, Mapping):
-        obj["spec"] = dict(spec)
-    return obj
+    return _with_spec(model.POLICY, raw, shared)
 
 
 def trim_peer_group(raw: Mapping[str, Any], *, shared: Shared | None = None) -> model.KubeObject:
     """A PolicyPeerGroup: its name, labels and spec (the members are read whole)."""
-    obj = _object(model.PEER_GROUP, _raw_meta(raw, shared))
+    return _with_spec(model.PEER_GROUP, raw, shared)
+
+
+def _with_spec(kind: str, raw: Mapping[str, Any], shared: Shared | None) -> model.KubeObject:
+    obj = _object(kind, _raw_meta(raw, shared))
     spec = raw.get("spec")
     if isinstance(spec, Mapping):
         obj["spec"] = dict(spec)
