@@ -22,8 +22,8 @@ import yaml
 from netattach.controller import service
 from tests.kube.api import KubeApi
 from tests.kube.kube_http import KubeHttp
+from tests.kube.policy_scene import FAST, PATH, Loop, build_scene, wait_for
 from tests.kube.real_api import RealKubeApi, connection_from_kubeconfig, with_token_only
-from tests.kube.test_policy_controller import FAST, PATH, Loop, build_scene, wait_for
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"

@@ -29,9 +29,10 @@ def documents() -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def one(kind: str) -> dict[str, Any]:
-    """The one object of deploy/ of this kind."""
-    (doc,) = [d for _, d in documents() if d["kind"] == kind]
+def one(kind: str, name: str = "netattach") -> dict[str, Any]:
+    """The one object of deploy/ of this kind and name (the node daemon's by default; the
+    policy controller's are `netattach-policy-controller`)."""
+    (doc,) = [d for _, d in documents() if d["kind"] == kind and d["metadata"]["name"] == name]
     return doc
 
 

@@ -63,6 +63,43 @@ def test_rbac_is_least_privilege() -> None:
     ]
 
 
+def granted(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+@pytest.mark.req("KUBE-DEPLOY")
+@pytest.mark.req("POL-CTRL")
+def test_the_policy_controllers_rbac_is_least_privilege() -> None:
+    name = "netattach-policy-controller"
+    cluster = granted(one("ClusterRole", name)["rules"])
+    assert not any("*" in part for entry in cluster for part in entry)
+    assert {(g, r, v) for g, r, v in cluster if v not in ("get", "list", "watch")} == {
+        ("policy.netattach.io", "policypeergroups", verb) for verb in ("create", "patch", "delete")
+    }
+    lease = one("Role", name)
+    assert lease["metadata"]["namespace"] == "kube-system"
+    assert granted(lease["rules"]) == {
+        ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")
+    }
+    account = one("ServiceAccount", name)
+    for binding in (one("ClusterRoleBinding", name), one("RoleBinding", name)):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name,
+                                        "namespace": account["metadata"]["namespace"]}]  # fmt: skip
+    pod = one("Deployment", name)["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == name
+    (container,) = pod["containers"]
+    assert container["command"] == ["netattach", "policy-controller"]
+    assert (
+        container["image"] == one("DaemonSet")["spec"]["template"]["spec"]["containers"][0]["image"]
+    )
+
+
 @pytest.mark.req("KUBE-DEPLOY")
 def test_the_daemonset_serves_what_the_settings_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NODE_NAME", "node-1")

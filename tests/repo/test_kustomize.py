@@ -21,15 +21,20 @@ KUSTOMIZATION = DEPLOY / "kustomization.yaml"
 # What a cluster needs, by kind: the CRDs, the daemon's identity and rights, its settings, itself,
 # and the admission policy bounding what NADs may ask of it (SEC-ADMISSION).
 WANTED_KINDS = [
-    "CustomResourceDefinition",
-    "CustomResourceDefinition",
-    "CustomResourceDefinition",
-    "CustomResourceDefinition",
+    *["CustomResourceDefinition"] * 5,
+    # the node daemon's
     "ServiceAccount",
     "ClusterRole",
     "ClusterRoleBinding",
     "ConfigMap",
     "DaemonSet",
+    # the policy controller's
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "Deployment",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding",
 ]
@@ -62,16 +67,18 @@ def test_the_kustomization_lists_every_manifest_in_deploy_and_nothing_else() -> 
 def test_it_renders_the_crds_rbac_configmap_and_daemonset_crds_first() -> None:
     docs = render()
     assert [doc["kind"] for doc in docs] == WANTED_KINDS
-    names = sorted(doc["metadata"]["name"] for doc in docs[:4])
+    names = sorted(doc["metadata"]["name"] for doc in docs[:5])
     assert names == [
         "ipamclaims.k8s.cni.cncf.io",
         "ipblocks.ipam.netattach.io",
         "multi-networkpolicies.k8s.cni.cncf.io",
         "network-attachment-definitions.k8s.cni.cncf.io",
+        "policypeergroups.policy.netattach.io",
     ]
-    assert {doc["metadata"]["name"] for doc in docs[4:-2]} == {"netattach"}
+    assert {doc["metadata"]["name"] for doc in docs[5:10]} == {"netattach"}
+    assert {doc["metadata"]["name"] for doc in docs[10:-2]} == {"netattach-policy-controller"}
     assert {doc["metadata"]["name"] for doc in docs[-2:]} == {"netattach-delegate-policy"}
-    namespaced = {"ServiceAccount", "ConfigMap", "DaemonSet"}
+    namespaced = {"ServiceAccount", "ConfigMap", "DaemonSet", "Role", "RoleBinding", "Deployment"}
     assert {d["metadata"]["namespace"] for d in docs if d["kind"] in namespaced} == {"kube-system"}
 
 
@@ -88,7 +95,9 @@ def test_the_image_is_set_in_one_place() -> None:
     assert out["image"] == f"{rule['newName']}:{rule['newTag']}"
 
 
-def test_a_user_setting_the_image_changes_the_daemonsets_image_only(tmp_path: Path) -> None:
+def test_a_user_setting_the_image_changes_the_images_of_netattachs_pods_only(
+    tmp_path: Path,
+) -> None:
     copy = tmp_path / "deploy"
     shutil.copytree(DEPLOY, copy)
     raw = kustomization()
@@ -98,10 +107,10 @@ def test_a_user_setting_the_image_changes_the_daemonsets_image_only(tmp_path: Pa
     before, after = render(), render(copy)
 
     changed = [(a["kind"], b["kind"]) for a, b in zip(before, after, strict=True) if a != b]
-    assert changed == [("DaemonSet", "DaemonSet")]
-    (daemonset,) = [doc for doc in after if doc["kind"] == "DaemonSet"]
-    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == "registry.example.com/netattach:9.9.9"
+    assert changed == [("DaemonSet", "DaemonSet"), ("Deployment", "Deployment")]
+    for workload in (doc for doc in after if doc["kind"] in ("DaemonSet", "Deployment")):
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == "registry.example.com/netattach:9.9.9"
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
