@@ -13,9 +13,11 @@ import concurrent.futures
 import json
 import secrets
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, cast
+
+import pytest
 
 from netattach.cluster import kube, kube_client, model
 from netattach.controller import service
@@ -51,6 +53,13 @@ class Loop:
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
+
+
+@pytest.fixture
+def loop() -> Iterator[Loop]:
+    made = Loop()
+    yield made
+    made.close()
 
 
 async def _wrap(coro: Awaitable[T]) -> T:

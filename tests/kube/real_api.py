@@ -348,3 +348,24 @@ class RealKubeApi:
 def kubeconfig_from_env() -> Path | None:
     value = os.environ.get("NETATTACH_TEST_KUBECONFIG")
     return Path(value).expanduser() if value else None
+
+
+def account_kubeconfig(
+    api: RealKubeApi, namespace: str, account: str, out: Path, probe: str, timeout: float = 15.0
+) -> Path:
+    """A kubeconfig at `out` authenticating as the ServiceAccount `namespace`/`account` (a token
+    from the TokenRequest API), once its RBAC took effect: `probe` (a path it may GET) answers
+    200 (RBAC changes reach the authorizer through its informers)."""
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+               "spec": {"expirationSeconds": 600}}  # fmt: skip
+    response = api.http.post(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token", request
+    )
+    assert response.status == 201, response.body
+    config = with_token_only(api.kubeconfig, out, response.json()["status"]["token"])
+    client = KubeHttp(connection_from_kubeconfig(config))
+    deadline = time.monotonic() + timeout
+    while client.get(probe, limit="1").status != 200:
+        assert time.monotonic() < deadline, f"the RBAC of {account} never took effect"
+        time.sleep(0.2)
+    return config

@@ -17,17 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.kube.api import KubeApi
-from tests.kube.policy_scene import PATH, Loop, build_scene, controller, node_rules, wait_for
+from tests.kube.policy_scene import PATH, Loop, build_scene, controller, loop, node_rules, wait_for
 from tests.kube.real_api import RealKubeApi
 
 pytestmark = [pytest.mark.req("POL-CTRL"), pytest.mark.req("POL-SPAN"), pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def loop() -> Iterator[Loop]:
-    made = Loop()
-    yield made
-    made.close()
 
 
 @pytest.fixture
@@ -106,3 +99,6 @@ def test_with_no_controller_the_groups_stay_and_the_next_leader_catches_up(
     finally:
         run.cancel()
         loop.run(second.aclose())
+
+
+__all__ = ["loop"]  # the fixture this module uses

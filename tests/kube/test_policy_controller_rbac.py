@@ -11,7 +11,6 @@ refused (403).
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,8 @@ import yaml
 from netattach.controller import service
 from tests.kube.api import KubeApi
 from tests.kube.kube_http import KubeHttp
-from tests.kube.policy_scene import FAST, PATH, Loop, build_scene, wait_for
-from tests.kube.real_api import RealKubeApi, connection_from_kubeconfig, with_token_only
+from tests.kube.policy_scene import FAST, PATH, Loop, build_scene, loop, wait_for
+from tests.kube.real_api import RealKubeApi, account_kubeconfig, connection_from_kubeconfig
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
@@ -35,13 +34,6 @@ pytestmark = [pytest.mark.req("POL-CTRL"), pytest.mark.req("KUBE-DEPLOY"), pytes
 def controller_rbac() -> dict[str, dict[str, Any]]:
     docs = yaml.safe_load_all((DEPLOY / "policy-controller.yaml").read_text(encoding="utf-8"))
     return {doc["kind"]: doc for doc in docs if doc and doc["kind"] != "Deployment"}
-
-
-@pytest.fixture
-def loop() -> Iterator[Loop]:
-    made = Loop()
-    yield made
-    made.close()
 
 
 @pytest.fixture
@@ -73,17 +65,7 @@ def controller_kubeconfig(fake_api: KubeApi, kube_namespace: str, tmp_path: Path
         for path, obj in created:
             response = http.post(path, obj)
             assert response.status == 201, response.body
-        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                   "spec": {"expirationSeconds": 600}}  # fmt: skip
-        response = http.post(f"/api/v1/namespaces/{ns}/serviceaccounts/{ACCOUNT}/token", request)
-        assert response.status == 201, response.body
-        token = response.json()["status"]["token"]
-        config = with_token_only(fake_api.kubeconfig, tmp_path / "controller.kubeconfig", token)
-        account = KubeHttp(connection_from_kubeconfig(config))
-        deadline = time.monotonic() + 15.0
-        while account.get(PATH, limit="1").status != 200:
-            assert time.monotonic() < deadline, "the ClusterRoleBinding never took effect"
-            time.sleep(0.2)
+        config = account_kubeconfig(fake_api, ns, ACCOUNT, tmp_path / "controller.kubeconfig", PATH)
         yield config
     finally:
         http.request("DELETE", f"{RBAC}/clusterrolebindings/{name}")
@@ -147,3 +129,6 @@ def test_the_controllers_roles_grant_nothing_more(
         ),
     ]
     assert [r.status for r in refused] == [403] * len(refused), [r.body for r in refused]
+
+
+__all__ = ["loop"]  # the fixture this module uses

@@ -10,7 +10,6 @@ not grant is refused (403). The in-repo fake has no RBAC: these need a real serv
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from tests.kube import objects
 from tests.kube.api import KubeApi
 from tests.kube.feed_harness import node_name, run_bounded, running_feed
 from tests.kube.kube_http import KubeHttp
-from tests.kube.real_api import RealKubeApi, connection_from_kubeconfig, with_token_only
+from tests.kube.real_api import RealKubeApi, account_kubeconfig, connection_from_kubeconfig
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
@@ -64,20 +63,10 @@ def daemon_kubeconfig(fake_api: KubeApi, kube_namespace: str, tmp_path: Path) ->
         for path, obj in created:
             response = http.post(path, obj)
             assert response.status == 201, response.body
-        request: dict[str, Any] = {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 600},
-        }
-        response = http.post(f"/api/v1/namespaces/{ns}/serviceaccounts/netattach/token", request)
-        assert response.status == 201, response.body
-        token = response.json()["status"]["token"]
-        config = with_token_only(fake_api.kubeconfig, tmp_path / "daemon.kubeconfig", token)
-        daemon = KubeHttp(connection_from_kubeconfig(config))
-        deadline = time.monotonic() + EFFECT_TIMEOUT
-        while daemon.get("/api/v1/pods", limit="1").status != 200:
-            assert time.monotonic() < deadline, "the ClusterRoleBinding never took effect"
-            time.sleep(0.2)
+        config = account_kubeconfig(
+            fake_api, ns, "netattach", tmp_path / "daemon.kubeconfig", "/api/v1/pods",
+            EFFECT_TIMEOUT,
+        )  # fmt: skip
         yield config
     finally:
         http.request("DELETE", f"{RBAC}/clusterrolebindings/{name}")
