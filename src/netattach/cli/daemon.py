@@ -2,11 +2,11 @@
 daemon until SIGTERM or SIGINT. `--log-level` overrides the settings' `logLevel`."""
 
 import asyncio
-import signal
 import sys
 from pathlib import Path
 
 from netattach import logs
+from netattach.cli.signals import stop_on_signals
 from netattach.cni import errors
 from netattach.daemon import heap, service, shim_install
 from netattach.settings import settings
@@ -37,12 +37,3 @@ def run(
         return await daemon.run(stop)
 
     return asyncio.run(main())
-
-
-def stop_on_signals() -> asyncio.Event:
-    """An event set by SIGTERM or SIGINT (on the running loop)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    return stop

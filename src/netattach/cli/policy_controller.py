@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from netattach import logs
-from netattach.cli.daemon import stop_on_signals
+from netattach.cli.signals import stop_on_signals
 from netattach.cni import errors
 from netattach.controller import lease, service
 

@@ -74,7 +74,6 @@ class Lease:
         self.retry_every = retry_every
         self._held: dict[str, Any] | None = None  # the Lease as last written by us
         self._seen: dict[str, Any] | None = None  # the Lease as last read
-        self.transitions = 0
 
     async def acquire(self) -> None:
         """Return once this replica holds the Lease."""
@@ -124,7 +123,6 @@ class Lease:
         body = {**found, "spec": spec}
         taken = await kube_blocks.send_json(self._http, "PUT", self._path, body, conflict_ok=True)
         self._held = taken
-        self.transitions = transitions
         return taken is not None
 
     def _spec(self, found: dict[str, Any] | None) -> dict[str, Any]:

@@ -117,7 +117,6 @@ class Publisher:
     def __init__(self, http: httpx2.AsyncClient) -> None:
         self._http = http
         self._failed: dict[str, groups_mod.Write] = {}  # to write again, the newest per name
-        self.writes = 0
 
     async def existing(self) -> set[str]:
         """The names of the PolicyPeerGroups in the API now."""
@@ -144,7 +143,6 @@ class Publisher:
         async with gate:
             try:
                 await self._send(write)
-                self.writes += 1
             except errors.CNIError as exc:
                 log.warning("PolicyPeerGroup %s: %s; again later", write.name, exc)
                 self._failed[write.name] = write
@@ -184,7 +182,6 @@ class PolicyController:
         self.inputs = Inputs(self.view, self.groups)
         self.publisher = Publisher(self._api.writes)
         self.leading = asyncio.Event()
-        self.published = 0  # publishes done (a test waits for one)
 
     async def run(self) -> None:
         try:
@@ -218,7 +215,6 @@ class PolicyController:
                 writes += [groups_mod.Write(n, None) for n in sorted(stray - written)]
                 stray = None
             done = await self.publisher.publish(writes)
-            self.published += 1
             if writes:
                 log.info(
                     "published %d PolicyPeerGroup writes in %.3fs",

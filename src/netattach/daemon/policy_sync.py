@@ -205,7 +205,8 @@ class PolicySync:
         local = [(r, p) for r, p in self._local_pods(self._loaded) if r is not record]
         if self._groups is not None:
             self._adding[record.container_id] = pod  # until the view holds it, or its DEL
-            wanted = self._select_groups(self._view.objects(model.POD))
+            # groups a pass already waited for in vain are not waited for again on each ADD
+            wanted = self._select_groups(self._view.objects(model.POD)) - self._groups_given_up
             if wanted:
                 await self._groups.wait_groups(wanted, GROUPS_WAIT)
         compiler = self._inputs.update([(record, pod), *local])
