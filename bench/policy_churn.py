@@ -71,7 +71,7 @@ def _ip_netns(*args: str, check: bool = True, stdin: str | None = None) -> str:
     return done.stdout
 
 
-def _record(container_id: str, netns: str, pod: dict[str, Any]) -> records.PodRecord:
+def record_of(container_id: str, netns: str, pod: dict[str, Any]) -> records.PodRecord:
     """The record of a completed ADD that attached what the pod's network-status lists."""
     status = json.loads(pod["metadata"]["annotations"][model.STATUS_ANNOTATION])
     atts = []
@@ -230,7 +230,7 @@ async def run(args: argparse.Namespace, work: Path, netns_names: list[str]) -> d
     rng = random.Random(args.seed)
     local_pods = rng.sample(corpus.pods, args.local)
     for i, (pod, name) in enumerate(zip(local_pods, netns_names, strict=True)):
-        pod_records.save(_record(f"churn{i:04d}", f"/run/netns/{name}", pod), durable=False)
+        pod_records.save(record_of(f"churn{i:04d}", f"/run/netns/{name}", pod), durable=False)
     sync = policy_sync.PolicySync(
         view=view, records=pod_records, status_entries=status.status_entries
     )

@@ -14,13 +14,20 @@ the same namespace; one in ten from an app in the namespaces of a `tier` label).
                  (`policy.peers: controller`, `allPods`): its RSS once synced and the groups
                  read, and the watch events it received per cluster pod change under the churn
                  (its `netattach_watch_events` metric)
+    enforced     during the churn, one policy edit a second to a policy that selects one of
+                 the measured node's pods (its ingress peer moved to another app, whose group
+                 no node read before in controller mode, and a new ipBlock): from the API's
+                 answer to the table in that pod's netns holding the ipBlock and the new peers,
+                 in each mode; p50, p99, max
     API server   `apiserver_watch_events_total` (every event the API server sent any watcher)
                  per pod change during the churn, and what it is for NODES daemons: in
                  controller mode the events of the groups each node reads, in allPods mode every
                  pod change to every node
 
-The daemons attach nothing (no ADD): they hold their own pods and the policies, the groups or
-every pod, as a node does. Prints a table and writes bench/results/policy-span-<stamp>.json.
+The daemons attach nothing (no ADD): each is given the records of a completed ADD for the
+measured node's pods, each pod with a network namespace of its own (empty: the tables are
+written into it as into an attached pod's), and holds the policies, the groups or every pod, as a
+node does. Prints a table and writes bench/results/policy-span-<stamp>.json.
 
 Usage: python -m bench.policy_span [--nodes N] [--pods N] [--policies N] [--churn PER_S]
                                    [--seconds S]
@@ -30,10 +37,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import os
 import random
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,8 +53,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench import daemons
+from bench import daemons, policy_churn
 from netattach.cluster import kube_blocks, kube_client, model
+from netattach.pods import records
 
 HERE = Path(__file__).resolve().parent
 NODE = "bench-node-0"
@@ -53,6 +64,8 @@ APPS = 20  # apps per namespace
 NETWORK = "net"
 WRITERS = 32
 PORTS = {"controller": 19341, "allPods": 19342}
+EDIT_EVERY = 1.0  # one timed policy edit a second during the churn
+ENFORCE_TIMEOUT = 30.0
 
 
 def namespace_of(index: int, namespaces: int) -> str:
@@ -252,6 +265,100 @@ def groups_match(admin: Any) -> bool:
     return published == {key.id(): members for key, members in afresh.groups().items()}
 
 
+def governed(policies: int, namespaces: int) -> list[tuple[int, int]]:
+    """(policy, pod) index pairs: each policy that selects one of the measured node's pods, with
+    the first such pod."""
+    out = []
+    for index in range(policies):
+        ns, app = index % namespaces, index // namespaces % APPS
+        for pod in range(LOCAL_PODS):
+            if pod % namespaces == ns and pod % APPS == app:
+                out.append((index, pod))
+                break
+    return out
+
+
+def give_records(admin: Any, state: Path, namespaces: int, netns: list[str]) -> None:
+    """The records of completed ADDs for the measured node's pods, each in its own netns."""
+    saved = records.PodRecords(state)
+    for index, name in enumerate(netns):
+        pod = admin.get(f"/api/v1/namespaces/{namespace_of(index, namespaces)}/pods/pod-{index}")
+        record = policy_churn.record_of(f"span{index:04d}", f"/run/netns/{name}", pod.json())
+        saved.save(record, durable=False)
+
+
+def _holds(table: str, address: str) -> bool:
+    return re.search(rf"(?<![\d.]){re.escape(address)}(?![\d])", table) is not None
+
+
+class Enforcement:
+    """Policy edits, each timed from the API's answer to the edited rule in the governed pod's
+    table, in each daemon's netns of that pod."""
+
+    def __init__(
+        self, admin: Any, policies: int, namespaces: int, netns: dict[str, list[str]]
+    ) -> None:
+        self.admin, self.namespaces, self.netns = admin, namespaces, netns
+        self.pairs = governed(policies, namespaces)
+        self.took: dict[str, list[float]] = {mode: [] for mode in netns}
+        self.edits = 0
+
+    def _addresses(self, ns: str, app: str) -> set[str]:
+        pods = self.admin.get(f"/api/v1/namespaces/{ns}/pods", labelSelector=f"app={app}").json()
+        out = set()
+        for pod in pods.get("items") or []:
+            for entry in json.loads(pod["metadata"]["annotations"][model.STATUS_ANNOTATION]):
+                if entry["name"].endswith(f"/{NETWORK}"):
+                    out.update(entry["ips"])
+        return out
+
+    def once(self) -> None:
+        if not self.pairs:
+            raise RuntimeError("no policy selects a pod of the measured node")
+        n = self.edits
+        self.edits += 1
+        policy, pod = self.pairs[n % len(self.pairs)]
+        ns = namespace_of(policy, self.namespaces)
+        own = policy // self.namespaces % APPS
+        app = f"a{(own + 2 + n % (APPS - 2)) % APPS}"
+        marker = f"10.250.{n >> 8 & 255}.{n & 255}"
+        peers = self._addresses(ns, app)
+        patch = {"spec": {"ingress": [{"from": [
+            {"podSelector": {"matchLabels": {"app": app}}},
+            {"ipBlock": {"cidr": f"{marker}/32"}},
+        ]}]}}  # fmt: skip
+        path = f"/apis/k8s.cni.cncf.io/v1beta1/namespaces/{ns}/multi-networkpolicies/pol-{policy}"
+        answer = self.admin.patch(path, patch, kube_blocks.MERGE_PATCH)
+        if answer.status != 200:
+            raise RuntimeError(f"patching pol-{policy}: {answer.status} {answer.body[:200]!r}")
+        began = time.monotonic()
+        waiting = set(self.netns)
+        while waiting:
+            for mode in sorted(waiting):
+                table = subprocess.run(
+                    ["ip", "netns", "exec", self.netns[mode][pod], "nft", "list", "table",
+                     "inet", "netattach"], capture_output=True, text=True, check=False,
+                ).stdout  # fmt: skip
+                if _holds(table, marker) and (not peers or any(_holds(table, a) for a in peers)):
+                    self.took[mode].append(time.monotonic() - began)
+                    waiting.discard(mode)
+            if time.monotonic() - began > ENFORCE_TIMEOUT:
+                raise RuntimeError(f"pol-{policy}'s edit {n} not enforced by {sorted(waiting)}")
+            time.sleep(0.01)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        out = {}
+        for mode, took in self.took.items():
+            ordered = sorted(took)
+            out[mode] = {
+                "edits": len(ordered),
+                "p50_s": statistics.median(ordered),
+                "p99_s": ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))],
+                "max_s": ordered[-1],
+            }
+        return out
+
+
 def start_daemon(work: Path, kubeconfig: Path, peers: str) -> subprocess.Popen[bytes]:
     root = work / peers
     (root / "networks").mkdir(parents=True)
@@ -309,12 +416,18 @@ def measure(nodes: int, pods: int, policies: int, churn: float, seconds: float) 
     result: dict[str, Any] = {"nodes": nodes, "pods": pods, "policies": policies,
                               "churn_per_s": churn, "seconds": seconds}  # fmt: skip
     namespaces = max(1, pods // 300)
-    with tempfile.TemporaryDirectory(prefix="na-bench-span-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="na-bench-span-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
         work = Path(tmp)
         with local_cluster(work / "cluster") as cluster:
             kubeconfig = cluster.admin_kubeconfig
             admin = cluster.admin_http()
             result["populate"] = asyncio.run(populate(kubeconfig, nodes, pods, policies))
+            held = {m: stack.enter_context(policy_churn.namespaces(LOCAL_PODS)) for m in PORTS}
+            for mode, names in held.items():
+                give_records(admin, work / mode / "state", namespaces, names)
             log = (work / "controller.log").open("wb")
             began = time.monotonic()
             controller = subprocess.Popen(
@@ -349,9 +462,15 @@ def measure(nodes: int, pods: int, policies: int, churn: float, seconds: float) 
                 cpu_before = cpu_seconds(controller.pid)
                 api_before = apiserver_watch_events(admin)
                 flow = Churn(kubeconfig, pods, namespaces, churn)
+                edits = Enforcement(admin, policies, namespaces, held)
                 flow.start()
-                time.sleep(seconds)
+                ends = time.monotonic() + seconds
+                while time.monotonic() < ends:
+                    edited = time.monotonic()
+                    edits.once()
+                    time.sleep(max(0.0, edited + EDIT_EVERY - time.monotonic()))
                 changes = flow.stop()
+                result["enforced"] = edits.summary()
                 time.sleep(2.0)  # what is on its way arrives
                 result["churn"] = {"pod_changes": changes}
                 wait("the groups caught up", lambda: groups_match(admin), 120.0)

@@ -457,13 +457,20 @@ def test_the_ipam_benchmark_measures_both_halves_and_leaks_nothing() -> None:
 def test_the_policy_scale_benchmark_keeps_the_groups_right_and_the_node_to_its_span() -> None:
     """`make bench-policy-scale` with tiny sizes (20 Node objects, 600 pods, 40 policies, 5 s of
     churn on the real API server): the controller's groups equal those computed afresh after the
-    churn; the node reading the controller's groups was sent none of the other nodes' pods, the
-    node watching every pod was sent about every change."""
+    churn; the node reading the controller's groups was sent none of the other nodes' pods (the
+    groups it reads and the policy edits alone), the
+    node watching every pod was sent about every change; every timed policy edit (a peer group
+    no node read before, a new ipBlock) reached the governed pod's table in both modes."""
     from bench import policy_span
 
     result = policy_span.measure(nodes=20, pods=600, policies=40, churn=20.0, seconds=5.0)
     assert result["groups_match"] is True
     assert result["controller"]["groups"] > 0
     spanned, every = result["node_controller"], result["node_allPods"]
-    assert set(spanned["watch_events"]) <= {'{kind="PolicyPeerGroup"}'}, spanned
+    sent = {kind for kind, count in spanned["watch_events"].items() if count}
+    assert sent <= {'{kind="PolicyPeerGroup"}', '{kind="MultiNetworkPolicy"}'}, spanned
+    edits = result["enforced"]["controller"]["edits"]
+    assert spanned["watch_events"]['{kind="MultiNetworkPolicy"}'] == edits, spanned
     assert every["watch_events"].get('{kind="Pod"}', 0) >= result["churn"]["pod_changes"] / 2
+    for mode in ("controller", "allPods"):
+        assert result["enforced"][mode]["edits"] >= 3, result["enforced"]

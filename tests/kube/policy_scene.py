@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 import pytest
 
 from netattach.cluster import kube, kube_client, model
-from netattach.controller import service
+from netattach.controller import lease, service
 from netattach.daemon.policy_inputs import SpanMembers
 from netattach.policy import groups, span
 from netattach.policy.compile import compile_pods
@@ -169,13 +169,36 @@ def controller(kubeconfig: Path, scene: Scene, identity: str) -> service.PolicyC
     return made
 
 
-async def node_rules(kubeconfig: Path, scene: Scene, node: int) -> tuple[Any, Any]:
-    """The rules of `node`'s pods compiled from every pod, and from the groups its feed read."""
-    feed = kube.KubeFeed(node_name=f"na-n{node}", kubeconfig=kubeconfig, timing=FAST,
-                         peer_groups=True)  # fmt: skip
-    running = asyncio.ensure_future(feed.run())
-    try:
-        local = scene.local(node)
+async def replica(kubeconfig: Path, scene: Scene, identity: str) -> None:
+    """One replica of the controller's Deployment: a controller that lost its Lease exits and
+    its pod starts it again, a follower that may lead again."""
+    while True:
+        made = controller(kubeconfig, scene, identity)
+        try:
+            await made.run()
+        except* lease.LostLeaseError:
+            pass
+        finally:
+            await made.aclose()
+
+
+class NodeSpan:
+    """A node's Kubernetes feed reading the groups its pods' policies name, as the daemon's does."""
+
+    def __init__(self, kubeconfig: Path, scene: Scene, node: int) -> None:
+        self.scene, self.node = scene, node
+        self.feed = kube.KubeFeed(node_name=f"na-n{node}", kubeconfig=kubeconfig, timing=FAST,
+                                  peer_groups=True)  # fmt: skip
+        self._running: asyncio.Future[Any] | None = None
+
+    async def start(self) -> NodeSpan:
+        self._running = asyncio.ensure_future(self.feed.run())
+        return self
+
+    async def rules(self) -> tuple[Any, Any]:
+        """The rules of the node's pods compiled from every pod, and from the groups read."""
+        scene, feed = self.scene, self.feed
+        local = scene.local(self.node)
         needed = span.needed(
             scene.parsed(), [(model.namespace_of(p), model.labels(p)) for p in local]
         )
@@ -195,7 +218,19 @@ async def node_rules(kubeconfig: Path, scene: Scene, node: int) -> tuple[Any, An
         full = compile_pods(local, namespaces, everyone, scene.parsed())
         spanned = compile_pods(local, namespaces, [*local, *peers.values()], scene.parsed())
         return full, spanned
+
+    async def aclose(self) -> None:
+        if self._running is not None:
+            self._running.cancel()
+            await asyncio.gather(self._running, return_exceptions=True)
+        await self.feed.aclose()
+
+
+async def node_rules(kubeconfig: Path, scene: Scene, node: int) -> tuple[Any, Any]:
+    """The rules of `node`'s pods compiled from every pod, and from the groups a feed started
+    afresh read."""
+    made = await NodeSpan(kubeconfig, scene, node).start()
+    try:
+        return await made.rules()
     finally:
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
-        await feed.aclose()
+        await made.aclose()

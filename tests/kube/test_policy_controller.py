@@ -1,7 +1,8 @@
 """POL-CTRL, POL-SPAN on a real API server: the policy controller (two replicas, one Lease)
 publishes each policy peer's pods as PolicyPeerGroups; a node's Kubernetes feed reads only the
 groups its pods' policies name, and compiles from them the rules it would compile from every pod;
-a leader change, and a time with no controller at all, lose nothing.
+a leader change, a time with no controller at all, an API server restart and a node that was
+away lose nothing.
 
 Pods are API objects only (no kubelet): `spec.nodeName` set, their network-status written at
 creation. Every selector this test writes names labels of its own run, so pods other tests left
@@ -17,7 +18,18 @@ from pathlib import Path
 import pytest
 
 from tests.kube.api import KubeApi
-from tests.kube.policy_scene import PATH, Loop, build_scene, controller, loop, node_rules, wait_for
+from tests.kube.cluster import LocalCluster
+from tests.kube.policy_scene import (
+    PATH,
+    Loop,
+    NodeSpan,
+    build_scene,
+    controller,
+    loop,
+    node_rules,
+    replica,
+    wait_for,
+)
 from tests.kube.real_api import RealKubeApi
 
 pytestmark = [pytest.mark.req("POL-CTRL"), pytest.mark.req("POL-SPAN"), pytest.mark.timeout(300)]
@@ -99,6 +111,51 @@ def test_with_no_controller_the_groups_stay_and_the_next_leader_catches_up(
     finally:
         run.cancel()
         loop.run(second.aclose())
+
+
+def _follows(loop: Loop, node: NodeSpan) -> bool:
+    full, spanned = loop.run(node.rules())
+    return bool(spanned == full)
+
+
+def test_an_api_server_restart_loses_nothing_and_a_node_that_was_away_catches_up(
+    kube_cluster: LocalCluster | None, real_api: RealKubeApi, kubeconfig: Path, loop: Loop
+) -> None:
+    if kube_cluster is None:
+        pytest.skip("restarts the API server: the tier's own local cluster only")
+    scene = build_scene(real_api)
+    run = loop.start(replica(kubeconfig, scene, "a"))
+    node = loop.run(NodeSpan(kubeconfig, scene, 1).start())
+    try:
+        wait_for("the groups published", scene.converged)
+        full, spanned = loop.run(node.rules())
+        assert spanned == full
+        assert any(full.values())
+
+        # every connection and watch broken (a stopping kube-apiserver refuses new connections
+        # at once and ends its watches up to ~15 s later: the controller may lose its Lease and
+        # start again, as its pod would); the node's feed does not restart, and a pod made
+        # after it (a peer of db) reaches the groups and the node
+        kube_cluster.restart_apiserver(down=3.0)
+        scene.pod(1, "fresh", 2, {"app": "web"}, 7)
+        wait_for("the pod published after the restart", scene.converged, 60.0)
+        assert f"{scene.ns[1]}/fresh" in set().union(*scene.published().values())
+        wait_for("the node's feed following", lambda: _follows(loop, node), 60.0)
+        assert "10.9.0.7" in repr(loop.run(node.rules())[1])
+
+        # the node away (its feed stopped) while a peer comes and another goes; back, it reads
+        # the groups as they are now
+        loop.run(node.aclose())
+        scene.pod(0, "late", 2, {"app": "web"}, 6)
+        scene.relabel(f"{scene.ns[0]}/web", {"app": "gone"})
+        wait_for("the changes published", scene.converged)
+        node = loop.run(NodeSpan(kubeconfig, scene, 1).start())
+        full, spanned = loop.run(node.rules())
+        assert spanned == full
+        assert "10.9.0.6" in repr(spanned)  # late, a peer of db since the node went away
+    finally:
+        run.cancel()
+        loop.run(node.aclose())
 
 
 __all__ = ["loop"]  # the fixture this module uses

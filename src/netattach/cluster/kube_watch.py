@@ -254,6 +254,10 @@ class Reflectors:
                     continue
                 reflector.failures += 1
                 delay = self.timing.backoff.delay(reflector.failures)
+                hinted = kube_client.retry_after(exc)
+                if hinted is not None:
+                    # the server says when (a 429 while its storage comes back: 1 s)
+                    delay = min(hinted, self.timing.backoff.cap)
                 level = logging.WARNING if kube_client.is_transient(exc) else logging.ERROR
                 log.log(
                     level,

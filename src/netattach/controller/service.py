@@ -182,6 +182,7 @@ class PolicyController:
         self.inputs = Inputs(self.view, self.groups)
         self.publisher = Publisher(self._api.writes)
         self.leading = asyncio.Event()
+        self._releasing: asyncio.Future[None] | None = None
 
     async def run(self) -> None:
         try:
@@ -200,8 +201,10 @@ class PolicyController:
                 tasks.create_task(self.lease.hold(), name="lease")
                 tasks.create_task(self._publish_loop(), name="publish")
         finally:
+            # shielded: a cancelled run still gives the Lease up, and aclose waits for that
+            self._releasing = asyncio.ensure_future(self.lease.release())
             with contextlib.suppress(Exception):
-                await asyncio.shield(self.lease.release())
+                await asyncio.shield(self._releasing)
 
     async def _publish_loop(self) -> None:
         await self.view.wait_synced(float("inf"))
@@ -237,4 +240,7 @@ class PolicyController:
                 await asyncio.sleep(RETRY_DELAY)
 
     async def aclose(self) -> None:
+        if self._releasing is not None:
+            with contextlib.suppress(Exception):
+                await self._releasing
         await self._api.aclose()
