@@ -43,6 +43,7 @@ import json
 import os
 import random
 import re
+import selectors
 import statistics
 import subprocess
 import sys
@@ -66,6 +67,8 @@ WRITERS = 32
 PORTS = {"controller": 19341, "allPods": 19342}
 EDIT_EVERY = 1.0  # one timed policy edit a second during the churn
 ENFORCE_TIMEOUT = 30.0
+MONITOR_SETTLE = 0.05  # for `nft monitor` to listen before the edit
+MONITOR_FALLBACK = 0.5  # the tables checked this often whatever the monitors said
 
 
 def namespace_of(index: int, namespaces: int) -> str:
@@ -291,6 +294,11 @@ def _holds(table: str, address: str) -> bool:
     return re.search(rf"(?<![\d.]){re.escape(address)}(?![\d])", table) is not None
 
 
+def _monitor(netns: str) -> subprocess.Popen[bytes]:
+    command = ["ip", "netns", "exec", netns, "nft", "monitor", "ruleset"]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
 class Enforcement:
     """Policy edits, each timed from the API's answer to the edited rule in the governed pod's
     table, in each daemon's netns of that pod."""
@@ -328,23 +336,54 @@ class Enforcement:
             {"ipBlock": {"cidr": f"{marker}/32"}},
         ]}]}}  # fmt: skip
         path = f"/apis/k8s.cni.cncf.io/v1beta1/namespaces/{ns}/multi-networkpolicies/pol-{policy}"
-        answer = self.admin.patch(path, patch, kube_blocks.MERGE_PATCH)
-        if answer.status != 200:
-            raise RuntimeError(f"patching pol-{policy}: {answer.status} {answer.body[:200]!r}")
-        began = time.monotonic()
-        waiting = set(self.netns)
-        while waiting:
-            for mode in sorted(waiting):
-                table = subprocess.run(
-                    ["ip", "netns", "exec", self.netns[mode][pod], "nft", "list", "table",
-                     "inet", "netattach"], capture_output=True, text=True, check=False,
-                ).stdout  # fmt: skip
-                if _holds(table, marker) and (not peers or any(_holds(table, a) for a in peers)):
-                    self.took[mode].append(time.monotonic() - began)
-                    waiting.discard(mode)
-            if time.monotonic() - began > ENFORCE_TIMEOUT:
-                raise RuntimeError(f"pol-{policy}'s edit {n} not enforced by {sorted(waiting)}")
-            time.sleep(0.01)
+        # `nft monitor` in each netns wakes the check when the table changes: no polling load
+        monitors = {mode: _monitor(names[pod]) for mode, names in self.netns.items()}
+        try:
+            time.sleep(MONITOR_SETTLE)
+            answer = self.admin.patch(path, patch, kube_blocks.MERGE_PATCH)
+            if answer.status != 200:
+                raise RuntimeError(f"patching pol-{policy}: {answer.status} {answer.body[:200]!r}")
+            began = time.monotonic()
+            self._wait(monitors, pod, marker, peers, began)
+        finally:
+            for monitor in monitors.values():
+                monitor.kill()
+                monitor.wait()
+        if time.monotonic() - began > ENFORCE_TIMEOUT:
+            raise RuntimeError(f"pol-{policy}'s edit {n} not enforced in {ENFORCE_TIMEOUT:g}s")
+
+    def _wait(
+        self,
+        monitors: dict[str, subprocess.Popen[bytes]],
+        pod: int,
+        marker: str,
+        peers: set[str],
+        began: float,
+    ) -> None:
+        """Until each netns's table holds the marker and a new peer: checked when its monitor
+        prints a change, and every MONITOR_FALLBACK seconds in case a line came before the
+        monitor listened."""
+        with selectors.DefaultSelector() as watching:
+            for mode, monitor in monitors.items():
+                assert monitor.stdout is not None
+                watching.register(monitor.stdout, selectors.EVENT_READ, mode)
+            waiting = set(monitors)
+            check = set(waiting)
+            while waiting and time.monotonic() - began <= ENFORCE_TIMEOUT:
+                for mode in sorted(check & waiting):
+                    table = subprocess.run(
+                        ["ip", "netns", "exec", self.netns[mode][pod], "nft", "list", "table",
+                         "inet", "netattach"], capture_output=True, text=True, check=False,
+                    ).stdout  # fmt: skip
+                    if _holds(table, marker) and (
+                        not peers or any(_holds(table, a) for a in peers)
+                    ):
+                        self.took[mode].append(time.monotonic() - began)
+                        waiting.discard(mode)
+                ready = watching.select(MONITOR_FALLBACK)
+                check = {key.data for key, _ in ready} if ready else set(waiting)
+                for key, _ in ready:
+                    os.read(key.fd, 65536)
 
     def summary(self) -> dict[str, dict[str, float]]:
         out = {}
@@ -383,7 +422,7 @@ def start_daemon(work: Path, kubeconfig: Path, peers: str) -> subprocess.Popen[b
         "metrics": {"address": f"127.0.0.1:{PORTS[peers]}"},
         "policy": {"enabled": True, "peers": peers},
         "cleanupOnExit": True,
-        "logLevel": "warning",
+        "logLevel": os.environ.get("NETATTACH_BENCH_LOG_LEVEL", "warning"),
     }
     (root / "daemon.yaml").write_text(json.dumps(settings))
     log = (root / "daemon.log").open("wb")

@@ -8,9 +8,10 @@ daemons to read the groups they need (POL-SPAN).
                does (`kube_watch.Reflectors`, which also reads the NADs)
     compute    `policy.groups.PeerGroups`, told what changed; the policies in force are the
                node daemons' (`PolicyBook`: an invalid edit keeps its last valid version)
-    publish    every `BATCH` seconds at most, the shards that changed written (a server-side
-               apply each) then the old ones deleted; at its start a leader deletes the
-               groups no policy names any more (written by an earlier leader)
+    publish    every `BATCH` seconds at most, the shards that changed asked of the
+               `publisher` (a queue: new groups first, a group's new shards before its old
+               ones are deleted); at its start a leader deletes the groups no policy names
+               any more (written by an earlier leader)
 
 While no controller runs, nothing is written: the groups stay as the last leader left them and
 the nodes keep enforcing them; a pod started meanwhile is no peer anywhere until a controller
@@ -23,16 +24,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-import httpx2
-
-from netattach.cluster import kube_blocks, kube_client, kube_objects, kube_watch, model, store
+from netattach.cluster import kube_client, kube_objects, kube_watch, model, store
 from netattach.cni import errors
 from netattach.controller.lease import Lease
+from netattach.controller.publisher import Publisher
 from netattach.daemon.policy_book import PolicyBook
 from netattach.policy import groups as groups_mod
 
@@ -40,7 +38,6 @@ log = logging.getLogger("netattach.controller")
 
 PATH: Final = f"/apis/{model.PEER_GROUP_API}/policypeergroups"
 BATCH: Final = 0.05  # changes within this long are published together
-WRITE_CONCURRENCY: Final = 16
 RETRY_DELAY: Final = 2.0
 
 
@@ -111,54 +108,6 @@ class Inputs:
             peer_groups.set_policies(self._book.policies())
 
 
-class Publisher:
-    """The PolicyPeerGroup objects written as `PeerGroups` says (only the leader has one)."""
-
-    def __init__(self, http: httpx2.AsyncClient) -> None:
-        self._http = http
-        self._failed: dict[str, groups_mod.Write] = {}  # to write again, the newest per name
-
-    async def existing(self) -> set[str]:
-        """The names of the PolicyPeerGroups in the API now."""
-        found = await kube_blocks.send_json(self._http, "GET", PATH)
-        return {
-            str((item.get("metadata") or {}).get("name"))
-            for item in (found or {}).get("items") or []
-        }
-
-    async def publish(self, writes: Sequence[groups_mod.Write]) -> bool:
-        """Write, then delete; False when some failed (kept, tried again with the next)."""
-        pending = {**self._failed}
-        for write in writes:
-            pending[write.name] = write
-        self._failed = {}
-        puts = [w for w in pending.values() if w.body is not None]
-        deletes = [w for w in pending.values() if w.body is None]
-        for batch in (puts, deletes):  # a group's new shards before its old ones go
-            gate = asyncio.Semaphore(WRITE_CONCURRENCY)
-            await asyncio.gather(*(self._one(w, gate) for w in batch))
-        return not self._failed
-
-    async def _one(self, write: groups_mod.Write, gate: asyncio.Semaphore) -> None:
-        async with gate:
-            try:
-                await self._send(write)
-            except errors.CNIError as exc:
-                log.warning("PolicyPeerGroup %s: %s; again later", write.name, exc)
-                self._failed[write.name] = write
-
-    async def _send(self, write: groups_mod.Write) -> None:
-        http = self._http
-        path = f"{PATH}/{write.name}"
-        if write.body is None:
-            await kube_blocks.send_json(http, "DELETE", path, missing_ok=True)
-            return
-        # a server-side apply: made or replaced in one request, no resourceVersion to carry
-        await kube_blocks.send_json(
-            http, "PATCH", path, write.body, content_type=kube_blocks.APPLY_PATCH, force=True
-        )
-
-
 class PolicyController:
     """One replica: wait for the Lease, then watch, compute and publish until cancelled or the
     Lease is lost (`lease.LostLeaseError`)."""
@@ -208,28 +157,19 @@ class PolicyController:
 
     async def _publish_loop(self) -> None:
         await self.view.wait_synced(float("inf"))
-        stray: set[str] | None = await self._existing()
-        while True:
-            started = time.monotonic()
-            self.inputs.tell()
-            writes = self.groups.take_writes()
-            if stray is not None:
-                written = {w.name for w in writes if w.body is not None}
-                writes += [groups_mod.Write(n, None) for n in sorted(stray - written)]
-                stray = None
-            done = await self.publisher.publish(writes)
-            if writes:
-                log.info(
-                    "published %d PolicyPeerGroup writes in %.3fs",
-                    len(writes),
-                    time.monotonic() - started,
-                )
-            if not done:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.inputs.changed.wait(), RETRY_DELAY)
-                continue
-            await self.inputs.changed.wait()
-            await asyncio.sleep(BATCH)
+        stray = await self._existing()
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.publisher.run(), name="writes")
+            while True:
+                self.inputs.tell()
+                writes = self.groups.take_writes()
+                if stray:
+                    written = {w.name for w in writes if w.body is not None}
+                    writes += [groups_mod.Write(n, None) for n in sorted(stray - written)]
+                    stray = set()
+                self.publisher.ask(writes)
+                await self.inputs.changed.wait()
+                await asyncio.sleep(BATCH)
 
     async def _existing(self) -> set[str]:
         while True:

@@ -9,7 +9,7 @@ kept up to date as pods, namespaces and policies change, and written as sharded 
 A group is written as `shards` objects (`PolicyPeerGroup`, policy.netattach.io/v1alpha1) named
 `<group id>-<shards>-<index>` and labelled `policy.netattach.io/group: <group id>`: a member
 lives in the shard its key hashes to, so one pod change rewrites one object per group it is in,
-and a shard holds at most MEMBERS_PER_SHARD members (about 0.2 MiB, far below etcd's 1.5 MiB).
+and a shard holds at most MEMBERS_PER_SHARD members (about 20 KiB, far below etcd's 1.5 MiB).
 A group that outgrows its shards (or shrinks to a quarter of them) is written again in the new
 number, then the old objects are deleted: a reader unions the objects of a group it sees, so it
 never misses a member. An empty group is one object with no member: a reader tells "no pod" from
@@ -31,7 +31,7 @@ from netattach.policy.span import GroupKey, group_keys, member_entry, port_names
 API_VERSION: Final = model.PEER_GROUP_API
 KIND: Final = model.PEER_GROUP
 GROUP_LABEL: Final = model.PEER_GROUP_LABEL
-MEMBERS_PER_SHARD: Final = 1000
+MEMBERS_PER_SHARD: Final = 100  # as an EndpointSlice: one pod change rewrites a small object
 
 
 @dataclass(frozen=True, slots=True)
