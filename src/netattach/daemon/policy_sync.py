@@ -65,7 +65,6 @@ RECORDS_SETTLE_NS = 50_000_000
 # (a policy's first governed pod on this node); past it the pod's table is written from what is
 # there (fail closed: a peer not read yet is not allowed) and corrected when they arrive.
 GROUPS_WAIT = 5.0
-GROUPS_RETRY = 0.05  # a pass waiting for groups is tried again after this long
 
 
 class PolicySync:
@@ -84,7 +83,6 @@ class PolicySync:
         self._view = view
         self._groups = groups
         self._adding: dict[str, model.KubeObject] = {}  # container -> pod, ADDs under way
-        self._groups_waiting: float | None = None  # since when a pass waits for groups
         self._groups_given_up: frozenset[str] = frozenset()  # waited for in vain: not again
         # the groups selected, and the policies and local pods' labels they were worked out from
         self._needed: tuple[tuple[Policy, ...], frozenset[_Labelled], set[str]] | None = None
@@ -164,8 +162,7 @@ class PolicySync:
             return  # no policy, no table anywhere: not even the records need reading
         local = self._local_pods(self._current_records())
         self.tables.keep({r.container_id for r, _ in local})
-        if self._groups_pending(self._select_groups(self._view.objects(model.POD))):
-            return  # a pass again soon: the tables stay as they are meanwhile
+        await self._groups_read()  # the tables stay as they are meanwhile
         compiler = self._inputs.update(local)
         if compiler is None:
             for record, _ in local:
@@ -223,31 +220,29 @@ class PolicySync:
         await self.tables.remove(record)
         self.notify()
 
-    def _groups_pending(self, wanted: set[str]) -> bool:
-        """Whether a group the node's pods need is not published (or read) yet, and has not
-        been waited for GROUPS_WAIT: then the pass waits (a new policy's peers come a moment
-        after the policy), and is tried again shortly. Past that it goes on without them."""
-        missing = wanted - self._groups.published_groups() if self._groups is not None else set()
-        if not missing or missing <= self._groups_given_up:
-            self._groups_waiting = None
-            if not missing:
-                self._groups_given_up = frozenset()
-            return False
-        now = time.monotonic()
-        if self._groups_waiting is None:
-            self._groups_waiting = now
-        if now - self._groups_waiting >= GROUPS_WAIT:
-            log.warning(
-                "policy peers: %d group(s) still unpublished after %gs (is the policy "
-                "controller running?); tables written without them",
-                len(missing),
-                GROUPS_WAIT,
-            )
-            self._groups_waiting = None
-            self._groups_given_up = frozenset(missing)
-            return False
-        asyncio.get_running_loop().call_later(GROUPS_RETRY, self._dirty.set)
-        return True
+    async def _groups_read(self) -> None:
+        """Wait until every group the node's pods need is published and read (a new policy's
+        peers come a moment after the policy), at most GROUPS_WAIT; past that the pass goes
+        on without them, and no pass waits for them again until they come."""
+        if self._groups is None:
+            return
+        wanted = self._select_groups(self._view.objects(model.POD))
+        missing = wanted - self._groups.published_groups()
+        if not missing:
+            self._groups_given_up = frozenset()
+            return
+        if missing <= self._groups_given_up:
+            return
+        if await self._groups.wait_groups(wanted - self._groups_given_up, GROUPS_WAIT):
+            return
+        missing = wanted - self._groups.published_groups()
+        log.warning(
+            "policy peers: %d group(s) still unpublished after %gs (is the policy "
+            "controller running?); tables written without them",
+            len(missing),
+            GROUPS_WAIT,
+        )
+        self._groups_given_up = frozenset(missing)
 
     def _select_groups(self, pods: Sequence[model.KubeObject]) -> set[str]:
         """POL-SPAN: the peer groups the policies governing `pods` (the view's: this node's,
