@@ -8,14 +8,17 @@ ports; policies with every selector kind, ipBlock/except, ports, endPort and nam
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from netattach.cluster import model, store
 from netattach.cluster.model import KubeObject, labels, namespace_of
+from netattach.daemon.policy_inputs import SpanMembers
 from netattach.policy import groups, span
 from netattach.policy.compile import compile_pods
 from netattach.policy.model import Policy
@@ -225,3 +228,41 @@ def test_a_group_outgrowing_its_shard_is_written_again_in_more_then_the_old_dele
     assert max(sizes) < groups.MEMBERS_PER_SHARD
     made.set_pod(make_pod("ns-a", "pod7", {"app": "moved"}, 8, False, []))
     assert len(made.take_writes()) == 1  # one pod changed: one shard rewritten
+
+
+@pytest.mark.req("POL-SPAN")
+def test_a_node_reading_rewritten_shards_is_told_only_the_pods_that_changed() -> None:
+    # SpanMembers (the node's reader of the groups it watches): a shard rewritten for one pod's
+    # change, a pod gone, a group resharded: it names the pods whose entry changed, and holds
+    # exactly the members the objects carry
+    made = groups.PeerGroups()
+    made.set_namespace("ns-a", {})
+    spec: dict[str, Any] = {"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]}
+    made.set_policies([make_policy(0, "ns-a", "net", spec)])
+    view = store.ClusterStore()
+    members = SpanMembers(view)
+    published = Published()
+
+    def publish() -> set[str]:
+        writes = made.take_writes()
+        published.apply(writes)
+        for write in writes:
+            if write.body is None:
+                view.remove(model.PEER_GROUP, "", write.name)
+            else:
+                view.upsert(cast(KubeObject, copy.deepcopy(write.body)))
+        told = {f"{ns}/{name}" for ns, name in members.refresh()}
+        assert members.members() == published.members(set(published.by_group()))
+        return told
+
+    for index in range(150):  # two shards
+        made.set_pod(make_pod("ns-a", f"pod{index}", {}, index + 1, False, []))
+    assert len(publish()) == 150
+    made.set_pod(make_pod("ns-a", "pod7", {"app": "relabelled"}, 8, False, []))
+    assert publish() == {"ns-a/pod7"}  # its shard's other pods are as they were
+    made.remove_pod("ns-a/pod9")
+    assert publish() == {"ns-a/pod9"}
+    for index in range(150, 250):  # resharded: four objects, the two old ones deleted
+        made.set_pod(make_pod("ns-a", f"pod{index}", {}, index % 250 + 1, False, []))
+    assert publish() == {f"ns-a/pod{index}" for index in range(150, 250)}
+    assert len(published.objects) == 4

@@ -299,29 +299,35 @@ class SpanMembers:
 
     def refresh(self) -> set[tuple[str, str]]:
         """Read the group objects changed since the last call: the pods whose member entry
-        changed, came or went."""
+        changed, came or went (a shard rewritten for one pod's change, or a group written
+        again in more shards, tells of the pods whose entry is not what it was only)."""
         current = {model.name_of(obj): obj for obj in self._view.objects(model.PEER_GROUP)}
-        touched: set[str] = set()
+        candidates: set[str] = set()
         for name in [n for n, (obj, _) in self._read.items() if current.get(n) is not obj]:
             _, entries = self._read.pop(name)
+            candidates.update(entries)
             for key in entries:
                 self._holders[key].discard(name)
-                touched.add(key)
         for name, obj in current.items():
             if name in self._read:
                 continue
             entries = _entries(obj)
             self._read[name] = (obj, entries)
+            candidates.update(entries)
             for key in entries:
                 self._holders.setdefault(key, set()).add(name)
-                touched.add(key)
-        for key in touched:
+        touched: set[str] = set()
+        for key in candidates:
             holders = self._holders.get(key)
             if not holders:
                 self._holders.pop(key, None)
-                self._pods.pop(key, None)
+                if self._pods.pop(key, None) is not None:
+                    touched.add(key)
                 continue
-            self._pods[key] = self._read[min(holders)][1][key]
+            entry = self._read[min(holders)][1][key]
+            if self._pods.get(key) != entry:
+                self._pods[key] = entry
+                touched.add(key)
         return {(k.split("/", 1)[0], k.split("/", 1)[1]) for k in touched}
 
 
