@@ -11,7 +11,7 @@ import asyncio
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -19,7 +19,8 @@ from netattach.attach import status
 from netattach.cluster import model, store
 from netattach.daemon import policy_sync
 from netattach.pods import records
-from netattach.policy import apply
+from netattach.policy import apply, groups
+from netattach.policy.model import parse_policy
 from tests import builders
 
 pytestmark = pytest.mark.netns
@@ -371,3 +372,76 @@ def test_a_set_changed_behind_our_back_is_written_whole_when_its_update_fails(
         "policies": ["ns1/allow-clients"],
         "error": None,
     }
+
+
+class StoreGroups:
+    """The node's peer groups as its Kubernetes feed gives them: the PolicyPeerGroup objects
+    the view holds (the feed lists the selected ones; here all are)."""
+
+    def __init__(self, view: store.ClusterStore) -> None:
+        self.view = view
+        self.selected: set[str] = set()
+
+    def select_groups(self, ids: set[str]) -> None:
+        self.selected = set(ids)
+
+    def published_groups(self) -> set[str]:
+        return {
+            model.labels(o)[model.PEER_GROUP_LABEL] for o in self.view.objects(model.PEER_GROUP)
+        }
+
+    async def wait_groups(self, ids: set[str], timeout: float) -> bool:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not ids <= self.published_groups():
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+
+@pytest.mark.req("POL-CTRL", "POL-SPAN")
+@pytest.mark.parametrize("fail_open", [False, True], ids=["failClosed", "failOpen"])
+def test_a_pod_whose_peer_group_is_unpublished_fails_closed_or_open_then_gets_its_table(
+    node: Node, monkeypatch: pytest.MonkeyPatch, fail_open: bool
+) -> None:
+    # the controller is down: db's policy names a group (app=web) no controller published;
+    # web runs on another node, so the node knows of it only through that group
+    monkeypatch.setattr(policy_sync, "GROUPS_WAIT", 0.2)
+    source = StoreGroups(node.view)
+    node.sync = policy_sync.PolicySync(
+        view=node.view,
+        records=node.records,
+        status_entries=status.status_entries,
+        groups=source,
+        fail_open=fail_open,
+    )
+    spec = {
+        "podSelector": {"matchLabels": {"app": "db"}},
+        "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "web"}}}]}],
+    }
+    made = policy("db-from-web", spec)
+    node.view.upsert(made)
+    db = node.add(pod("ns1", "db", {"app": "db"}), {BLUE: "10.91.0.3/24"})
+    node.converge()
+    text = node.table(db)
+    if fail_open:
+        assert text is None  # no table: every peer allowed, as for a pod no policy governs
+    else:
+        assert text is not None  # the table denies: web is nobody's peer yet
+        assert "10.0.0.5" not in text
+
+    # the controller is back and publishes the group: the right table, in either mode
+    peer_groups = groups.PeerGroups()
+    peer_groups.set_namespace("ns1", {})
+    peer_groups.set_policies([parse_policy(made)])
+    web = builders.addressed_pod("web", "ns1", {"app": "web"}, 5, v6=False, network=BLUE)
+    peer_groups.set_pod(web)
+    (write,) = peer_groups.take_writes()
+    assert write.body is not None
+    group = cast(model.KubeObject, write.body)
+    node.view.upsert(group)
+    assert source.selected == {model.labels(group)[model.PEER_GROUP_LABEL]}
+    node.converge()
+    text = node.table(db)
+    assert text is not None
+    assert "10.0.0.5" in text

@@ -729,6 +729,11 @@ def test_settings_built_by_hand_get_the_daemon_defaults(monkeypatch: pytest.Monk
             "policy.peers: must be 'allPods' or 'controller', got 'controler'",
         ),
         ("policy", {"peers": True}, "policy.peers: must be 'allPods' or 'controller', got True"),
+        (
+            "policy",
+            {"unpublishedGroups": "open"},
+            "policy.unpublishedGroups: must be 'failClosed' or 'failOpen', got 'open'",
+        ),
     ],
 )
 def test_a_bad_daemon_value_is_one_problem_naming_the_key(
@@ -768,6 +773,11 @@ def test_a_bad_daemon_value_is_one_problem_naming_the_key(
         ("cleanupOnExit", True, True),
         ("policy", {"peers": "controller"}, policy_settings.PolicySettings(peers="controller")),
         ("policy", {"enabled": False}, policy_settings.PolicySettings(enabled=False)),
+        (
+            "policy",
+            {"peers": "controller", "unpublishedGroups": "failOpen"},
+            policy_settings.PolicySettings(peers="controller", unpublished_groups="failOpen"),
+        ),
     ],
 )
 def test_daemon_edge_values_are_accepted(key: str, value: object, read: object) -> None:

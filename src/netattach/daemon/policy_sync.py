@@ -79,9 +79,12 @@ class PolicySync:
         events: ports.EventRecorder | None = None,  # Warnings on policies and pods
         status_file: Callable[[str, str], list[dict[str, object]] | None] | None = None,
         groups: ports.PeerGroupSource | None = None,  # the peers from the controller's groups
+        fail_open: bool = False,  # POL-CTRL: a pod whose groups are unpublished has no table
     ) -> None:
         self._view = view
         self._groups = groups
+        self._fail_open = fail_open
+        self._opened: set[str] = set()  # containers left without a table (fail open)
         self._adding: dict[str, model.KubeObject] = {}  # container -> pod, ADDs under way
         self._groups_given_up: frozenset[str] = frozenset()  # waited for in vain: not again
         # the groups selected, and the policies and local pods' labels they were worked out from
@@ -170,11 +173,19 @@ class PolicySync:
                     await self.tables.apply_table(record, {})
             return
         todo = self._inputs.take_unapplied()
+        unpublished = self._unpublished()
+        self._opened &= {record.container_id for record, _ in local}
         writes = []
         for record, pod in local:
             key = views.pod_key(pod)
             current = applied.get(record.container_id, policy_tables.UNKNOWN)
-            if key in todo or not current.known or current.error is not None:
+            if unpublished and self._open(record, pod, unpublished):
+                if current != policy_tables.NONE:
+                    writes.append(self.tables.apply_table(record, {}))
+                continue
+            reopened = record.container_id in self._opened  # its groups came: its rules now
+            self._opened.discard(record.container_id)
+            if reopened or key in todo or not current.known or current.error is not None:
                 writes.append(self.tables.apply_table(record, compiler.rules(key)))
         try:
             await _at_most(APPLY_CONCURRENCY, writes)
@@ -212,6 +223,10 @@ class PolicySync:
             return
         key = views.pod_key(pod)
         self._inputs.applied(key)
+        unpublished = self._unpublished()
+        if unpublished and self._open(record, pod, unpublished):
+            await self.tables.apply_table(record, {}, raise_errors=True)
+            return
         await self.tables.apply_table(record, compiler.rules(key), raise_errors=True)
 
     async def discard(self, record: records_mod.PodRecord) -> None:
@@ -243,6 +258,33 @@ class PolicySync:
             GROUPS_WAIT,
         )
         self._groups_given_up = frozenset(missing)
+
+    def _unpublished(self) -> set[str]:
+        """Fail open only: the groups this node's pods need that are not published (each
+        waited for already)."""
+        if not self._fail_open or self._groups is None or self._needed is None:
+            return set()
+        return self._needed[2] - self._groups.published_groups()
+
+    def _open(
+        self, record: records_mod.PodRecord, pod: model.KubeObject, unpublished: set[str]
+    ) -> bool:
+        """Fail open: whether the pod's policies name an unpublished group (then it has no
+        table until the group comes)."""
+        labelled = [(model.namespace_of(pod), dict(model.labels(pod)))]
+        ids = {key.id() for key in span.needed(self._book.policies(), labelled)}
+        if not ids & unpublished:
+            return False
+        if record.container_id not in self._opened:
+            self._opened.add(record.container_id)
+            log.warning(
+                "[%s/%s] policy peers unpublished (%s); no table until they come "
+                "(policy.unpublishedGroups: failOpen)",
+                record.namespace,
+                record.pod,
+                ", ".join(sorted(ids & unpublished)),
+            )
+        return True
 
     def _select_groups(self, pods: Sequence[model.KubeObject]) -> set[str]:
         """POL-SPAN: the peer groups the policies governing `pods` (the view's: this node's,

@@ -77,6 +77,7 @@ class Daemon:
                 groups=self.feed
                 if isinstance(self.feed, kube.KubeFeed) and self._spanned()
                 else None,
+                fail_open=cfg.daemon.policy.unpublished_groups == policy_settings.FAIL_OPEN,
             )
         # IPAM-UNIQUE: netattach's own IPAM, its blocks the node's alone (the directory feed)
         # or the cluster's, kept in the API (the Kubernetes feed).

@@ -5,6 +5,10 @@ policy.peers     where the Kubernetes feed reads the policies' peers from (POL-S
                  "allPods", every pod of the cluster, watched by each node (small clusters);
                  "controller", the peer groups the policy controller publishes, only those
                  this node's pods' policies name
+policy.unpublishedGroups
+                 with "controller", a pod whose policies name a group still unpublished after
+                 the wait (the controller down): "failClosed", its table allows none of that
+                 group's pods; "failOpen", it has no table (all allowed) until the group comes
 delegatePolicy   SEC-DELEGATE: what the NADs of a namespace may make netattach run; its
                  rules are guard/delegate_policy.py's, and netattach's own directories (as
                  these settings place them) are always protected (SEC-NODE)
@@ -23,9 +27,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-_POLICY_KEYS: Final = ("enabled", "peers")
+_POLICY_KEYS: Final = ("enabled", "peers", "unpublishedGroups")
 ALL_PODS: Final = "allPods"
 CONTROLLER: Final = "controller"
+FAIL_CLOSED: Final = "failClosed"
+FAIL_OPEN: Final = "failOpen"
 
 
 class PolicySettings(NamedTuple):
@@ -38,6 +44,7 @@ class PolicySettings(NamedTuple):
 
     enabled: bool = True
     peers: str = "allPods"
+    unpublished_groups: str = "failClosed"  # POL-CTRL: FAIL_CLOSED or FAIL_OPEN
 
 
 def section(value: object, key: str, problems: list[str]) -> PolicySettings | None:
@@ -51,7 +58,16 @@ def section(value: object, key: str, problems: list[str]) -> PolicySettings | No
             f"{key}.peers: must be {ALL_PODS!r} or {CONTROLLER!r}, got {fields.show(peers)}"
         )
         return None
-    return PolicySettings(enabled=enabled, peers=peers)
+    unpublished = (
+        value.get("unpublishedGroups", FAIL_CLOSED) if isinstance(value, Mapping) else FAIL_CLOSED
+    )
+    if unpublished not in (FAIL_CLOSED, FAIL_OPEN):
+        problems.append(
+            f"{key}.unpublishedGroups: must be {FAIL_CLOSED!r} or {FAIL_OPEN!r}, "
+            f"got {fields.show(unpublished)}"
+        )
+        return None
+    return PolicySettings(enabled=enabled, peers=peers, unpublished_groups=unpublished)
 
 
 def protected(
