@@ -29,7 +29,7 @@ from netattach import atomic
 from netattach.cli import main as cli_main
 from netattach.cluster import files, kube
 from netattach.daemon import server, service
-from netattach.pods import locks, orchestrator, records
+from netattach.pods import events, locks, orchestrator, records
 from netattach.runtime import cache, execute, invoke
 
 TRACE_ENV = "NETATTACH_BENCH_TRACE"
@@ -94,7 +94,7 @@ def install(no_fsync: bool) -> None:
     wrap(locks.ContainerLocks, "_acquire", "lock")
     wrap(orchestrator.Orchestrator, "_plan", "plan")
     wrap(orchestrator.Orchestrator, "_undo_earlier_add", "earlier-add check")
-    wrap(orchestrator.Orchestrator, "_events_added", "events")
+    wrap(events.PodEvents, "added", "events")
     for method in ("save", "load", "delete"):
         wrap(records.PodRecords, method, f"pod record {method}")
         wrap(cache.AttachmentCache, method, f"cache {method}")

@@ -321,6 +321,16 @@ def test_killed_run_is_swept_by_the_next(
     assert set(Path(tempfile.gettempdir()).glob("na-kapi-*")) <= fake_api_dirs
 
 
+def test_the_traced_daemons_probes_find_what_they_time() -> None:
+    """bench.traced_daemon wraps named functions of the daemon: each must still exist (a
+    refactor that moves one fails here, not in the middle of `make bench-breakdown`)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from bench import traced_daemon; traced_daemon.install(False)"],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
 def test_breakdown_phases_add_up_to_the_handling_time() -> None:
     """bench.breakdown's exclusive times: each probe's time minus the probes inside it, so a
     request's phases sum to its handler's span (here 10 ms: 1 lock, 6 delegate, of which
