@@ -108,12 +108,9 @@ class Publisher:
         self._queued[name] = queued
         self._latest[name] = queued.serial
         self._held.pop(name, None)
-        if queued.write.body is None:
-            heapq.heappush(self._deletes, (queued.asked, queued.serial, name))
-        else:
+        if queued.write.body is not None:
             self._count(queued.asked, 1)
-            rank = 1 if name in self._known else 0
-            heapq.heappush(self._puts, (rank, queued.asked, queued.serial, name))
+        self._push(queued)
 
     def _count(self, asked: int, by: int) -> None:
         self._outstanding[asked] += by

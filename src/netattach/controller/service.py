@@ -36,7 +36,6 @@ from netattach.policy import groups as groups_mod
 
 log = logging.getLogger("netattach.controller")
 
-PATH: Final = f"/apis/{model.PEER_GROUP_API}/policypeergroups"
 BATCH: Final = 0.05  # changes within this long are published together
 RETRY_DELAY: Final = 2.0
 
